@@ -1,0 +1,88 @@
+package router
+
+// routeConversation keeps every turn of a conversation on the rank that
+// served its first turn, up to the hard cap, and spreads new conversations
+// round-robin or to the least queued rank.
+func (r *Router) routeConversation(b *batch) {
+	size := r.cfg.DPSize
+	count := r.loadCounts(b)
+
+	// Explicit pass: only for requests whose conversation is not bound yet
+	// (a binding beats a later target hint).
+	rest := r.rest[:0]
+	for _, i := range r.relaxSort(b, isStrict) {
+		q := &b.reqs[i]
+		if q.ConversationID != "" {
+			if _, bound := r.conv.get(q.ConversationID); bound {
+				rest = append(rest, i)
+				continue
+			}
+		}
+		if q.hasTarget() && count[q.TargetRank] < b.maxn {
+			r.place(b, i, q.TargetRank)
+			if q.ConversationID != "" {
+				r.conv.bind(q.ConversationID, q.TargetRank)
+			}
+			continue
+		}
+		rest = append(rest, i)
+	}
+	r.rest = rest
+
+	expected := softCap(count, len(rest), max(1, r.cfg.FairShareMultiplier), b.maxn)
+	for _, i := range rest {
+		q := &b.reqs[i]
+		home, bound := -1, false
+		if q.ConversationID != "" {
+			home, bound = r.conv.get(q.ConversationID)
+		}
+		if bound && count[home] < b.maxn {
+			r.place(b, i, home)
+			r.conv.touch(q.ConversationID)
+			continue
+		}
+		rank := -1
+		if r.cfg.NewConvPlacement == PlacementLeastQueued {
+			rank = leastQueued(count, expected)
+			if rank < 0 {
+				rank = leastQueued(count, b.maxn)
+			}
+		} else {
+			for range size {
+				k := r.cursor
+				r.cursor = (r.cursor + 1) % size
+				if count[k] < expected {
+					rank = k
+					break
+				}
+			}
+			if rank < 0 {
+				rank = leastQueued(count, b.maxn)
+			}
+		}
+		if rank < 0 {
+			continue // every rank is at the hard cap: unassigned
+		}
+		r.place(b, i, rank)
+		if q.ConversationID != "" && !bound {
+			r.conv.bind(q.ConversationID, rank)
+		}
+	}
+	for _, c := range count {
+		expected = max(expected, c)
+	}
+	b.res.Expected = expected
+	r.finish(b)
+}
+
+// leastQueued returns the rank with the lowest (count, rank) among those with
+// count < limit, or -1.
+func leastQueued(count []int, limit int) int {
+	best := -1
+	for k, c := range count {
+		if c < limit && (best < 0 || c < count[best]) {
+			best = k
+		}
+	}
+	return best
+}

@@ -1,0 +1,190 @@
+package router
+
+import (
+	"cmp"
+	"slices"
+)
+
+// routeKVAware is TensorRT-LLM's KV-cache-aware ADP policy: explicit targets
+// and cold-start warmup first, then each request (grouped by prompt prefix) to
+// the eligible rank with the lowest (uncached tokens + β · relative load)
+// score, ties broken by a Python-compatible shuffle seeded with the request id.
+func (r *Router) routeKVAware(b *batch) {
+	size := r.cfg.DPSize
+	count := r.loadCounts(b)
+	tokens := slices.Grow(r.tokensF[:0], size)[:size]
+	r.tokensF = tokens
+	for i := range b.states {
+		tokens[i] = float64(b.states[i].NumActiveTokens)
+	}
+
+	// Explicit + warmup pass.
+	rest := r.rest[:0]
+	for _, i := range r.relaxSort(b, isStrictTarget) {
+		q := &b.reqs[i]
+		target := q.TargetRank
+		if !q.hasTarget() && r.pendingCount > 0 {
+			target = slices.Index(r.pending, true) // smallest pending rank
+		}
+		if target != NoTarget && count[target] < b.maxn {
+			r.place(b, i, target)
+			tokens[target] += float64(max(q.Len()-b.match(i, target, size), 0))
+			if r.pendingCount > 0 && r.pending[target] {
+				r.pending[target] = false
+				r.pendingCount--
+			}
+			continue
+		}
+		rest = append(rest, i)
+	}
+	r.rest = rest
+
+	// Group requests that share a prompt prefix; longer prompts first.
+	slices.SortStableFunc(rest, func(x, y int) int {
+		qx, qy := &b.reqs[x], &b.reqs[y]
+		if c := slices.Compare(prefix(qx), prefix(qy)); c != 0 {
+			return c
+		}
+		return cmp.Compare(qy.Len(), qx.Len())
+	})
+
+	expected := softCap(count, len(rest), r.cfg.FairShareMultiplier, b.maxn)
+	b.res.Expected = expected
+	eligible := r.eligible[:0]
+	for k := range size {
+		if count[k] < expected {
+			eligible = append(eligible, k)
+		}
+	}
+
+	beta := r.cfg.LoadBalanceWeight
+	r.seeds.reset(len(rest))
+	for pos, i := range rest {
+		if len(eligible) == 0 {
+			break // every rank is at the soft cap: the rest stay unassigned
+		}
+		q := &b.reqs[i]
+		n := q.Len()
+		nf := float64(n)
+		var sum float64
+		maxMatch := 0
+		for _, k := range eligible {
+			sum += tokens[k]
+			maxMatch = max(maxMatch, b.match(i, k, size))
+		}
+		denom := max(sum, nf)
+		if denom == 0 {
+			denom = 1 // the reference divides by zero here
+		}
+		gate := float64(maxMatch)/float64(max(n, 1)) > r.cfg.MatchRateThreshold
+
+		// The lowest (score, tokens) pair, and how many ranks share it.
+		var bestScore, bestTokens float64
+		best, ties := -1, 0
+		for _, k := range eligible {
+			s := r.score(b, i, k, n, nf, denom, beta, gate, tokens[k])
+			switch {
+			case best < 0 || s < bestScore || (s == bestScore && tokens[k] < bestTokens):
+				best, bestScore, bestTokens, ties = k, s, tokens[k], 1
+			case s == bestScore && tokens[k] == bestTokens:
+				ties++
+			}
+		}
+		if ties > 1 {
+			// The first tied rank in random.Random(id).shuffle(eligible).
+			shuffled := append(r.shuffled[:0], eligible...)
+			r.shuffled = shuffled
+			st := r.seeds.stream(pos, rest, b.reqs, len(eligible))
+			st.shuffle(shuffled)
+			for _, k := range shuffled {
+				if tokens[k] == bestTokens &&
+					r.score(b, i, k, n, nf, denom, beta, gate, tokens[k]) == bestScore {
+					best = k
+					break
+				}
+			}
+		}
+
+		r.place(b, i, best)
+		tokens[best] += float64(max(n-b.match(i, best, size), 0))
+		if count[best] >= expected {
+			eligible = slices.DeleteFunc(eligible, func(k int) bool { return k == best })
+		}
+	}
+	r.eligible = eligible
+	r.finish(b)
+}
+
+// score is the reference's cost of putting request i on rank k, evaluated in
+// the same order of IEEE operations: (n - m) + β · (tokens / denom · n). The
+// explicit float64 conversions forbid fused multiply-adds, which would round
+// differently from Python.
+func (r *Router) score(b *batch, i, k, n int, nf, denom, beta float64, gate bool, tok float64) float64 {
+	m := 0
+	if gate {
+		m = b.match(i, k, len(b.states))
+	}
+	load := float64(tok / denom * nf)
+	load = float64(beta * load)
+	return float64(n-m) + load
+}
+
+// prefix returns the tokens the KV-aware policy groups by.
+func prefix(q *Request) []int32 {
+	return q.Tokens[:min(len(q.Tokens), PrefixTokens)]
+}
+
+// seedCache holds, for the requests of one decision, the first outputs of
+// their random.Random(id) streams. Seeding MT19937 is the dominant cost of the
+// tie-break (a chain of ~1,250 dependent multiplies per seed), and it is only
+// needed for requests whose best score is tied, so streams are computed on
+// demand, four requests at a time along the routing order: the four chains
+// run interleaved at nearly the cost of one.
+type seedCache struct {
+	off   []int32 // per routing position: offset into outs, or -1
+	n     []int32 // per routing position: outputs stored
+	outs  []uint32
+	lanes [4][mtN]uint32
+}
+
+func (c *seedCache) reset(n int) {
+	c.off = slices.Grow(c.off[:0], n)[:n]
+	c.n = slices.Grow(c.n[:0], n)[:n]
+	for i := range c.off {
+		c.off[i] = -1
+	}
+	c.outs = c.outs[:0]
+}
+
+// stream returns the random stream of the request at routing position pos,
+// sized for shuffles of up to m ranks.
+func (c *seedCache) stream(pos int, rest []int, reqs []Request, m int) mtStream {
+	if c.off[pos] < 0 {
+		// Enough outputs for a shuffle of m ranks in all but rare cases
+		// (each draw is accepted with probability > 1/2); mtStream falls
+		// back to the full generator if a shuffle needs more.
+		want := min(2*m+16, mtFastOutputs)
+		var seeds [4]uint64
+		var at [4]int
+		lanes := 0
+		for p := pos; p < len(rest) && lanes < 4; p++ {
+			if c.off[p] < 0 {
+				seeds[lanes], at[lanes] = reqs[rest[p]].ID, p
+				lanes++
+			}
+		}
+		if lanes == 1 {
+			mtSeed(&c.lanes[0], seeds[0])
+		} else {
+			mtSeed4(&c.lanes, &seeds)
+		}
+		for l := range lanes {
+			start := len(c.outs)
+			c.outs = slices.Grow(c.outs, want)[:start+want]
+			mtFirstOutputs(&c.lanes[l], c.outs[start:])
+			c.off[at[l]], c.n[at[l]] = int32(start), int32(want)
+		}
+	}
+	o := c.off[pos]
+	return mtStream{seed: reqs[rest[pos]].ID, prefix: c.outs[o : o+c.n[pos]]}
+}

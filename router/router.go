@@ -1,0 +1,265 @@
+package router
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Limits that keep every sum exact: token loads are tracked as float64 in the
+// KV-aware policy, exactly like the reference's Python floats, which is exact
+// only below 2^53.
+const (
+	// MaxTokens bounds NumActiveTokens, a request's length and a match length.
+	MaxTokens = 1 << 50
+	// MaxActive bounds NumActiveRequests and maxActive.
+	MaxActive = 1 << 30
+)
+
+// Router routes batches of new requests onto attention-DP ranks with one
+// policy. It is a deterministic state machine: its decisions depend only on
+// its configuration, the sequence of Route calls it has seen, and their
+// arguments. Two Routers built from the same Config and fed the same calls
+// hold the same state and return the same results, which is what lets every
+// rank of an ADP engine route locally and agree.
+//
+// A Router is not safe for concurrent use; the C front end serialises calls on
+// one handle.
+type Router struct {
+	cfg Config
+
+	// State that persists across calls.
+	pending      []bool // KV-aware warmup: ranks not yet warmed
+	pendingCount int
+	conv         convLRU // conversation -> rank
+	cursor       int     // conversation round-robin cursor
+
+	// Scratch reused by every call; never read before being reset.
+	count    []int
+	tokens   []int64
+	tokensF  []float64
+	order    []int
+	rest     []int
+	eligible []int
+	shuffled []int
+	idSort   []uint64
+	seeds    seedCache
+}
+
+// New returns a Router for cfg, or an error wrapping ErrInvalidConfig that
+// names the offending option.
+func New(cfg Config) (*Router, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Router{cfg: cfg}
+	if cfg.Policy == PolicyKVCacheAware && cfg.ColdStartWarmup {
+		r.pending = make([]bool, cfg.DPSize)
+		for i := range r.pending {
+			r.pending[i] = true
+		}
+		r.pendingCount = cfg.DPSize
+	}
+	r.conv.init(cfg.MaxSessions)
+	return r, nil
+}
+
+// Config returns the configuration the Router was built with.
+func (r *Router) Config() Config { return r.cfg }
+
+// Route places one batch and returns a new Result; see RouteInto.
+func (r *Router) Route(states []RankState, reqs []Request, maxActive int, matches []int32) (*Result, error) {
+	res := new(Result)
+	if err := r.RouteInto(res, states, reqs, maxActive, matches); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// RouteInto places one batch of new requests, writing the decision into res
+// and reusing its memory.
+//
+// states holds one RankState per rank in rank order. maxActive is the hard
+// per-rank limit on active requests (max_num_active_requests). matches, used
+// by the KV-aware policy only, is nil (no cached prefixes) or holds
+// len(reqs)*DPSize match lengths, row-major by request:
+// matches[i*DPSize+r] is how many prompt tokens of reqs[i] rank r already
+// caches.
+//
+// Every request ends up either on a rank or in res.Unassigned. Invalid
+// arguments return an error wrapping ErrInvalidInput and change neither the
+// Router nor res.
+func (r *Router) RouteInto(res *Result, states []RankState, reqs []Request, maxActive int, matches []int32) error {
+	if err := r.validate(states, reqs, maxActive, matches); err != nil {
+		return err
+	}
+	res.reset(r.cfg.DPSize, len(reqs))
+	b := batch{states: states, reqs: reqs, maxn: maxActive, matches: matches, res: res}
+	switch r.cfg.Policy {
+	case PolicyDefault:
+		r.routeDefault(&b)
+	case PolicyKVCacheAware:
+		r.routeKVAware(&b)
+	case PolicyConversation:
+		r.routeConversation(&b)
+	}
+	return nil
+}
+
+func inputError(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidInput}, args...)...)
+}
+
+func (r *Router) validate(states []RankState, reqs []Request, maxActive int, matches []int32) error {
+	size := r.cfg.DPSize
+	if maxActive < 1 || maxActive > MaxActive {
+		return inputError("max_num_active_requests = %d, want 1..%d", maxActive, MaxActive)
+	}
+	if len(states) != size {
+		return inputError("got %d rank states, want dp_size = %d", len(states), size)
+	}
+	for i := range states {
+		s := &states[i]
+		if s.Rank != i {
+			return inputError("states[%d].rank = %d, want %d (states must be in rank order)", i, s.Rank, i)
+		}
+		if s.NumActiveRequests < 0 || s.NumActiveRequests > MaxActive {
+			return inputError("states[%d].num_active_requests = %d, want 0..%d", i, s.NumActiveRequests, MaxActive)
+		}
+		if s.NumActiveTokens < 0 || s.NumActiveTokens > MaxTokens {
+			return inputError("states[%d].num_active_tokens = %d, want 0..%d", i, s.NumActiveTokens, int64(MaxTokens))
+		}
+	}
+	for i := range reqs {
+		q := &reqs[i]
+		if q.TargetRank != NoTarget && (q.TargetRank < 0 || q.TargetRank >= size) {
+			return inputError("requests[%d] (id %d): target_rank = %d, want 0..%d or none", i, q.ID, q.TargetRank, size-1)
+		}
+		if q.NumTokens < 0 || q.NumTokens > MaxTokens {
+			return inputError("requests[%d] (id %d): num_tokens = %d, want 0..%d", i, q.ID, q.NumTokens, int64(MaxTokens))
+		}
+		if q.NumTokens > 0 && q.NumTokens < len(q.Tokens) {
+			return inputError("requests[%d] (id %d): num_tokens = %d is less than the %d tokens given", i, q.ID, q.NumTokens, len(q.Tokens))
+		}
+		if len(q.Tokens) > MaxTokens {
+			return inputError("requests[%d] (id %d): %d tokens, want at most %d", i, q.ID, len(q.Tokens), int64(MaxTokens))
+		}
+	}
+	if len(reqs) > 1 {
+		ids := r.idSort[:0]
+		for i := range reqs {
+			ids = append(ids, reqs[i].ID)
+		}
+		slices.Sort(ids)
+		r.idSort = ids
+		for i := 1; i < len(ids); i++ {
+			if ids[i] == ids[i-1] {
+				return inputError("request id %d appears more than once in the batch", ids[i])
+			}
+		}
+	}
+	if matches != nil {
+		if len(matches) != len(reqs)*size {
+			return inputError("got %d match lengths, want len(requests) * dp_size = %d", len(matches), len(reqs)*size)
+		}
+		for k, m := range matches {
+			if m < 0 {
+				return inputError("match length of request %d on rank %d = %d, want >= 0", k/size, k%size, m)
+			}
+		}
+	}
+	return nil
+}
+
+// batch is one Route call in progress.
+type batch struct {
+	states  []RankState
+	reqs    []Request
+	maxn    int
+	matches []int32
+	res     *Result
+}
+
+func (b *batch) match(req, rank, size int) int {
+	if b.matches == nil {
+		return 0
+	}
+	return int(b.matches[req*size+rank])
+}
+
+// loadCounts copies the active request counts into r.count.
+func (r *Router) loadCounts(b *batch) []int {
+	r.count = slices.Grow(r.count[:0], len(b.states))[:len(b.states)]
+	for i := range b.states {
+		r.count[i] = b.states[i].NumActiveRequests
+	}
+	return r.count
+}
+
+// place records request i on rank.
+func (r *Router) place(b *batch, i, rank int) {
+	b.res.Assignment[rank] = append(b.res.Assignment[rank], b.reqs[i].ID)
+	b.res.Ranks[i] = rank
+	r.count[rank]++
+}
+
+// unassign records request i as unplaced. Unassigned ids are listed in input
+// order once the decision is complete (see finish).
+func (r *Router) finish(b *batch) {
+	for i := range b.reqs {
+		if b.res.Ranks[i] == Unplaced {
+			b.res.Unassigned = append(b.res.Unassigned, b.reqs[i].ID)
+		}
+	}
+}
+
+// relaxSort fills r.order with request indices, stable-sorted so that those
+// for which first(q) is true come first.
+func (r *Router) relaxSort(b *batch, first func(q *Request) bool) []int {
+	order := r.order[:0]
+	for i := range b.reqs {
+		if first(&b.reqs[i]) {
+			order = append(order, i)
+		}
+	}
+	for i := range b.reqs {
+		if !first(&b.reqs[i]) {
+			order = append(order, i)
+		}
+	}
+	r.order = order
+	return order
+}
+
+// softCap is the reference's expected_num_active_requests:
+// fair = ceil((sum(count) + remaining) / size),
+// min(max(ceil(multiplier * fair), max(count)), maxn).
+func softCap(count []int, remaining int, multiplier float64, maxn int) int {
+	sum, busiest := remaining, 0
+	for _, c := range count {
+		sum += c
+		busiest = max(busiest, c)
+	}
+	fair := (sum + len(count) - 1) / len(count)
+	e := int(math.Ceil(multiplier * float64(fair)))
+	return min(max(e, busiest), maxn)
+}
+
+// PendingWarmup returns, in ascending order, the ranks the KV-aware policy's
+// cold-start warmup has not sent a request to yet (empty when warmup is off
+// or complete).
+func (r *Router) PendingWarmup() []int {
+	var p []int
+	for k, on := range r.pending {
+		if on {
+			p = append(p, k)
+		}
+	}
+	return p
+}
+
+// Conversation returns the rank conversation id is bound to, if any.
+func (r *Router) Conversation(id string) (rank int, ok bool) { return r.conv.get(id) }
+
+// NumConversations returns the number of conversation bindings held.
+func (r *Router) NumConversations() int { return r.conv.Len() }

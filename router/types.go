@@ -1,0 +1,95 @@
+package router
+
+// RankState is what one rank reports about itself before a routing decision;
+// the executor allgathers these so every rank routes on the same picture.
+type RankState struct {
+	// Rank is the rank's index; states[i].Rank must equal i.
+	Rank int
+	// NumActiveRequests is the number of requests the rank is serving.
+	NumActiveRequests int
+	// NumActiveTokens is the token load of those requests.
+	NumActiveTokens int64
+}
+
+// NoTarget is the TargetRank of a request without a target rank.
+const NoTarget = -1
+
+// Request is one new request to place.
+type Request struct {
+	// ID identifies the request; unique within a batch. It also seeds the
+	// KV-aware policy's Python-compatible tie-break.
+	ID uint64
+	// Tokens holds the prompt, or only its beginning when NumTokens gives the
+	// full length. The KV-aware policy reads at most the first
+	// PrefixTokens tokens; the other policies read none.
+	Tokens []int32
+	// NumTokens is the prompt length; 0 means len(Tokens). It must not be
+	// smaller than len(Tokens).
+	NumTokens int
+	// TargetRank is the rank the request asks for, or NoTarget. Because 0 is
+	// a valid rank, a Request literal without a target must say
+	// TargetRank: NoTarget.
+	TargetRank int
+	// Strict is TensorRT-LLM's attention_dp_relax = false: a strict request
+	// with a target sorts before relaxed ones. The zero value (relaxed) is
+	// the reference default.
+	Strict bool
+	// ConversationID ties turns of one conversation together for the
+	// conversation policy; "" means none.
+	ConversationID string
+}
+
+// PrefixTokens is how many leading prompt tokens the KV-aware policy uses to
+// group requests that share a prefix.
+const PrefixTokens = 64
+
+// Len returns the request's token count n.
+func (q *Request) Len() int {
+	if q.NumTokens > 0 {
+		return q.NumTokens
+	}
+	return len(q.Tokens)
+}
+
+func (q *Request) hasTarget() bool { return q.TargetRank != NoTarget }
+
+// Unplaced is the rank recorded in Result.Ranks for a request that could not
+// be placed.
+const Unplaced = -1
+
+// Result is the outcome of one routing decision.
+type Result struct {
+	// Assignment[r] lists the ids placed on rank r in placement order
+	// (explicit placements first). It has one entry per rank.
+	Assignment [][]uint64
+	// Ranks[i] is the rank requests[i] was placed on, or Unplaced.
+	Ranks []int
+	// Expected is expected_num_active_requests: the per-rank target the
+	// executor pads idle ranks up to.
+	Expected int
+	// Unassigned lists, in input order, the ids that could not be placed
+	// because every rank was full. The caller must requeue them; the
+	// reference would have dropped them or raised.
+	Unassigned []uint64
+}
+
+// reset prepares r for a decision over dpSize ranks and n requests, reusing
+// its slices.
+func (r *Result) reset(dpSize, n int) {
+	if cap(r.Assignment) < dpSize {
+		r.Assignment = make([][]uint64, dpSize)
+	}
+	r.Assignment = r.Assignment[:dpSize]
+	for i := range r.Assignment {
+		r.Assignment[i] = r.Assignment[i][:0]
+	}
+	if cap(r.Ranks) < n {
+		r.Ranks = make([]int, n)
+	}
+	r.Ranks = r.Ranks[:n]
+	for i := range r.Ranks {
+		r.Ranks[i] = Unplaced
+	}
+	r.Unassigned = r.Unassigned[:0]
+	r.Expected = 0
+}
