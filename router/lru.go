@@ -1,5 +1,7 @@
 package router
 
+import "strings"
+
 // convLRU maps conversation ids to ranks, bounded to limit entries with least
 // recently used eviction. Recency is a doubly linked list threaded through a
 // slice, so eviction order depends only on the sequence of operations — never
@@ -62,6 +64,9 @@ func (l *convLRU) bind(key string, rank int) {
 		e = int32(len(l.entries))
 		l.entries = append(l.entries, convEntry{})
 	}
+	// The key may alias caller memory (the C front end passes ids in
+	// place); the map keeps its own copy.
+	key = strings.Clone(key)
 	l.entries[e] = convEntry{key: key, rank: rank}
 	l.index[key] = e
 	l.pushFront(e)

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/adprouter/adprouter/router"
+)
+
+var errBadHandle = errors.New("invalid router handle")
+
+// entry is one live router and the scratch memory its calls reuse.
+type entry struct {
+	mu       sync.Mutex // serialises calls on this router
+	r        *router.Router
+	poisoned bool // a panic left the state undefined
+	states   []router.RankState
+	reqs     []router.Request
+	res      router.Result
+}
+
+// handleTable maps integer handles to routers. Handles are never reused, so a
+// stale handle cannot reach a newer router; C callers never see a Go pointer.
+type handleTable struct {
+	mu   sync.RWMutex
+	next uint64
+	m    map[uint64]*entry
+}
+
+var handles = handleTable{m: make(map[uint64]*entry)}
+
+func (t *handleTable) add(r *router.Router) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.next++
+	t.m[t.next] = &entry{r: r}
+	return t.next
+}
+
+func (t *handleTable) get(h uint64) (*entry, error) {
+	t.mu.RLock()
+	e := t.m[h]
+	t.mu.RUnlock()
+	if e == nil {
+		return nil, fmt.Errorf("%w: %d (never created or already destroyed)", errBadHandle, h)
+	}
+	return e, nil
+}
+
+// remove forgets h, waiting for a call in progress on it to finish.
+func (t *handleTable) remove(h uint64) error {
+	t.mu.Lock()
+	e := t.m[h]
+	delete(t.m, h)
+	t.mu.Unlock()
+	if e == nil {
+		return fmt.Errorf("%w: %d (never created or already destroyed)", errBadHandle, h)
+	}
+	e.mu.Lock()
+	e.r = nil
+	e.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,153 @@
+package main
+
+/*
+#include "adprouter.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/adprouter/adprouter/router"
+)
+
+//export adpr_route
+func adpr_route(h C.adpr_router, batch *C.adpr_batch, out *C.adpr_route_result, ebuf *C.char, elen C.size_t) (status C.adpr_status) {
+	var err error
+	var e *entry
+	defer func() { finish(&status, &err, ebuf, elen, e) }()
+	if e, err = handles.get(uint64(h)); err != nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.r == nil:
+		err = fmt.Errorf("%w: %d (destroyed)", errBadHandle, uint64(h))
+	case e.poisoned:
+		err = &callError{statusInternal, "router is unusable after an earlier internal error: destroy it and create a new one"}
+	case batch == nil:
+		err = argError("batch is NULL")
+	case out == nil:
+		err = argError("result is NULL")
+	default:
+		err = e.route(batch, out)
+	}
+	return
+}
+
+// route converts one C batch, routes it and writes the outputs. Caller
+// memory is viewed in place for the duration of the call only: every view is
+// dropped before returning.
+func (e *entry) route(b *C.adpr_batch, out *C.adpr_route_result) error {
+	ns, nr := int(b.num_states), int(b.num_requests)
+	switch {
+	case ns < 0 || (ns > 0 && b.states == nil):
+		return argError("batch.states = %p with num_states = %d, want a non-NULL array of num_states >= 0 states", b.states, ns)
+	case nr < 0 || (nr > 0 && b.requests == nil):
+		return argError("batch.requests = %p with num_requests = %d, want a non-NULL array of num_requests >= 0 requests", b.requests, nr)
+	case b.tokens_len < 0 || (b.tokens_len > 0 && b.tokens == nil):
+		return argError("batch.tokens = %p with tokens_len = %d, want a non-NULL buffer when tokens_len > 0", b.tokens, int64(b.tokens_len))
+	case b.tokens_len > math.MaxInt32*16:
+		return argError("batch.tokens_len = %d is implausibly large", int64(b.tokens_len))
+	case b.text_len < 0 || (b.text_len > 0 && b.text == nil):
+		return argError("batch.text = %p with text_len = %d, want a non-NULL buffer when text_len > 0", b.text, int64(b.text_len))
+	case out.order != nil && out.rank_offsets == nil:
+		return argError("result.order is set but result.rank_offsets is NULL; both are needed to read the placement order")
+	}
+
+	var tokens []int32
+	if b.tokens_len > 0 {
+		tokens = unsafe.Slice((*int32)(unsafe.Pointer(b.tokens)), int(b.tokens_len))
+	}
+	var text []byte
+	if b.text_len > 0 {
+		text = unsafe.Slice((*byte)(unsafe.Pointer(b.text)), int(b.text_len))
+	}
+	var matches []int32
+	if b.match_lens != nil {
+		matches = unsafe.Slice((*int32)(unsafe.Pointer(b.match_lens)), ns*nr)
+	}
+
+	e.states = e.states[:0]
+	for _, s := range unsafe.Slice(b.states, ns) {
+		e.states = append(e.states, router.RankState{
+			Rank:              int(s.rank),
+			NumActiveRequests: int(s.num_active_requests),
+			NumActiveTokens:   int64(s.num_active_tokens),
+		})
+	}
+	e.reqs = e.reqs[:0]
+	defer e.dropViews()
+	for i, q := range unsafe.Slice(b.requests, nr) {
+		off, cnt := int64(q.token_offset), int64(q.token_count)
+		if off < 0 || cnt < 0 || cnt > int64(len(tokens))-off {
+			return argError("requests[%d] (id %d): tokens [%d, %d+%d) lie outside the token buffer of %d tokens",
+				i, uint64(q.id), off, off, cnt, len(tokens))
+		}
+		coff, clen := int64(q.conversation_offset), int64(q.conversation_len)
+		if coff < 0 || clen < 0 || clen > int64(len(text))-coff {
+			return argError("requests[%d] (id %d): conversation id bytes [%d, %d+%d) lie outside the text buffer of %d bytes",
+				i, uint64(q.id), coff, coff, clen, len(text))
+		}
+		if q.relax != 0 && q.relax != 1 {
+			return argError("requests[%d] (id %d): relax = %d, want 0 (strict) or 1 (relaxed)", i, uint64(q.id), int32(q.relax))
+		}
+		if q.num_tokens < 0 {
+			return argError("requests[%d] (id %d): num_tokens = %d, want >= 0", i, uint64(q.id), int64(q.num_tokens))
+		}
+		target := int(q.target_rank)
+		if target < 0 {
+			if target != C.ADPR_NO_TARGET {
+				return argError("requests[%d] (id %d): target_rank = %d, want ADPR_NO_TARGET (-1) or 0..dp_size-1", i, uint64(q.id), target)
+			}
+			target = router.NoTarget
+		}
+		var conv string
+		if clen > 0 {
+			conv = unsafe.String(&text[coff], int(clen))
+		}
+		e.reqs = append(e.reqs, router.Request{
+			ID:             uint64(q.id),
+			Tokens:         tokens[off : off+cnt : off+cnt],
+			NumTokens:      int(q.num_tokens),
+			TargetRank:     target,
+			Strict:         q.relax == 0,
+			ConversationID: conv,
+		})
+	}
+
+	if err := e.r.RouteInto(&e.res, e.states, e.reqs, int(b.max_num_active_requests), matches); err != nil {
+		return err
+	}
+
+	res := &e.res
+	if out.request_rank != nil {
+		ranks := unsafe.Slice((*int32)(unsafe.Pointer(out.request_rank)), nr)
+		for i, r := range res.Ranks {
+			ranks[i] = int32(r)
+		}
+	}
+	if out.order != nil {
+		order := unsafe.Slice((*uint64)(unsafe.Pointer(out.order)), nr)
+		offsets := unsafe.Slice((*int32)(unsafe.Pointer(out.rank_offsets)), ns+1)
+		k := 0
+		for r, ids := range res.Assignment {
+			offsets[r] = int32(k)
+			k += copy(order[k:], ids)
+		}
+		offsets[ns] = int32(k)
+		copy(order[k:], res.Unassigned)
+	}
+	out.expected = C.int32_t(res.Expected)
+	out.num_unassigned = C.int32_t(len(res.Unassigned))
+	return nil
+}
+
+// dropViews forgets every slice and string that points into caller memory.
+func (e *entry) dropViews() {
+	clear(e.reqs)
+	e.reqs = e.reqs[:0]
+}

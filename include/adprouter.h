@@ -1,0 +1,189 @@
+/*
+ * adprouter.h - KV-cache-aware request routing for attention-data-parallel
+ * (ADP) LLM engines, as a C library (libadprouter.so).
+ *
+ * Copyright 2026 The adprouter Authors. SPDX-License-Identifier: Apache-2.0
+ *
+ * Every rank of an ADP engine loads this library, builds one router from the
+ * same options, allgathers its rank state, and routes each iteration's new
+ * requests locally with adpr_route. Routing is a pure function of the gathered
+ * inputs and of router state that evolves identically on every rank, so all
+ * ranks reach the same decision without broadcasting it. The decisions equal
+ * TensorRT-LLM's ADP routers (DefaultADPRouter, KVCacheAwareADPRouter and the
+ * conversation-affinity router) request by request, except that a request that
+ * fits nowhere is reported as unassigned instead of being lost.
+ *
+ * Conventions
+ *  - Every function that can fail returns an adpr_status; ADPR_OK is 0.
+ *    adpr_strerror turns a status into static text. Functions that take
+ *    (char *err, size_t err_len) also write a NUL-terminated message saying
+ *    exactly what was wrong into that caller-owned buffer (truncated to fit;
+ *    err may be NULL when err_len is 0). There is no global "last error".
+ *  - A call that fails changes nothing: not the router, not the outputs
+ *    beyond the error message.
+ *  - Memory: the library never keeps a pointer the caller passed after the
+ *    call returns, and never hands out pointers to its own memory except the
+ *    static strings of adpr_version and adpr_strerror. Nothing needs freeing.
+ *  - Routers are integer handles (0 is never valid). A destroyed, stale or
+ *    forged handle returns ADPR_ERR_INVALID_HANDLE; it never crashes.
+ *  - Thread safety: any function may be called from any thread. Calls on
+ *    different routers run in parallel; calls on one router are serialised.
+ *  - Units: token counts are tokens (not blocks, not bytes).
+ *  - Internal errors (a bug) return ADPR_ERR_INTERNAL instead of aborting the
+ *    host; the router concerned then refuses further routing (its state may be
+ *    half-updated) and must be destroyed.
+ *
+ * Host caveats (Go runtime): do not call the library in a child after fork()
+ * without exec (it hangs; Python multiprocessing must use "spawn" or
+ * "forkserver"); dlclose never unloads it; do not load two Go c-shared
+ * libraries into one process.
+ */
+#ifndef ADPROUTER_H
+#define ADPROUTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ABI version: bumped on any incompatible change of a struct or function. */
+#define ADPR_ABI_VERSION 1
+
+/* Status codes. */
+typedef int32_t adpr_status;
+#define ADPR_OK 0
+#define ADPR_ERR_INVALID_ARGUMENT 1 /* a bad argument; the message names it */
+#define ADPR_ERR_INVALID_HANDLE 2   /* no such router (never created, destroyed) */
+#define ADPR_ERR_CONFIG 3           /* a bad option key or value */
+#define ADPR_ERR_INTERNAL 4         /* a bug inside the library (recovered) */
+
+/* A router handle. 0 is never a valid handle. */
+typedef uint64_t adpr_router;
+
+/* target_rank of a request without a target. */
+#define ADPR_NO_TARGET (-1)
+/* request_rank of a request that could not be placed. */
+#define ADPR_UNPLACED (-1)
+
+/* One configuration option: key and value as NUL-terminated text.
+ *
+ * Keys (defaults in brackets; names equal TensorRT-LLM's and the Python
+ * binding's keyword arguments):
+ *   policy                 ["kv_cache_aware"] "default" | "kv_cache_aware" |
+ *                          "conversation"
+ *   dp_size                (required) number of attention-DP ranks, >= 1
+ *   load_balance_weight    [1.0] beta of the KV-aware score, finite, >= 0
+ *   match_rate_threshold   [0.1] cache affinity only when best match /
+ *                          prompt length is strictly greater; finite, >= 0
+ *   fair_share_multiplier  [2.0] soft per-rank cap = multiplier x fair share;
+ *                          >= 1 for kv_cache_aware, clamped to >= 1 for
+ *                          conversation, unused by default (always 1)
+ *   cold_start_warmup      [false] "true"/"false"/"1"/"0": send the first
+ *                          untargeted requests to every rank once
+ *   max_sessions           [65536] conversation -> rank LRU bound, >= 1
+ *   new_conv_placement     ["round_robin"] or "least_queued"
+ * Numbers are decimal text; floats are parsed exactly (repr() of a Python
+ * float round-trips). An unknown key or a repeated key is an error. */
+typedef struct adpr_option {
+    const char *key;
+    const char *value;
+} adpr_option;
+
+/* What one rank reports about itself before a decision; allgathered. */
+typedef struct adpr_rank_state {
+    int32_t rank;                /* must equal the state's index */
+    int32_t num_active_requests; /* requests the rank is serving, >= 0 */
+    int64_t num_active_tokens;   /* their token load, >= 0 */
+} adpr_rank_state;
+
+/* One new request. Token ids live in the batch's flat token buffer and the
+ * conversation id in its flat text buffer; both are read in place during the
+ * call and never kept. */
+typedef struct adpr_request {
+    uint64_t id;           /* unique within the batch; seeds the tie-break */
+    int64_t token_offset;  /* first token in adpr_batch.tokens */
+    int64_t token_count;   /* tokens given there; may be 0 */
+    int64_t num_tokens;    /* prompt length in tokens; 0 means token_count.
+                              The KV-aware policy reads only the first 64
+                              tokens, the others none: give only those and
+                              the full length here. */
+    int64_t conversation_offset; /* first byte of the id in adpr_batch.text */
+    int64_t conversation_len;    /* id length in bytes; 0 = no conversation */
+    int32_t target_rank;   /* ADPR_NO_TARGET or 0..dp_size-1 */
+    int32_t relax;         /* 1: relaxed (TensorRT-LLM default); 0: strict */
+} adpr_request;
+
+/* One routing decision's inputs. */
+typedef struct adpr_batch {
+    const adpr_rank_state *states; /* [num_states], in rank order */
+    int32_t num_states;            /* must equal dp_size */
+    int32_t num_requests;
+    const adpr_request *requests;  /* [num_requests] (NULL if 0) */
+    const int32_t *tokens;         /* flat token buffer (may be NULL if 0) */
+    int64_t tokens_len;            /* number of int32 values in tokens */
+    const char *text;              /* flat conversation-id bytes (may be NULL) */
+    int64_t text_len;              /* bytes in text */
+    /* KV-aware policy: NULL (nothing cached) or [num_requests * num_states]
+     * match lengths, row-major by request: match_lens[i * num_states + r] is
+     * how many prompt tokens of request i rank r already caches (what the
+     * rank's radix tree probe returned; >= 0). Ignored by other policies. */
+    const int32_t *match_lens;
+    int32_t max_num_active_requests; /* hard per-rank cap, >= 1 */
+} adpr_batch;
+
+/* One routing decision's outputs, in caller-owned buffers. Each pointer may
+ * be NULL if the caller does not want that output. */
+typedef struct adpr_route_result {
+    /* [num_requests]: the rank of requests[i], or ADPR_UNPLACED. */
+    int32_t *request_rank;
+    /* [num_requests]: request ids grouped by rank in placement order (rank 0
+     * first), followed by the unassigned ids in input order. Requires
+     * rank_offsets. */
+    uint64_t *order;
+    /* [num_states + 1]: rank r's ids are order[rank_offsets[r] ..
+     * rank_offsets[r+1]); rank_offsets[num_states] is where the unassigned
+     * ids start. */
+    int32_t *rank_offsets;
+    /* Out: expected_num_active_requests, the per-rank target the executor
+     * pads idle ranks up to. */
+    int32_t expected;
+    /* Out: requests that could not be placed because every rank was full.
+     * The caller must requeue them. */
+    int32_t num_unassigned;
+} adpr_route_result;
+
+#ifndef ADPR_BUILDING_LIBRARY
+
+/* ADPR_ABI_VERSION of the loaded library: compare with the header's. */
+uint32_t adpr_abi_version(void);
+
+/* Library version, e.g. "0.1.0"; static storage. */
+const char *adpr_version(void);
+
+/* Static text for a status code ("unknown status" for others). */
+const char *adpr_strerror(adpr_status status);
+
+/* Creates a router from num_options options and stores its handle in *out.
+ * ADPR_ERR_CONFIG names a bad key or value. */
+adpr_status adpr_router_create(const adpr_option *options, int32_t num_options,
+                               adpr_router *out, char *err, size_t err_len);
+
+/* Destroys a router. A second destroy returns ADPR_ERR_INVALID_HANDLE. */
+adpr_status adpr_router_destroy(adpr_router router);
+
+/* Routes one batch: every request is either placed (request_rank >= 0) or
+ * reported unassigned. ADPR_ERR_INVALID_ARGUMENT names what was wrong (states
+ * out of rank order, a target out of range, a duplicate id, a token range
+ * outside the buffer, ...) and changes nothing. */
+adpr_status adpr_route(adpr_router router, const adpr_batch *batch,
+                       adpr_route_result *result, char *err, size_t err_len);
+
+#endif /* ADPR_BUILDING_LIBRARY */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ADPROUTER_H */

@@ -1,0 +1,413 @@
+"""adprouter: KV-cache-aware request routing for attention-data-parallel LLM engines.
+
+A ctypes binding (standard library only) of libadprouter.so. Decisions equal
+TensorRT-LLM's ADP routers request by request; requests that fit nowhere come
+back in ``RouteResult.unassigned`` instead of being lost.
+
+    import adprouter
+    with adprouter.Router(policy="kv_cache_aware", dp_size=4) as r:
+        res = r.route(states=[adprouter.RankState(rank=i) for i in range(4)],
+                      requests=[adprouter.Request(id=1, tokens=[1, 2, 3])],
+                      max_num_active_requests=8)
+        res.assignment  # {0: [...], 1: [...], 2: [...], 3: [...]}
+
+The library is found at ``$ADPROUTER_LIBRARY`` when set, else at
+``build/libadprouter.so`` of the source tree this package lives in. It is
+loaded on first use, not at import.
+
+The Go runtime inside the library does not survive ``fork()`` without exec:
+use the "spawn" or "forkserver" start method with ``multiprocessing``.
+"""
+
+import ctypes
+import os
+import struct
+import threading
+from array import array
+
+__all__ = [
+    "Router", "RankState", "Request", "RouteResult",
+    "Error", "InvalidArgumentError", "ConfigError", "InvalidHandleError", "InternalError",
+    "library_path", "abi_version", "version",
+]
+
+ABI_VERSION = 1
+NO_TARGET = -1
+
+# Status codes (include/adprouter.h).
+_OK, _INVALID_ARGUMENT, _INVALID_HANDLE, _CONFIG, _INTERNAL = 0, 1, 2, 3, 4
+
+# The KV-aware policy groups requests by their first PREFIX_TOKENS tokens and
+# reads no others; the other policies read none.
+PREFIX_TOKENS = 64
+
+
+class Error(Exception):
+    """An error reported by adprouter; ``status`` is the library's code."""
+
+    def __init__(self, message, status=_INTERNAL):
+        super().__init__(message)
+        self.status = status
+
+
+class InvalidArgumentError(Error, ValueError):
+    """A routing argument was invalid; nothing changed."""
+
+
+class ConfigError(Error, ValueError):
+    """A configuration option was invalid."""
+
+
+class InvalidHandleError(Error, ValueError):
+    """The router was closed (like I/O on a closed file, a ValueError)."""
+
+
+class InternalError(Error):
+    """A bug inside the library; the router concerned must be recreated."""
+
+
+_ERRORS = {
+    _INVALID_ARGUMENT: InvalidArgumentError,
+    _CONFIG: ConfigError,
+    _INVALID_HANDLE: InvalidHandleError,
+}
+
+
+class RankState:
+    """What one rank reports before a decision (allgathered by the executor)."""
+
+    __slots__ = ("rank", "num_active_requests", "num_active_tokens")
+
+    def __init__(self, rank, num_active_requests=0, num_active_tokens=0):
+        self.rank = rank
+        self.num_active_requests = num_active_requests
+        self.num_active_tokens = num_active_tokens
+
+    def __repr__(self):
+        return "RankState(rank=%r, num_active_requests=%r, num_active_tokens=%r)" % (
+            self.rank, self.num_active_requests, self.num_active_tokens)
+
+
+class Request:
+    """One new request.
+
+    tokens: the prompt as a list of ints or any buffer of int32 (array('i'),
+    memoryview, a numpy int32 array); or give num_tokens alone where the
+    policy needs only the count (default, conversation). target_rank None
+    means no target; relax=False is TensorRT-LLM's strict placement.
+    """
+
+    __slots__ = ("id", "tokens", "num_tokens", "target_rank", "relax", "conversation_id")
+
+    def __init__(self, id, tokens=None, num_tokens=None, target_rank=None, relax=True,
+                 conversation_id=None):
+        self.id = id
+        self.tokens = tokens
+        self.num_tokens = num_tokens
+        self.target_rank = target_rank
+        self.relax = relax
+        self.conversation_id = conversation_id
+
+    def __repr__(self):
+        n = self.num_tokens if self.num_tokens is not None else len(self.tokens or ())
+        return "Request(id=%r, n=%r, target_rank=%r, relax=%r, conversation_id=%r)" % (
+            self.id, n, self.target_rank, self.relax, self.conversation_id)
+
+
+class RouteResult:
+    """One decision: ``assignment`` {rank: [ids in placement order]} with every
+    rank present, ``expected`` (expected_num_active_requests), ``unassigned``
+    (ids to requeue, in input order) and ``ranks`` (the rank of each request in
+    input order, -1 when unassigned)."""
+
+    __slots__ = ("assignment", "expected", "unassigned", "ranks")
+
+    def __init__(self, assignment, expected, unassigned, ranks):
+        self.assignment = assignment
+        self.expected = expected
+        self.unassigned = unassigned
+        self.ranks = ranks
+
+    def __repr__(self):
+        return "RouteResult(assignment=%r, expected=%r, unassigned=%r)" % (
+            self.assignment, self.expected, self.unassigned)
+
+
+# --- the C structs (layout of include/adprouter.h, x86-64/aarch64 LP64) ------
+
+class _Option(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_char_p), ("value", ctypes.c_char_p)]
+
+
+class _Batch(ctypes.Structure):
+    _fields_ = [
+        ("states", ctypes.c_void_p), ("num_states", ctypes.c_int32),
+        ("num_requests", ctypes.c_int32), ("requests", ctypes.c_void_p),
+        ("tokens", ctypes.c_void_p), ("tokens_len", ctypes.c_int64),
+        ("text", ctypes.c_void_p), ("text_len", ctypes.c_int64),
+        ("match_lens", ctypes.c_void_p), ("max_num_active_requests", ctypes.c_int32),
+    ]
+
+
+class _Result(ctypes.Structure):
+    _fields_ = [
+        ("request_rank", ctypes.c_void_p), ("order", ctypes.c_void_p),
+        ("rank_offsets", ctypes.c_void_p), ("expected", ctypes.c_int32),
+        ("num_unassigned", ctypes.c_int32),
+    ]
+
+
+# adpr_rank_state: int32 rank, int32 num_active_requests, int64 num_active_tokens.
+_STATE = struct.Struct("=iiq")
+# adpr_request: uint64 id, int64 token_offset, token_count, num_tokens,
+# conversation_offset, conversation_len, int32 target_rank, int32 relax.
+_REQUEST = struct.Struct("=Qqqqqqii")
+assert _STATE.size == 16 and _REQUEST.size == 56
+
+_ERRBUF = 512
+
+# --- loading ------------------------------------------------------------------
+
+_lib = None
+_lib_lock = threading.Lock()
+
+
+def library_path():
+    """Where the library is loaded from: $ADPROUTER_LIBRARY, or the source
+    tree's build/libadprouter.so."""
+    p = os.environ.get("ADPROUTER_LIBRARY")
+    if p:
+        return p
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.join(os.path.dirname(os.path.dirname(here)), "build", "libadprouter.so")
+
+
+def _load():
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _lib_lock:
+        if _lib is not None:
+            return _lib
+        path = library_path()
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            raise Error("cannot load the adprouter library from %s (%s); build it with "
+                        "./build.sh or set ADPROUTER_LIBRARY" % (path, e)) from None
+        lib.adpr_abi_version.restype = ctypes.c_uint32
+        lib.adpr_abi_version.argtypes = []
+        lib.adpr_version.restype = ctypes.c_char_p
+        lib.adpr_version.argtypes = []
+        lib.adpr_strerror.restype = ctypes.c_char_p
+        lib.adpr_strerror.argtypes = [ctypes.c_int32]
+        lib.adpr_router_create.restype = ctypes.c_int32
+        lib.adpr_router_create.argtypes = [ctypes.POINTER(_Option), ctypes.c_int32,
+                                           ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p,
+                                           ctypes.c_size_t]
+        lib.adpr_router_destroy.restype = ctypes.c_int32
+        lib.adpr_router_destroy.argtypes = [ctypes.c_uint64]
+        lib.adpr_route.restype = ctypes.c_int32
+        lib.adpr_route.argtypes = [ctypes.c_uint64, ctypes.POINTER(_Batch),
+                                   ctypes.POINTER(_Result), ctypes.c_char_p, ctypes.c_size_t]
+        got = lib.adpr_abi_version()
+        if got != ABI_VERSION:
+            raise Error("%s has ABI version %d, this binding needs %d" % (path, got, ABI_VERSION))
+        _lib = lib
+        return lib
+
+
+def abi_version():
+    """The loaded library's ABI version."""
+    return _load().adpr_abi_version()
+
+
+def version():
+    """The loaded library's version string."""
+    return _load().adpr_version().decode()
+
+
+def _raise(status, errbuf):
+    msg = errbuf.value.decode("utf-8", "replace") or _load().adpr_strerror(status).decode()
+    raise _ERRORS.get(status, InternalError)(msg, status)
+
+
+def _option_text(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)  # round-trips exactly
+    return str(value)
+
+
+# --- the router ---------------------------------------------------------------
+
+class Router:
+    """One routing policy and its state (warmup set, conversation map, ...).
+
+    Keyword arguments are the configuration options of include/adprouter.h,
+    with TensorRT-LLM's names: policy ("default" | "kv_cache_aware" |
+    "conversation"), dp_size (required), load_balance_weight,
+    match_rate_threshold, fair_share_multiplier, cold_start_warmup,
+    max_sessions, new_conv_placement. Unknown names raise ConfigError.
+
+    Safe to share between threads (calls on one router are serialised by the
+    library). Close it with close() or use it as a context manager.
+    """
+
+    def __init__(self, policy="kv_cache_aware", dp_size=None, **options):
+        lib = _load()
+        if dp_size is None:
+            raise ConfigError("dp_size is required", _CONFIG)
+        opts = [("policy", policy), ("dp_size", dp_size)] + sorted(options.items())
+        arr = (_Option * len(opts))()
+        for i, (k, v) in enumerate(opts):
+            arr[i].key = k.encode()
+            arr[i].value = _option_text(v).encode()
+        handle = ctypes.c_uint64(0)
+        errbuf = ctypes.create_string_buffer(_ERRBUF)
+        status = lib.adpr_router_create(arr, len(opts), ctypes.byref(handle), errbuf, _ERRBUF)
+        if status != _OK:
+            _raise(status, errbuf)
+        self._lib = lib
+        self._handle = handle.value
+        self.policy = policy
+        self.dp_size = dp_size
+        # Only the KV-aware policy reads tokens, and only the first 64.
+        self._send_tokens = policy == "kv_cache_aware"
+        self._errbuf = errbuf
+        self._lock = threading.Lock()
+
+    def close(self):
+        """Destroys the router; further calls raise InvalidHandleError."""
+        h, self._handle = getattr(self, "_handle", 0), 0
+        if h:
+            self._lib.adpr_router_destroy(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def route(self, states, requests, max_num_active_requests, match_lens=None):
+        """Places one batch of new requests; returns a RouteResult.
+
+        states: one RankState per rank, in rank order. requests: Request
+        objects. match_lens (KV-aware policy): None, or one entry per rank,
+        each a dict {request_id: matched tokens} or a sequence aligned with
+        requests. Raises InvalidArgumentError (a ValueError) for bad input,
+        after which the router is unchanged.
+        """
+        if not self._handle:
+            raise InvalidHandleError("the router is closed", _INVALID_HANDLE)
+        ns, nr = len(states), len(requests)
+
+        sbuf = array("B", bytes(_STATE.size * ns))
+        pack = _STATE.pack_into
+        try:
+            for i, s in enumerate(states):
+                pack(sbuf, 16 * i, s.rank, s.num_active_requests, s.num_active_tokens)
+        except (struct.error, TypeError, AttributeError) as e:
+            raise InvalidArgumentError("states[%d]: %s" % (i, e), _INVALID_ARGUMENT) from None
+
+        rbuf = array("B", bytes(_REQUEST.size * nr))
+        tokens = array("i")
+        text = []
+        text_len = 0
+        send_tokens = self._send_tokens
+        pack = _REQUEST.pack_into
+        i = 0
+        try:
+            for i, q in enumerate(requests):
+                toks = q.tokens
+                n = q.num_tokens
+                off = len(tokens)
+                if toks is not None:
+                    if n is None:
+                        n = len(toks)
+                    if send_tokens:
+                        if isinstance(toks, list):
+                            tokens.extend(toks[:PREFIX_TOKENS])
+                        else:
+                            mv = memoryview(toks)
+                            if mv.itemsize != 4 or mv.format not in ("i", "l", "=i", "<i"):
+                                raise TypeError("tokens buffer has format %r, want int32" % mv.format)
+                            tokens.frombytes(mv[:PREFIX_TOKENS])
+                elif n is None:
+                    n = 0
+                cid = q.conversation_id
+                coff, clen = text_len, 0
+                if cid:
+                    b = cid.encode() if isinstance(cid, str) else bytes(cid)
+                    text.append(b)
+                    clen = len(b)
+                    text_len += clen
+                t = q.target_rank
+                pack(rbuf, 56 * i, q.id, off, len(tokens) - off, n, coff, clen,
+                     NO_TARGET if t is None else t, 1 if q.relax else 0)
+        except (struct.error, TypeError, OverflowError, ValueError, AttributeError) as e:
+            raise InvalidArgumentError("requests[%d]: %s" % (i, e), _INVALID_ARGUMENT) from None
+
+        matches = None
+        if match_lens is not None:
+            matches = self._match_table(match_lens, requests, ns, nr)
+
+        text = b"".join(text)
+        ranks = array("i", bytes(4 * nr))
+        order = array("Q", bytes(8 * nr))
+        offsets = array("i", bytes(4 * (ns + 1)))
+        batch = _Batch(
+            sbuf.buffer_info()[0] if ns else None, ns, nr,
+            rbuf.buffer_info()[0] if nr else None,
+            tokens.buffer_info()[0] if tokens else None, len(tokens),
+            ctypes.cast(ctypes.c_char_p(text), ctypes.c_void_p).value if text else None, len(text),
+            matches.buffer_info()[0] if matches is not None and len(matches) else None,
+            max_num_active_requests)
+        out = _Result(ranks.buffer_info()[0], order.buffer_info()[0], offsets.buffer_info()[0], 0, 0)
+        with self._lock:
+            if not self._handle:
+                raise InvalidHandleError("the router is closed", _INVALID_HANDLE)
+            status = self._lib.adpr_route(self._handle, ctypes.byref(batch), ctypes.byref(out),
+                                          self._errbuf, _ERRBUF)
+            if status != _OK:
+                _raise(status, self._errbuf)
+        order = order.tolist()
+        offsets = offsets.tolist()
+        assignment = {r: order[offsets[r]:offsets[r + 1]] for r in range(ns)}
+        return RouteResult(assignment, out.expected, order[offsets[ns]:], ranks.tolist())
+
+    def _match_table(self, match_lens, requests, ns, nr):
+        if len(match_lens) != ns:
+            raise InvalidArgumentError("match_lens has %d entries, want one per rank (%d)"
+                                       % (len(match_lens), ns), _INVALID_ARGUMENT)
+        table = array("i", bytes(4 * nr * ns))
+        pos = None
+        try:
+            for r, m in enumerate(match_lens):
+                if isinstance(m, dict):
+                    if pos is None:
+                        pos = {q.id: j for j, q in enumerate(requests)}
+                    for rid, v in m.items():
+                        j = pos.get(rid)
+                        if j is None:
+                            raise InvalidArgumentError(
+                                "match_lens[%d] names request id %r, which is not in the batch"
+                                % (r, rid), _INVALID_ARGUMENT)
+                        table[j * ns + r] = v
+                else:
+                    if len(m) != nr:
+                        raise InvalidArgumentError(
+                            "match_lens[%d] has %d values, want one per request (%d)"
+                            % (r, len(m), nr), _INVALID_ARGUMENT)
+                    for j, v in enumerate(m):
+                        table[j * ns + r] = v
+        except (TypeError, OverflowError) as e:
+            raise InvalidArgumentError("match_lens[%d]: %s" % (r, e), _INVALID_ARGUMENT) from None
+        return table
