@@ -141,3 +141,25 @@ func adpr_router_destroy(h C.adpr_router) (status C.adpr_status) {
 	err = handles.remove(uint64(h))
 	return
 }
+
+//export adpr_router_state_digest
+func adpr_router_state_digest(h C.adpr_router, out *C.uint64_t) (status C.adpr_status) {
+	var err error
+	var e *entry
+	defer func() { finish(&status, &err, nil, 0, e) }()
+	if out == nil {
+		err = argError("out is NULL, want a pointer to a uint64_t")
+		return
+	}
+	if e, err = handles.get(uint64(h)); err != nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.r == nil {
+		err = fmt.Errorf("%w: %d (destroyed)", errBadHandle, uint64(h))
+		return
+	}
+	*out = C.uint64_t(e.r.StateDigest())
+	return
+}

@@ -180,6 +180,13 @@ adpr_status adpr_router_destroy(adpr_router router);
 adpr_status adpr_route(adpr_router router, const adpr_batch *batch,
                        adpr_route_result *result, char *err, size_t err_len);
 
+/* Stores in *out a 64-bit digest of everything that determines the router's
+ * future decisions (options, pending warmup ranks, round-robin cursor,
+ * conversation bindings in recency order). Routers on different ranks that
+ * saw the same calls have equal digests: compare them across ranks (e.g.
+ * MPI_Allreduce of min and max) to detect diverged inputs early. */
+adpr_status adpr_router_state_digest(adpr_router router, uint64_t *out);
+
 #endif /* ADPR_BUILDING_LIBRARY */
 
 #ifdef __cplusplus

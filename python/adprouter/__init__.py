@@ -207,6 +207,8 @@ def _load():
                                            ctypes.c_size_t]
         lib.adpr_router_destroy.restype = ctypes.c_int32
         lib.adpr_router_destroy.argtypes = [ctypes.c_uint64]
+        lib.adpr_router_state_digest.restype = ctypes.c_int32
+        lib.adpr_router_state_digest.argtypes = [ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]
         lib.adpr_route.restype = ctypes.c_int32
         lib.adpr_route.argtypes = [ctypes.c_uint64, ctypes.POINTER(_Batch),
                                    ctypes.POINTER(_Result), ctypes.c_char_p, ctypes.c_size_t]
@@ -382,6 +384,19 @@ class Router:
         offsets = offsets.tolist()
         assignment = {r: order[offsets[r]:offsets[r + 1]] for r in range(ns)}
         return RouteResult(assignment, out.expected, order[offsets[ns]:], ranks.tolist())
+
+    def state_digest(self):
+        """A 64-bit digest of the router state that determines future
+        decisions; equal on every rank that saw the same calls."""
+        if not self._handle:
+            raise InvalidHandleError("the router is closed", _INVALID_HANDLE)
+        out = ctypes.c_uint64(0)
+        with self._lock:
+            status = self._lib.adpr_router_state_digest(self._handle, ctypes.byref(out))
+        if status != _OK:
+            raise _ERRORS.get(status, InternalError)(
+                self._lib.adpr_strerror(status).decode(), status)
+        return out.value
 
     def _match_table(self, match_lens, requests, ns, nr):
         if len(match_lens) != ns:
