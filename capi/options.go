@@ -51,14 +51,20 @@ func parseOptions(kv [][2]string) (router.Config, error) {
 			default:
 				cfg.FairShareMultiplier = f
 			}
-		case "cold_start_warmup":
+		case "cold_start_warmup", "capacity_aware":
+			var on bool
 			switch value {
 			case "true", "True", "1":
-				cfg.ColdStartWarmup = true
+				on = true
 			case "false", "False", "0":
-				cfg.ColdStartWarmup = false
+				on = false
 			default:
 				return cfg, bad(key, value, `"true" or "false"`)
+			}
+			if key == "cold_start_warmup" {
+				cfg.ColdStartWarmup = on
+			} else {
+				cfg.CapacityAware = on
 			}
 		default:
 			return cfg, fmt.Errorf("%w: unknown option %q", router.ErrInvalidConfig, key)

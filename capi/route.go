@@ -72,11 +72,18 @@ func (e *entry) route(b *C.adpr_batch, out *C.adpr_route_result) error {
 	}
 
 	e.states = e.states[:0]
-	for _, s := range unsafe.Slice(b.states, ns) {
+	for i, s := range unsafe.Slice(b.states, ns) {
+		if s.flags&^C.ADPR_RANK_MEMORY_PRESSURE != 0 || s.reserved != 0 {
+			return argError("states[%d]: flags = %#x, reserved = %d, want only ADPR_RANK_* flags and reserved = 0 (zero the struct before filling it)",
+				i, uint32(s.flags), uint32(s.reserved))
+		}
 		e.states = append(e.states, router.RankState{
 			Rank:              int(s.rank),
 			NumActiveRequests: int(s.num_active_requests),
 			NumActiveTokens:   int64(s.num_active_tokens),
+			KVCapacityTokens:  int64(s.kv_capacity_tokens),
+			FreeKVTokens:      int64(s.free_kv_tokens),
+			MemoryPressure:    s.flags&C.ADPR_RANK_MEMORY_PRESSURE != 0,
 		})
 	}
 	e.reqs = e.reqs[:0]

@@ -84,6 +84,11 @@ typedef uint64_t adpr_router;
  *                          untargeted requests to every rank once
  *   max_sessions           [65536] conversation -> rank LRU bound, >= 1
  *   new_conv_placement     ["round_robin"] or "least_queued"
+ *   capacity_aware         [false] avoid, for each balanced request, ranks
+ *                          whose free_kv_tokens (minus what the batch already
+ *                          placed there) cannot hold its uncached tokens,
+ *                          when some rank can; else most headroom wins.
+ *                          Explicit targets and warmup are honoured anyway.
  * Numbers are decimal text; floats are parsed exactly (repr() of a Python
  * float round-trips). An unknown key or a repeated key is an error. */
 typedef struct adpr_option {
@@ -91,11 +96,22 @@ typedef struct adpr_option {
     const char *value;
 } adpr_option;
 
-/* What one rank reports about itself before a decision; allgathered. */
+/* adpr_rank_state.flags: the rank's GPU has less free memory than its guard
+ * band (its kv_capacity_tokens/free_kv_tokens are already shrunk for it). */
+#define ADPR_RANK_MEMORY_PRESSURE 1u
+
+/* What one rank reports about itself before a decision; allgathered. Zero
+ * the struct before filling it: zeroed KV fields mean "capacity unknown". */
 typedef struct adpr_rank_state {
     int32_t rank;                /* must equal the state's index */
     int32_t num_active_requests; /* requests the rank is serving, >= 0 */
     int64_t num_active_tokens;   /* their token load, >= 0 */
+    int64_t kv_capacity_tokens;  /* admissible KV pool in tokens; 0 = unknown
+                                    (unlimited for capacity_aware routing) */
+    int64_t free_kv_tokens;      /* tokens the pool can still take,
+                                    0..kv_capacity_tokens */
+    uint32_t flags;              /* ADPR_RANK_* bits; others must be 0 */
+    uint32_t reserved;           /* must be 0 */
 } adpr_rank_state;
 
 /* One new request. Token ids live in the batch's flat token buffer and the

@@ -70,6 +70,15 @@ type Config struct {
 	// NewConvPlacement places new conversations: PlacementRoundRobin or
 	// PlacementLeastQueued.
 	NewConvPlacement string
+
+	// CapacityAware makes every policy avoid, for each balanced request, a
+	// rank whose remaining KV room (RankState.FreeKVTokens minus the uncached
+	// tokens this batch already placed there) cannot hold the request's
+	// uncached tokens, when some candidate rank can; when none can, the
+	// request goes to the candidate with the most headroom. Explicit targets
+	// and warmup placements are honoured regardless. Off by default, which
+	// keeps decisions identical to the reference.
+	CapacityAware bool
 }
 
 // DefaultConfig returns the reference defaults for policy over dpSize ranks.

@@ -32,6 +32,7 @@ func (r *Router) StateDigest() uint64 {
 	u64(b2u(c.ColdStartWarmup))
 	u64(uint64(c.MaxSessions))
 	str(c.NewConvPlacement)
+	u64(b2u(c.CapacityAware))
 
 	u64(uint64(len(r.pending)))
 	for _, p := range r.pending {

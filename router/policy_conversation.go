@@ -19,7 +19,7 @@ func (r *Router) routeConversation(b *batch) {
 			}
 		}
 		if q.hasTarget() && count[q.TargetRank] < b.maxn {
-			r.place(b, i, q.TargetRank)
+			r.place(b, i, q.TargetRank, q.Len())
 			if q.ConversationID != "" {
 				r.conv.bind(q.ConversationID, q.TargetRank)
 			}
@@ -36,34 +36,45 @@ func (r *Router) routeConversation(b *batch) {
 		if q.ConversationID != "" {
 			home, bound = r.conv.get(q.ConversationID)
 		}
-		if bound && count[home] < b.maxn {
-			r.place(b, i, home)
+		var allow []bool
+		if r.room.on {
+			open := r.eligible[:0]
+			for k := range size {
+				if count[k] < b.maxn {
+					open = append(open, k)
+				}
+			}
+			r.eligible = open
+			allow = r.room.allow(open, b, i)
+		}
+		if bound && count[home] < b.maxn && allowed(allow, home) {
+			r.place(b, i, home, q.Len())
 			r.conv.touch(q.ConversationID)
 			continue
 		}
 		rank := -1
 		if r.cfg.NewConvPlacement == PlacementLeastQueued {
-			rank = leastQueued(count, expected)
+			rank = leastQueued(count, expected, allow)
 			if rank < 0 {
-				rank = leastQueued(count, b.maxn)
+				rank = leastQueued(count, b.maxn, allow)
 			}
 		} else {
 			for range size {
 				k := r.cursor
 				r.cursor = (r.cursor + 1) % size
-				if count[k] < expected {
+				if count[k] < expected && allowed(allow, k) {
 					rank = k
 					break
 				}
 			}
 			if rank < 0 {
-				rank = leastQueued(count, b.maxn)
+				rank = leastQueued(count, b.maxn, allow)
 			}
 		}
 		if rank < 0 {
 			continue // every rank is at the hard cap: unassigned
 		}
-		r.place(b, i, rank)
+		r.place(b, i, rank, q.Len())
 		if q.ConversationID != "" && !bound {
 			r.conv.bind(q.ConversationID, rank)
 		}
@@ -75,12 +86,12 @@ func (r *Router) routeConversation(b *batch) {
 	r.finish(b)
 }
 
-// leastQueued returns the rank with the lowest (count, rank) among those with
-// count < limit, or -1.
-func leastQueued(count []int, limit int) int {
+// leastQueued returns the rank with the lowest (count, rank) among the
+// allowed ones with count < limit, or -1.
+func leastQueued(count []int, limit int, allow []bool) int {
 	best := -1
 	for k, c := range count {
-		if c < limit && (best < 0 || c < count[best]) {
+		if c < limit && allowed(allow, k) && (best < 0 || c < count[best]) {
 			best = k
 		}
 	}

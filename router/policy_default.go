@@ -17,7 +17,7 @@ func (r *Router) routeDefault(b *batch) {
 	for _, i := range r.relaxSort(b, isStrictTarget) {
 		q := &b.reqs[i]
 		if q.hasTarget() && count[q.TargetRank] < b.maxn {
-			r.place(b, i, q.TargetRank)
+			r.place(b, i, q.TargetRank, q.Len())
 			continue
 		}
 		rest = append(rest, i)
@@ -32,11 +32,22 @@ func (r *Router) routeDefault(b *batch) {
 		return b.reqs[y].Len() - b.reqs[x].Len()
 	})
 	for _, i := range rest {
+		var allow []bool
+		if r.room.on {
+			open := r.eligible[:0]
+			for k := range size {
+				if count[k] < expected {
+					open = append(open, k)
+				}
+			}
+			r.eligible = open
+			allow = r.room.allow(open, b, i)
+		}
 		// The open rank with the smallest (tokens, count, rank): the top of
 		// the reference's heap.
 		best := -1
 		for k := range size {
-			if count[k] >= expected {
+			if count[k] >= expected || !allowed(allow, k) {
 				continue
 			}
 			if best < 0 || tokens[k] < tokens[best] || (tokens[k] == tokens[best] && count[k] < count[best]) {
@@ -46,7 +57,7 @@ func (r *Router) routeDefault(b *batch) {
 		if best < 0 {
 			break // every rank is full: the rest stay unassigned
 		}
-		r.place(b, i, best)
+		r.place(b, i, best, b.reqs[i].Len())
 		tokens[best] += int64(b.reqs[i].Len())
 	}
 	r.finish(b)

@@ -27,8 +27,9 @@ func (r *Router) routeKVAware(b *batch) {
 			target = slices.Index(r.pending, true) // smallest pending rank
 		}
 		if target != NoTarget && count[target] < b.maxn {
-			r.place(b, i, target)
-			tokens[target] += float64(max(q.Len()-b.match(i, target, size), 0))
+			uncached := max(q.Len()-b.match(i, target, size), 0)
+			r.place(b, i, target, uncached)
+			tokens[target] += float64(uncached)
 			if r.pendingCount > 0 && r.pending[target] {
 				r.pending[target] = false
 				r.pendingCount--
@@ -79,9 +80,13 @@ func (r *Router) routeKVAware(b *batch) {
 		gate := float64(maxMatch)/float64(max(n, 1)) > r.cfg.MatchRateThreshold
 
 		// The lowest (score, tokens) pair, and how many ranks share it.
+		allow := r.room.allow(eligible, b, i)
 		var bestScore, bestTokens float64
 		best, ties := -1, 0
 		for _, k := range eligible {
+			if !allowed(allow, k) {
+				continue
+			}
 			s := r.score(b, i, k, n, nf, denom, beta, gate, tokens[k])
 			switch {
 			case best < 0 || s < bestScore || (s == bestScore && tokens[k] < bestTokens):
@@ -97,7 +102,7 @@ func (r *Router) routeKVAware(b *batch) {
 			st := r.seeds.stream(pos, rest, b.reqs, len(eligible))
 			st.shuffle(shuffled)
 			for _, k := range shuffled {
-				if tokens[k] == bestTokens &&
+				if allowed(allow, k) && tokens[k] == bestTokens &&
 					r.score(b, i, k, n, nf, denom, beta, gate, tokens[k]) == bestScore {
 					best = k
 					break
@@ -105,8 +110,9 @@ func (r *Router) routeKVAware(b *batch) {
 			}
 		}
 
-		r.place(b, i, best)
-		tokens[best] += float64(max(n-b.match(i, best, size), 0))
+		uncached := max(n-b.match(i, best, size), 0)
+		r.place(b, i, best, uncached)
+		tokens[best] += float64(uncached)
 		if count[best] >= expected {
 			eligible = slices.DeleteFunc(eligible, func(k int) bool { return k == best })
 		}

@@ -42,6 +42,7 @@ type Router struct {
 	rest     []int
 	eligible []int
 	shuffled []int
+	room     kvRoom
 	idSort   []uint64
 	seeds    seedCache
 }
@@ -94,6 +95,7 @@ func (r *Router) RouteInto(res *Result, states []RankState, reqs []Request, maxA
 		return err
 	}
 	res.reset(r.cfg.DPSize, len(reqs))
+	r.room.reset(r.cfg.CapacityAware, states)
 	b := batch{states: states, reqs: reqs, maxn: maxActive, matches: matches, res: res}
 	switch r.cfg.Policy {
 	case PolicyDefault:
@@ -128,6 +130,12 @@ func (r *Router) validate(states []RankState, reqs []Request, maxActive int, mat
 		}
 		if s.NumActiveTokens < 0 || s.NumActiveTokens > MaxTokens {
 			return inputError("states[%d].num_active_tokens = %d, want 0..%d", i, s.NumActiveTokens, int64(MaxTokens))
+		}
+		if s.KVCapacityTokens < 0 || s.KVCapacityTokens > MaxTokens {
+			return inputError("states[%d].kv_capacity_tokens = %d, want 0 (unknown)..%d", i, s.KVCapacityTokens, int64(MaxTokens))
+		}
+		if s.KVCapacityTokens > 0 && (s.FreeKVTokens < 0 || s.FreeKVTokens > s.KVCapacityTokens) {
+			return inputError("states[%d].free_kv_tokens = %d, want 0..kv_capacity_tokens (%d)", i, s.FreeKVTokens, s.KVCapacityTokens)
 		}
 	}
 	for i := range reqs {
@@ -196,11 +204,13 @@ func (r *Router) loadCounts(b *batch) []int {
 	return r.count
 }
 
-// place records request i on rank.
-func (r *Router) place(b *batch, i, rank int) {
+// place records request i on rank, which must now hold uncached tokens of
+// its KV.
+func (r *Router) place(b *batch, i, rank, uncached int) {
 	b.res.Assignment[rank] = append(b.res.Assignment[rank], b.reqs[i].ID)
 	b.res.Ranks[i] = rank
 	r.count[rank]++
+	r.room.take(rank, uncached)
 }
 
 // unassign records request i as unplaced. Unassigned ids are listed in input

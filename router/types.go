@@ -9,6 +9,19 @@ type RankState struct {
 	NumActiveRequests int
 	// NumActiveTokens is the token load of those requests.
 	NumActiveTokens int64
+
+	// KVCapacityTokens is the rank's admissible KV pool in tokens: the
+	// engine's pool (blocks × tokens per block), shrunk when the GPU is under
+	// memory pressure (see package nvml). 0 means unknown: the rank is then
+	// treated as having unlimited room.
+	KVCapacityTokens int64
+	// FreeKVTokens is how many more tokens the rank's pool can take now
+	// (0..KVCapacityTokens); read only when KVCapacityTokens > 0.
+	FreeKVTokens int64
+	// MemoryPressure reports that the rank's GPU has less free memory than
+	// its guard band. Informational: the shrinkage is already in the two
+	// fields above.
+	MemoryPressure bool
 }
 
 // NoTarget is the TargetRank of a request without a target rank.

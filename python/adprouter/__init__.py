@@ -76,12 +76,20 @@ _ERRORS = {
 class RankState:
     """What one rank reports before a decision (allgathered by the executor)."""
 
-    __slots__ = ("rank", "num_active_requests", "num_active_tokens")
+    __slots__ = ("rank", "num_active_requests", "num_active_tokens",
+                 "kv_capacity_tokens", "free_kv_tokens", "memory_pressure")
 
-    def __init__(self, rank, num_active_requests=0, num_active_tokens=0):
+    def __init__(self, rank, num_active_requests=0, num_active_tokens=0,
+                 kv_capacity_tokens=0, free_kv_tokens=0, memory_pressure=False):
         self.rank = rank
         self.num_active_requests = num_active_requests
         self.num_active_tokens = num_active_tokens
+        # Admissible KV pool and free room in tokens (0 capacity = unknown);
+        # used by capacity_aware routing. See nvml/ for filling them from GPU
+        # memory.
+        self.kv_capacity_tokens = kv_capacity_tokens
+        self.free_kv_tokens = free_kv_tokens
+        self.memory_pressure = memory_pressure
 
     def __repr__(self):
         return "RankState(rank=%r, num_active_requests=%r, num_active_tokens=%r)" % (
@@ -157,12 +165,14 @@ class _Result(ctypes.Structure):
     ]
 
 
-# adpr_rank_state: int32 rank, int32 num_active_requests, int64 num_active_tokens.
-_STATE = struct.Struct("=iiq")
+# adpr_rank_state: int32 rank, int32 num_active_requests, int64
+# num_active_tokens, int64 kv_capacity_tokens, int64 free_kv_tokens,
+# uint32 flags, uint32 reserved.
+_STATE = struct.Struct("=iiqqqII")
 # adpr_request: uint64 id, int64 token_offset, token_count, num_tokens,
 # conversation_offset, conversation_len, int32 target_rank, int32 relax.
 _REQUEST = struct.Struct("=Qqqqqqii")
-assert _STATE.size == 16 and _REQUEST.size == 56
+assert _STATE.size == 40 and _REQUEST.size == 56
 
 _ERRBUF = 512
 
@@ -251,7 +261,8 @@ class Router:
     with TensorRT-LLM's names: policy ("default" | "kv_cache_aware" |
     "conversation"), dp_size (required), load_balance_weight,
     match_rate_threshold, fair_share_multiplier, cold_start_warmup,
-    max_sessions, new_conv_placement. Unknown names raise ConfigError.
+    max_sessions, new_conv_placement, capacity_aware. Unknown names raise
+    ConfigError.
 
     Safe to share between threads (calls on one router are serialised by the
     library). Close it with close() or use it as a context manager.
@@ -315,7 +326,9 @@ class Router:
         pack = _STATE.pack_into
         try:
             for i, s in enumerate(states):
-                pack(sbuf, 16 * i, s.rank, s.num_active_requests, s.num_active_tokens)
+                pack(sbuf, 40 * i, s.rank, s.num_active_requests, s.num_active_tokens,
+                     getattr(s, "kv_capacity_tokens", 0), getattr(s, "free_kv_tokens", 0),
+                     1 if getattr(s, "memory_pressure", False) else 0, 0)
         except (struct.error, TypeError, AttributeError) as e:
             raise InvalidArgumentError("states[%d]: %s" % (i, e), _INVALID_ARGUMENT) from None
 

@@ -1,0 +1,73 @@
+package router
+
+import "math"
+
+// kvRoom tracks, during one decision with Config.CapacityAware set, how many
+// more KV tokens each rank can take: its reported free tokens minus the
+// uncached tokens already placed on it in this batch. A rank that reports no
+// capacity has unlimited room.
+type kvRoom struct {
+	on     bool
+	room   []int64
+	filter []bool
+}
+
+func (k *kvRoom) reset(on bool, states []RankState) {
+	k.on = on
+	if !on {
+		return
+	}
+	k.room = k.room[:0]
+	for i := range states {
+		s := &states[i]
+		if s.KVCapacityTokens > 0 {
+			k.room = append(k.room, s.FreeKVTokens)
+		} else {
+			k.room = append(k.room, math.MaxInt64)
+		}
+	}
+}
+
+// take records that rank now holds uncached more tokens.
+func (k *kvRoom) take(rank, uncached int) {
+	if k.on && k.room[rank] != math.MaxInt64 {
+		k.room[rank] -= int64(uncached)
+	}
+}
+
+// allow returns, for the candidate ranks cands, which may take request i of
+// b: those whose room holds its uncached tokens (its length minus its match
+// on that rank), or, when none does, those with the most headroom. It returns
+// nil (every candidate allowed) when capacity awareness is off.
+func (k *kvRoom) allow(cands []int, b *batch, i int) []bool {
+	if !k.on {
+		return nil
+	}
+	f := k.filter[:0]
+	for range k.room {
+		f = append(f, false)
+	}
+	k.filter = f
+	n, size := b.reqs[i].Len(), len(b.states)
+	need := func(r int) int { return max(n-b.match(i, r, size), 0) }
+	fits := false
+	best := int64(math.MinInt64)
+	for _, r := range cands {
+		h := k.room[r] - int64(need(r))
+		if k.room[r] == math.MaxInt64 {
+			h = math.MaxInt64
+		}
+		if h >= 0 {
+			f[r], fits = true, true
+		}
+		best = max(best, h)
+	}
+	if !fits {
+		for _, r := range cands {
+			f[r] = k.room[r]-int64(need(r)) == best
+		}
+	}
+	return f
+}
+
+func allowed(f []bool, rank int) bool { return f == nil || f[rank] }

@@ -1,0 +1,198 @@
+package router
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// withKV sets the capacity and free KV tokens of each state.
+func withKV(s []RankState, capFree ...[2]int64) []RankState {
+	for i, cf := range capFree {
+		s[i].KVCapacityTokens, s[i].FreeKVTokens = cf[0], cf[1]
+	}
+	return s
+}
+
+func capCfg(policy string, size int) Config {
+	c := DefaultConfig(policy, size)
+	c.CapacityAware = true
+	return c
+}
+
+func TestCapacityAware(t *testing.T) {
+	rr := func(p string) Config {
+		c := capCfg(PolicyConversation, 3)
+		c.NewConvPlacement = p
+		return c
+	}
+	tests := []struct {
+		name    string
+		cfg     Config
+		states  []RankState
+		reqs    []Request
+		matches []int32
+		want    [][]uint64
+	}{
+		{
+			// Without capacity the seeded tie-break sends id 0 to rank 2
+			// (ROUTING.md example 7); ranks 0, 2 and 3 cannot hold 10
+			// tokens, so rank 1 takes it.
+			name:   "kv avoids ranks without room",
+			cfg:    capCfg(PolicyKVCacheAware, 4),
+			states: withKV(idle(4), [2]int64{100, 5}, [2]int64{100, 100}, [2]int64{100, 9}, [2]int64{100, 0}),
+			reqs:   []Request{req(0, 10)},
+			want:   assign(nil, []uint64{0}, nil, nil),
+		},
+		{
+			// Nobody holds 500 tokens: the most headroom wins (rank 2).
+			name:   "kv none fits: most headroom",
+			cfg:    capCfg(PolicyKVCacheAware, 3),
+			states: withKV(idle(3), [2]int64{400, 100}, [2]int64{400, 200}, [2]int64{400, 300}),
+			reqs:   []Request{req(0, 500)},
+			want:   assign(nil, nil, []uint64{0}),
+		},
+		{
+			// Room shrinks as the batch places requests: rank 0 (room 250)
+			// takes the first, then only rank 1 (unknown capacity) fits.
+			name:   "room is consumed within the batch",
+			cfg:    capCfg(PolicyKVCacheAware, 2),
+			states: withKV(st([2]int64{0, 0}, [2]int64{0, 5000}), [2]int64{1000, 250}),
+			reqs:   []Request{req(0, 200), req(1, 200)},
+			want:   assign([]uint64{0}, []uint64{1}),
+		},
+		{
+			// Cached tokens need no room: 180 of 200 are cached on rank 0,
+			// whose 50 free tokens hold the other 20.
+			name:    "uncached tokens only",
+			cfg:     capCfg(PolicyKVCacheAware, 2),
+			states:  withKV(idle(2), [2]int64{1000, 50}, [2]int64{1000, 1000}),
+			reqs:    []Request{req(0, 200)},
+			matches: []int32{180, 0},
+			want:    assign([]uint64{0}, nil),
+		},
+		{
+			name:   "explicit targets are honoured",
+			cfg:    capCfg(PolicyKVCacheAware, 2),
+			states: withKV(idle(2), [2]int64{1000, 0}, [2]int64{1000, 1000}),
+			reqs:   []Request{targeted(0, 100, 0, true)},
+			want:   assign([]uint64{0}, nil),
+		},
+		{
+			// The default policy would pick rank 0 (fewest tokens).
+			name:   "default policy",
+			cfg:    capCfg(PolicyDefault, 2),
+			states: withKV(st([2]int64{0, 0}, [2]int64{0, 100}), [2]int64{1000, 10}, [2]int64{1000, 900}),
+			reqs:   []Request{req(0, 50)},
+			want:   assign(nil, []uint64{0}),
+		},
+		{
+			// Round robin would start at rank 0, which has no room.
+			name:   "conversation round robin",
+			cfg:    rr(PlacementRoundRobin),
+			states: withKV(idle(3), [2]int64{100, 0}, [2]int64{100, 100}, [2]int64{100, 100}),
+			reqs:   []Request{conv(0, "a")},
+			want:   assign(nil, []uint64{0}, nil),
+		},
+		{
+			name:   "conversation least queued",
+			cfg:    rr(PlacementLeastQueued),
+			states: withKV(st([2]int64{0, 0}, [2]int64{1, 0}, [2]int64{2, 0}), [2]int64{100, 0}, [2]int64{100, 0}),
+			reqs:   []Request{conv(0, "a")},
+			want:   assign(nil, nil, []uint64{0}),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := mustRoute(t, mustNew(t, tc.cfg), tc.states, tc.reqs, 8, tc.matches)
+			if !eqAssign(res.Assignment, tc.want) {
+				t.Errorf("assignment = %v, want %v", res.Assignment, tc.want)
+			}
+		})
+	}
+}
+
+// A bound conversation whose home has no room overflows to a rank that has,
+// and keeps its binding for later turns.
+func TestCapacityAwareConversationOverflow(t *testing.T) {
+	r := mustNew(t, capCfg(PolicyConversation, 2))
+	mustRoute(t, r, idle(2), []Request{conv(0, "a")}, 8, nil) // round robin: rank 0
+	if home, _ := r.Conversation("a"); home != 0 {
+		t.Fatalf("first turn bound to %d, want 0", home)
+	}
+	full := withKV(idle(2), [2]int64{100, 0}, [2]int64{100, 100})
+	res := mustRoute(t, r, full, []Request{conv(1, "a")}, 8, nil)
+	if res.Ranks[0] != 1 {
+		t.Errorf("second turn went to %d, want 1 (home has no room)", res.Ranks[0])
+	}
+	if home, _ := r.Conversation("a"); home != 0 {
+		t.Errorf("binding moved to %d, want it kept on 0", home)
+	}
+	res = mustRoute(t, r, idle(2), []Request{conv(2, "a")}, 8, nil)
+	if res.Ranks[0] != 0 {
+		t.Errorf("third turn went to %d, want home 0", res.Ranks[0])
+	}
+}
+
+// With the option off, capacity fields change nothing; with it on and every
+// rank roomy (or of unknown capacity), nothing changes either.
+func TestCapacityAwareNeutral(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for iter := range 300 {
+		policy := []string{PolicyDefault, PolicyKVCacheAware, PolicyConversation}[iter%3]
+		size := 1 + rng.IntN(8)
+		base := DefaultConfig(policy, size)
+		base.ColdStartWarmup = rng.IntN(2) == 0
+		on := base
+		on.CapacityAware = true
+		ref, off, roomy := mustNew(t, base), mustNew(t, base), mustNew(t, on)
+		for range 3 {
+			states := make([]RankState, size)
+			for k := range states {
+				states[k] = RankState{Rank: k, NumActiveRequests: rng.IntN(4), NumActiveTokens: rng.Int64N(5000)}
+			}
+			var reqs []Request
+			for j := range rng.IntN(20) {
+				q := req(rng.Uint64(), 1+rng.IntN(300))
+				if rng.IntN(4) == 0 {
+					q.ConversationID = string(rune('a' + j%5))
+				}
+				reqs = append(reqs, q)
+			}
+			var matches []int32
+			if rng.IntN(2) == 0 {
+				matches = matchTable(len(reqs), size, func(int, int) int32 { return int32(rng.IntN(200)) })
+			}
+			want := mustRoute(t, ref, states, reqs, 6, matches)
+			squeezed := slices.Clone(states)
+			for k := range squeezed {
+				squeezed[k].KVCapacityTokens, squeezed[k].FreeKVTokens = 100, rng.Int64N(101)
+			}
+			if got := mustRoute(t, off, squeezed, reqs, 6, matches); !eqAssign(got.Assignment, want.Assignment) {
+				t.Fatalf("iter %d: capacity fields changed a decision with the option off", iter)
+			}
+			roomyStates := slices.Clone(states)
+			for k := range roomyStates {
+				if k%2 == 0 {
+					roomyStates[k].KVCapacityTokens, roomyStates[k].FreeKVTokens = 1<<40, 1<<40
+				}
+			}
+			if got := mustRoute(t, roomy, roomyStates, reqs, 6, matches); !eqAssign(got.Assignment, want.Assignment) {
+				t.Fatalf("iter %d: capacity-aware routing changed a decision although every rank had room", iter)
+			}
+		}
+	}
+}
+
+func TestCapacityValidation(t *testing.T) {
+	r := mustNew(t, capCfg(PolicyKVCacheAware, 2))
+	for _, s := range [][]RankState{
+		withKV(idle(2), [2]int64{-1, 0}),
+		withKV(idle(2), [2]int64{100, 101}),
+		withKV(idle(2), [2]int64{100, -1}),
+	} {
+		if _, err := r.Route(s, []Request{req(1, 5)}, 4, nil); err == nil {
+			t.Errorf("states %+v accepted, want an error", s)
+		}
+	}
+}
