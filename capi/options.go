@@ -28,6 +28,31 @@ func parseOptions(kv [][2]string) (router.Config, error) {
 			cfg.Policy = value
 		case "new_conv_placement":
 			cfg.NewConvPlacement = value
+		case "prefix_source":
+			cfg.PrefixSource = value
+		case "warmup":
+			cfg.Warmup = value
+		case "tokens_per_block", "index_capacity_blocks", "warmup_window", "warmup_min_requests":
+			n, err := parseInt(value)
+			if err != nil {
+				return cfg, bad(key, value, "an integer")
+			}
+			switch key {
+			case "tokens_per_block":
+				cfg.TokensPerBlock = n
+			case "index_capacity_blocks":
+				cfg.IndexCapacityBlocks = n
+			case "warmup_window":
+				cfg.WarmupWindow = n
+			default:
+				cfg.WarmupMinRequests = n
+			}
+		case "warmup_factor":
+			f, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				return cfg, bad(key, value, "a decimal number")
+			}
+			cfg.WarmupFactor = f
 		case "dp_size":
 			cfg.DPSize, err = parseInt(value)
 			if err != nil {

@@ -123,6 +123,8 @@ func (e *entry) route(b *C.adpr_batch, out *C.adpr_route_result) error {
 			TargetRank:     target,
 			Strict:         q.relax == 0,
 			ConversationID: conv,
+			LoRAID:         uint64(q.lora_id),
+			CacheSalt:      uint64(q.cache_salt),
 		})
 	}
 

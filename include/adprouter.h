@@ -84,6 +84,23 @@ typedef uint64_t adpr_router;
  *                          untargeted requests to every rank once
  *   max_sessions           [65536] conversation -> rank LRU bound, >= 1
  *   new_conv_placement     ["round_robin"] or "least_queued"
+ *   tokens_per_block       [32] KV block size in tokens (1..65536): block
+ *                          hashes of the prefix index, index bounds
+ *   prefix_source          ["probe"] kv_cache_aware match lengths: "probe"
+ *                          (match_lens, the reference), "index" (the
+ *                          router's own prefix index: no probe, no second
+ *                          allgather; needs full prompt tokens), or
+ *                          "probe+index" (the larger of the two)
+ *   index_capacity_blocks  [0] index bound per rank reporting no KV
+ *                          capacity (0 = 65536 blocks); ranks reporting
+ *                          kv_capacity_tokens are bounded by it
+ *   warmup                 ["off"] "once" (= cold_start_warmup) or "demand":
+ *                          keep each hot prompt family on about
+ *                          ceil(share x dp_size x warmup_factor) ranks
+ *   warmup_factor          [1.0] > 0
+ *   warmup_window          [1024] routed requests demand warmup counts over
+ *   warmup_min_requests    [4] requests of a family in the window before it
+ *                          is replicated (one-off prompts never are)
  *   capacity_aware         [false] avoid, for each balanced request, ranks
  *                          whose free_kv_tokens (minus what the batch already
  *                          placed there) cannot hold its uncached tokens,
@@ -129,6 +146,8 @@ typedef struct adpr_request {
     int64_t conversation_len;    /* id length in bytes; 0 = no conversation */
     int32_t target_rank;   /* ADPR_NO_TARGET or 0..dp_size-1 */
     int32_t relax;         /* 1: relaxed (TensorRT-LLM default); 0: strict */
+    uint64_t lora_id;      /* scope of the prefix index: blocks of different */
+    uint64_t cache_salt;   /* adapters or salts never match (0: none) */
 } adpr_request;
 
 /* One routing decision's inputs. */
@@ -170,6 +189,41 @@ typedef struct adpr_route_result {
     int32_t num_unassigned;
 } adpr_route_result;
 
+/* Cumulative counters of one rank (adpr_router_stats). */
+typedef struct adpr_rank_stats {
+    uint64_t placed;               /* requests routed to the rank */
+    uint64_t predicted_hit_tokens; /* prompt tokens the router expected cached
+                                      there, summed over those requests */
+    int64_t index_blocks;          /* the rank's share of the prefix index */
+    int64_t index_limit_blocks;    /* and its bound, in blocks */
+    uint64_t index_evicted_blocks;
+    uint32_t flags;                /* ADPR_RANK_MEMORY_PRESSURE as last seen */
+    uint32_t reserved;
+} adpr_rank_stats;
+
+/* A prompt family demand warmup tracks (adpr_router_stats). */
+typedef struct adpr_hot_group {
+    uint64_t family;   /* hash of the family's first KV block */
+    int64_t requests;  /* requests of the family in the warmup window */
+    double share;      /* requests / requests in the window */
+    int32_t replicas;  /* ranks the index expects to hold it */
+    int32_t target;    /* ranks demand warmup wants to hold it */
+} adpr_hot_group;
+
+/* Router-wide counters (adpr_router_stats). */
+typedef struct adpr_stats {
+    uint64_t decisions;
+    uint64_t unassigned;        /* requests returned unassigned, in total */
+    uint64_t warmup_placements; /* cold-start and demand warmup */
+    uint64_t demand_placements; /* demand warmup only */
+    int64_t pending_warmup;     /* ranks the cold-start warmup has yet to reach */
+    int64_t conversations;      /* conversation bindings held */
+    int64_t index_entries;      /* (block, rank) pairs in the prefix index */
+    int64_t index_bytes;        /* its estimated memory */
+    int32_t num_hot_groups;     /* out: entries written to groups */
+    int32_t reserved;
+} adpr_stats;
+
 #ifndef ADPR_BUILDING_LIBRARY
 
 /* ADPR_ABI_VERSION of the loaded library: compare with the header's. */
@@ -202,6 +256,26 @@ adpr_status adpr_route(adpr_router router, const adpr_batch *batch,
  * saw the same calls have equal digests: compare them across ranks (e.g.
  * MPI_Allreduce of min and max) to detect diverged inputs early. */
 adpr_status adpr_router_state_digest(adpr_router router, uint64_t *out);
+
+/* Copies the router's counters: *stats, ranks[0..num_ranks) (num_ranks must
+ * equal dp_size when ranks is not NULL), and up to max_groups hot prompt
+ * families into groups (most requested first; stats->num_hot_groups says
+ * how many). Cheap enough to call every iteration; export them as metrics. */
+adpr_status adpr_router_stats(adpr_router router, adpr_stats *stats,
+                              adpr_rank_stats *ranks, int32_t num_ranks,
+                              adpr_hot_group *groups, int32_t max_groups,
+                              char *err, size_t err_len);
+
+/* Computes the prefix index's block hashes (adprouter block hash v1) of
+ * tokens[0..num_tokens): one per full block of tokens_per_block tokens,
+ * chained from a root scoped by lora_id and cache_salt; a partial last block
+ * is not hashed. Pass a prompt without its last token to get the keys the
+ * router uses for it. Writes min(blocks, out_cap) hashes to out and the
+ * number of full blocks to *num_out. */
+adpr_status adpr_block_hashes(const int32_t *tokens, int64_t num_tokens,
+                              int32_t tokens_per_block, uint64_t lora_id,
+                              uint64_t cache_salt, uint64_t *out, int64_t out_cap,
+                              int64_t *num_out, char *err, size_t err_len);
 
 #endif /* ADPR_BUILDING_LIBRARY */
 

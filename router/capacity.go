@@ -35,11 +35,12 @@ func (k *kvRoom) take(rank, uncached int) {
 	}
 }
 
-// allow returns, for the candidate ranks cands, which may take request i of
-// b: those whose room holds its uncached tokens (its length minus its match
-// on that rank), or, when none does, those with the most headroom. It returns
-// nil (every candidate allowed) when capacity awareness is off.
-func (k *kvRoom) allow(cands []int, b *batch, i int) []bool {
+// allow returns, for the candidate ranks cands, which may take a request of
+// n tokens of which match[rank] are cached on each rank (nil: none): those
+// whose room holds the uncached tokens, or, when none does, those with the
+// most headroom. It returns nil (every candidate allowed) when capacity
+// awareness is off.
+func (k *kvRoom) allow(cands []int, n int, match []int) []bool {
 	if !k.on {
 		return nil
 	}
@@ -48,8 +49,12 @@ func (k *kvRoom) allow(cands []int, b *batch, i int) []bool {
 		f = append(f, false)
 	}
 	k.filter = f
-	n, size := b.reqs[i].Len(), len(b.states)
-	need := func(r int) int { return max(n-b.match(i, r, size), 0) }
+	need := func(r int) int {
+		if match == nil {
+			return n
+		}
+		return max(n-match[r], 0)
+	}
 	fits := false
 	best := int64(math.MinInt64)
 	for _, r := range cands {

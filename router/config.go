@@ -23,12 +23,40 @@ const (
 	PlacementLeastQueued = "least_queued"
 )
 
-// Defaults of the configuration options (the reference's values).
+// Sources of the KV-aware policy's match lengths.
+const (
+	// SourceProbe uses only the match lengths the caller passes (each rank
+	// probes its radix tree and the results are allgathered): the reference.
+	SourceProbe = "probe"
+	// SourceIndex uses only the router's own prefix index: no probing and no
+	// second allgather.
+	SourceIndex = "index"
+	// SourceProbeIndex uses the larger of the two, so that requests placed
+	// earlier in the same batch count.
+	SourceProbeIndex = "probe+index"
+)
+
+// Warmup modes of the KV-aware policy.
+const (
+	WarmupOff = "off"
+	// WarmupOnce is the reference's cold-start warmup (ColdStartWarmup).
+	WarmupOnce = "once"
+	// WarmupDemand keeps each hot prompt family replicated on about
+	// ceil(share of traffic × dp_size × WarmupFactor) ranks.
+	WarmupDemand = "demand"
+)
+
+// Defaults of the configuration options (the reference's values, and ours
+// for options the reference lacks).
 const (
 	DefaultLoadBalanceWeight   = 1.0
 	DefaultMatchRateThreshold  = 0.1
 	DefaultFairShareMultiplier = 2.0
 	DefaultMaxSessions         = 65536
+	DefaultTokensPerBlock      = 32
+	DefaultWarmupFactor        = 1.0
+	DefaultWarmupWindow        = 1024
+	DefaultWarmupMinRequests   = 4
 )
 
 // ErrInvalidConfig is wrapped by every error about a Config.
@@ -79,6 +107,33 @@ type Config struct {
 	// and warmup placements are honoured regardless. Off by default, which
 	// keeps decisions identical to the reference.
 	CapacityAware bool
+
+	// TokensPerBlock is the KV block size in tokens, used to hash prompts for
+	// the prefix index and to turn KV capacity into index bounds. 1..65536.
+	TokensPerBlock int
+	// PrefixSource selects the KV-aware policy's match lengths: SourceProbe
+	// (the default, the reference), SourceIndex or SourceProbeIndex. The
+	// index sources need the full prompt tokens (minus nothing: the router
+	// drops the last token itself) in Request.Tokens.
+	PrefixSource string
+	// IndexCapacityBlocks bounds a rank's share of the prefix index when its
+	// RankState reports no KV capacity; 0 means prefix.DefaultRankBlocks.
+	// Ranks that report a capacity are bounded by it.
+	IndexCapacityBlocks int
+
+	// Warmup is WarmupOff (""), WarmupOnce (same as ColdStartWarmup) or
+	// WarmupDemand, all for the KV-aware policy.
+	Warmup string
+	// WarmupFactor scales the replica target of demand warmup (> 0).
+	WarmupFactor float64
+	// WarmupWindow is how many recently routed requests demand warmup counts
+	// prompt families over (1..1<<20). It counts requests, not time, so that
+	// every rank agrees.
+	WarmupWindow int
+	// WarmupMinRequests is how many requests of a family the window must
+	// hold before demand warmup replicates it: one-off prompts are never
+	// scattered. >= 1.
+	WarmupMinRequests int
 }
 
 // DefaultConfig returns the reference defaults for policy over dpSize ranks.
@@ -91,7 +146,18 @@ func DefaultConfig(policy string, dpSize int) Config {
 		FairShareMultiplier: DefaultFairShareMultiplier,
 		MaxSessions:         DefaultMaxSessions,
 		NewConvPlacement:    PlacementRoundRobin,
+		TokensPerBlock:      DefaultTokensPerBlock,
+		PrefixSource:        SourceProbe,
+		Warmup:              WarmupOff,
+		WarmupFactor:        DefaultWarmupFactor,
+		WarmupWindow:        DefaultWarmupWindow,
+		WarmupMinRequests:   DefaultWarmupMinRequests,
 	}
+}
+
+// indexed reports whether the Router keeps a prefix index.
+func (c *Config) indexed() bool {
+	return c.PrefixSource == SourceIndex || c.PrefixSource == SourceProbeIndex || c.Warmup == WarmupDemand
 }
 
 func configError(field string, value any, want string) error {
@@ -132,6 +198,42 @@ func (c *Config) Validate() error {
 	default:
 		return configError("new_conv_placement", fmt.Sprintf("%q", c.NewConvPlacement),
 			`"round_robin" or "least_queued"`)
+	}
+	if c.TokensPerBlock < 1 || c.TokensPerBlock > 1<<16 {
+		return configError("tokens_per_block", c.TokensPerBlock, "1..65536")
+	}
+	switch c.PrefixSource {
+	case SourceProbe:
+	case SourceIndex, SourceProbeIndex:
+		if c.Policy != PolicyKVCacheAware {
+			return configError("prefix_source", fmt.Sprintf("%q", c.PrefixSource), `"probe" unless policy is "kv_cache_aware"`)
+		}
+	default:
+		return configError("prefix_source", fmt.Sprintf("%q", c.PrefixSource), `"probe", "index" or "probe+index"`)
+	}
+	if c.IndexCapacityBlocks < 0 || c.IndexCapacityBlocks > 1<<30 {
+		return configError("index_capacity_blocks", c.IndexCapacityBlocks, "0 (default)..2^30")
+	}
+	switch c.Warmup {
+	case "", WarmupOff, WarmupOnce:
+	case WarmupDemand:
+		if c.Policy != PolicyKVCacheAware {
+			return configError("warmup", `"demand"`, `"off" or "once" unless policy is "kv_cache_aware"`)
+		}
+		if c.ColdStartWarmup {
+			return configError("warmup", `"demand"`, `"once" or "off" when cold_start_warmup is true (choose one warmup)`)
+		}
+	default:
+		return configError("warmup", fmt.Sprintf("%q", c.Warmup), `"off", "once" or "demand"`)
+	}
+	if !finite(c.WarmupFactor) || c.WarmupFactor <= 0 {
+		return configError("warmup_factor", c.WarmupFactor, "a finite number > 0")
+	}
+	if c.WarmupWindow < 1 || c.WarmupWindow > 1<<20 {
+		return configError("warmup_window", c.WarmupWindow, "1..1048576 requests")
+	}
+	if c.WarmupMinRequests < 1 {
+		return configError("warmup_min_requests", c.WarmupMinRequests, ">= 1")
 	}
 	return nil
 }

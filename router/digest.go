@@ -33,6 +33,13 @@ func (r *Router) StateDigest() uint64 {
 	u64(uint64(c.MaxSessions))
 	str(c.NewConvPlacement)
 	u64(b2u(c.CapacityAware))
+	u64(uint64(c.TokensPerBlock))
+	str(c.PrefixSource)
+	u64(uint64(c.IndexCapacityBlocks))
+	str(c.Warmup)
+	u64(math.Float64bits(c.WarmupFactor))
+	u64(uint64(c.WarmupWindow))
+	u64(uint64(c.WarmupMinRequests))
 
 	u64(uint64(len(r.pending)))
 	for _, p := range r.pending {
@@ -44,6 +51,20 @@ func (r *Router) StateDigest() uint64 {
 		str(key)
 		u64(uint64(rank))
 	})
+	if p := r.prefix; p != nil {
+		// The index in per-rank recency order, then the demand window from
+		// its oldest entry.
+		p.idx.Each(func(rank int, hash uint64) {
+			u64(uint64(rank))
+			u64(hash)
+		})
+		u64(uint64(p.wfill))
+		for k := range p.wfill {
+			j := (p.wpos - p.wfill + k + len(p.window)) % len(p.window)
+			u64(b2u(p.hasFam[j]))
+			u64(p.window[j])
+		}
+	}
 	return h.Sum64()
 }
 

@@ -45,7 +45,7 @@ func (r *Router) routeConversation(b *batch) {
 				}
 			}
 			r.eligible = open
-			allow = r.room.allow(open, b, i)
+			allow = r.room.allow(open, b.reqs[i].Len(), nil)
 		}
 		if bound && count[home] < b.maxn && allowed(allow, home) {
 			r.place(b, i, home, q.Len())

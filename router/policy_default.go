@@ -41,7 +41,7 @@ func (r *Router) routeDefault(b *batch) {
 				}
 			}
 			r.eligible = open
-			allow = r.room.allow(open, b, i)
+			allow = r.room.allow(open, b.reqs[i].Len(), nil)
 		}
 		// The open rank with the smallest (tokens, count, rank): the top of
 		// the reference's heap.

@@ -9,6 +9,10 @@ import (
 // and cold-start warmup first, then each request (grouped by prompt prefix) to
 // the eligible rank with the lowest (uncached tokens + β · relative load)
 // score, ties broken by a Python-compatible shuffle seeded with the request id.
+//
+// Beyond the reference, and only when configured: match lengths from the
+// router's own prefix index (PrefixSource), demand-proportional warmup, and
+// capacity awareness.
 func (r *Router) routeKVAware(b *batch) {
 	size := r.cfg.DPSize
 	count := r.loadCounts(b)
@@ -17,19 +21,27 @@ func (r *Router) routeKVAware(b *batch) {
 	for i := range b.states {
 		tokens[i] = float64(b.states[i].NumActiveTokens)
 	}
+	row := slices.Grow(r.row[:0], size)[:size]
+	r.row = row
+	if r.prefix != nil {
+		r.prefix.begin(&r.cfg, b)
+	}
 
 	// Explicit + warmup pass.
 	rest := r.rest[:0]
 	for _, i := range r.relaxSort(b, isStrictTarget) {
 		q := &b.reqs[i]
 		target := q.TargetRank
+		warm := false
 		if !q.hasTarget() && r.pendingCount > 0 {
-			target = slices.Index(r.pending, true) // smallest pending rank
+			target, warm = slices.Index(r.pending, true), true // smallest pending rank
 		}
 		if target != NoTarget && count[target] < b.maxn {
-			uncached := max(q.Len()-b.match(i, target, size), 0)
-			r.place(b, i, target, uncached)
-			tokens[target] += float64(uncached)
+			r.matchRow(b, i, row)
+			r.placeKV(b, i, target, row, tokens)
+			if warm {
+				r.stats.warmup++
+			}
 			if r.pendingCount > 0 && r.pending[target] {
 				r.pending[target] = false
 				r.pendingCount--
@@ -43,7 +55,7 @@ func (r *Router) routeKVAware(b *batch) {
 	// Group requests that share a prompt prefix; longer prompts first.
 	slices.SortStableFunc(rest, func(x, y int) int {
 		qx, qy := &b.reqs[x], &b.reqs[y]
-		if c := slices.Compare(prefix(qx), prefix(qy)); c != 0 {
+		if c := slices.Compare(prefixOf(qx), prefixOf(qy)); c != 0 {
 			return c
 		}
 		return cmp.Compare(qy.Len(), qx.Len())
@@ -66,12 +78,27 @@ func (r *Router) routeKVAware(b *batch) {
 		}
 		q := &b.reqs[i]
 		n := q.Len()
+		r.matchRow(b, i, row)
+		allow := r.room.allow(eligible, n, row)
+
+		if r.cfg.Warmup == WarmupDemand && !q.Strict {
+			if k := r.demandRank(b, i, eligible, allow, tokens); k >= 0 {
+				r.stats.warmup++
+				r.stats.demand++
+				r.placeKV(b, i, k, row, tokens)
+				if count[k] >= expected {
+					eligible = slices.DeleteFunc(eligible, func(e int) bool { return e == k })
+				}
+				continue
+			}
+		}
+
 		nf := float64(n)
 		var sum float64
 		maxMatch := 0
 		for _, k := range eligible {
 			sum += tokens[k]
-			maxMatch = max(maxMatch, b.match(i, k, size))
+			maxMatch = max(maxMatch, row[k])
 		}
 		denom := max(sum, nf)
 		if denom == 0 {
@@ -80,14 +107,13 @@ func (r *Router) routeKVAware(b *batch) {
 		gate := float64(maxMatch)/float64(max(n, 1)) > r.cfg.MatchRateThreshold
 
 		// The lowest (score, tokens) pair, and how many ranks share it.
-		allow := r.room.allow(eligible, b, i)
 		var bestScore, bestTokens float64
 		best, ties := -1, 0
 		for _, k := range eligible {
 			if !allowed(allow, k) {
 				continue
 			}
-			s := r.score(b, i, k, n, nf, denom, beta, gate, tokens[k])
+			s := score(n, row[k], gate, nf, denom, beta, tokens[k])
 			switch {
 			case best < 0 || s < bestScore || (s == bestScore && tokens[k] < bestTokens):
 				best, bestScore, bestTokens, ties = k, s, tokens[k], 1
@@ -103,16 +129,14 @@ func (r *Router) routeKVAware(b *batch) {
 			st.shuffle(shuffled)
 			for _, k := range shuffled {
 				if allowed(allow, k) && tokens[k] == bestTokens &&
-					r.score(b, i, k, n, nf, denom, beta, gate, tokens[k]) == bestScore {
+					score(n, row[k], gate, nf, denom, beta, tokens[k]) == bestScore {
 					best = k
 					break
 				}
 			}
 		}
 
-		uncached := max(n-b.match(i, best, size), 0)
-		r.place(b, i, best, uncached)
-		tokens[best] += float64(uncached)
+		r.placeKV(b, i, best, row, tokens)
 		if count[best] >= expected {
 			eligible = slices.DeleteFunc(eligible, func(k int) bool { return k == best })
 		}
@@ -121,22 +145,76 @@ func (r *Router) routeKVAware(b *batch) {
 	r.finish(b)
 }
 
-// score is the reference's cost of putting request i on rank k, evaluated in
-// the same order of IEEE operations: (n - m) + β · (tokens / denom · n). The
-// explicit float64 conversions forbid fused multiply-adds, which would round
+// matchRow fills row with request i's match length on every rank, from the
+// configured source.
+func (r *Router) matchRow(b *batch, i int, row []int) {
+	size := len(row)
+	switch r.cfg.PrefixSource {
+	case SourceIndex:
+		r.prefix.matchRow(&r.cfg, b, i, row)
+	case SourceProbeIndex:
+		r.prefix.matchRow(&r.cfg, b, i, row)
+		for k := range row {
+			row[k] = max(row[k], b.match(i, k, size))
+		}
+	default:
+		for k := range row {
+			row[k] = b.match(i, k, size)
+		}
+	}
+}
+
+// placeKV places request i on rank k with the KV-aware bookkeeping: the
+// rank's token load grows by the uncached tokens (the raw match, whatever the
+// gate said), the index learns the request's blocks.
+func (r *Router) placeKV(b *batch, i, k int, row []int, tokens []float64) {
+	n := b.reqs[i].Len()
+	uncached := max(n-row[k], 0)
+	r.place(b, i, k, uncached)
+	tokens[k] += float64(uncached)
+	r.stats.hitTokens[k] += uint64(min(row[k], n))
+	if r.prefix != nil {
+		r.prefix.placed(&r.cfg, b, i, k)
+	}
+}
+
+// demandRank returns the rank demand warmup sends request i to, or -1: when
+// the request's prompt family is hot and held by fewer ranks than its share
+// of traffic calls for, the least-loaded eligible rank lacking it.
+func (r *Router) demandRank(b *batch, i int, eligible []int, allow []bool, tokens []float64) int {
+	fam, want, have, ok := r.prefix.replicaTarget(&r.cfg, b, i)
+	if !ok || have >= want {
+		return -1
+	}
+	best := -1
+	for _, k := range eligible {
+		if !allowed(allow, k) || r.prefix.idx.Has(k, fam) {
+			continue
+		}
+		if best < 0 || tokens[k] < tokens[best] || (tokens[k] == tokens[best] && r.count[k] < r.count[best]) {
+			best = k
+		}
+	}
+	return best
+}
+
+// score is the reference's cost of putting a request of n tokens on a rank
+// that caches match of them and holds tok tokens, evaluated in the same
+// order of IEEE operations: (n - m) + β · (tok / denom · n). The explicit
+// float64 conversions forbid fused multiply-adds, which would round
 // differently from Python.
-func (r *Router) score(b *batch, i, k, n int, nf, denom, beta float64, gate bool, tok float64) float64 {
+func score(n, match int, gate bool, nf, denom, beta, tok float64) float64 {
 	m := 0
 	if gate {
-		m = b.match(i, k, len(b.states))
+		m = match
 	}
 	load := float64(tok / denom * nf)
 	load = float64(beta * load)
 	return float64(n-m) + load
 }
 
-// prefix returns the tokens the KV-aware policy groups by.
-func prefix(q *Request) []int32 {
+// prefixOf returns the tokens the KV-aware policy groups by.
+func prefixOf(q *Request) []int32 {
 	return q.Tokens[:min(len(q.Tokens), PrefixTokens)]
 }
 

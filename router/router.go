@@ -31,8 +31,10 @@ type Router struct {
 	// State that persists across calls.
 	pending      []bool // KV-aware warmup: ranks not yet warmed
 	pendingCount int
-	conv         convLRU // conversation -> rank
-	cursor       int     // conversation round-robin cursor
+	conv         convLRU      // conversation -> rank
+	cursor       int          // conversation round-robin cursor
+	prefix       *prefixState // KV-aware prefix index and demand warmup, or nil
+	stats        statCounters
 
 	// Scratch reused by every call; never read before being reset.
 	count    []int
@@ -42,6 +44,7 @@ type Router struct {
 	rest     []int
 	eligible []int
 	shuffled []int
+	row      []int // one request's match length per rank
 	room     kvRoom
 	idSort   []uint64
 	seeds    seedCache
@@ -54,7 +57,10 @@ func New(cfg Config) (*Router, error) {
 		return nil, err
 	}
 	r := &Router{cfg: cfg}
-	if cfg.Policy == PolicyKVCacheAware && cfg.ColdStartWarmup {
+	if cfg.Policy == PolicyKVCacheAware && cfg.indexed() {
+		r.prefix = newPrefixState(&r.cfg)
+	}
+	if cfg.Policy == PolicyKVCacheAware && (cfg.ColdStartWarmup || cfg.Warmup == WarmupOnce) {
 		r.pending = make([]bool, cfg.DPSize)
 		for i := range r.pending {
 			r.pending[i] = true
@@ -62,6 +68,7 @@ func New(cfg Config) (*Router, error) {
 		r.pendingCount = cfg.DPSize
 	}
 	r.conv.init(cfg.MaxSessions)
+	r.stats.init(cfg.DPSize)
 	return r, nil
 }
 
@@ -105,6 +112,7 @@ func (r *Router) RouteInto(res *Result, states []RankState, reqs []Request, maxA
 	case PolicyConversation:
 		r.routeConversation(&b)
 	}
+	r.stats.record(&b)
 	return nil
 }
 
@@ -251,8 +259,13 @@ func softCap(count []int, remaining int, multiplier float64, maxn int) int {
 		busiest = max(busiest, c)
 	}
 	fair := (sum + len(count) - 1) / len(count)
-	e := int(math.Ceil(multiplier * float64(fair)))
-	return min(max(e, busiest), maxn)
+	f := math.Ceil(multiplier * float64(fair))
+	if f >= float64(maxn) {
+		// min(max(f, busiest), maxn) is maxn; converting a huge f to int
+		// would overflow.
+		return maxn
+	}
+	return min(max(int(f), busiest), maxn)
 }
 
 // PendingWarmup returns, in ascending order, the ranks the KV-aware policy's

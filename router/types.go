@@ -50,6 +50,11 @@ type Request struct {
 	// ConversationID ties turns of one conversation together for the
 	// conversation policy; "" means none.
 	ConversationID string
+	// LoRAID and CacheSalt scope the prefix index: blocks of requests with
+	// different adapters or salts never match each other. (With the probe
+	// source the caller's match lengths are already scoped.)
+	LoRAID    uint64
+	CacheSalt uint64
 }
 
 // PrefixTokens is how many leading prompt tokens the KV-aware policy uses to

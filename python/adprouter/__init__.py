@@ -28,7 +28,7 @@ from array import array
 __all__ = [
     "Router", "RankState", "Request", "RouteResult",
     "Error", "InvalidArgumentError", "ConfigError", "InvalidHandleError", "InternalError",
-    "library_path", "abi_version", "version",
+    "library_path", "abi_version", "version", "block_hashes",
 ]
 
 ABI_VERSION = 1
@@ -105,16 +105,21 @@ class Request:
     means no target; relax=False is TensorRT-LLM's strict placement.
     """
 
-    __slots__ = ("id", "tokens", "num_tokens", "target_rank", "relax", "conversation_id")
+    __slots__ = ("id", "tokens", "num_tokens", "target_rank", "relax", "conversation_id",
+                 "lora_id", "cache_salt")
 
     def __init__(self, id, tokens=None, num_tokens=None, target_rank=None, relax=True,
-                 conversation_id=None):
+                 conversation_id=None, lora_id=0, cache_salt=0):
         self.id = id
         self.tokens = tokens
         self.num_tokens = num_tokens
         self.target_rank = target_rank
         self.relax = relax
         self.conversation_id = conversation_id
+        # Scope of the router's prefix index (prefix_source "index" or
+        # "probe+index"): different adapters or salts never share blocks.
+        self.lora_id = lora_id
+        self.cache_salt = cache_salt
 
     def __repr__(self):
         n = self.num_tokens if self.num_tokens is not None else len(self.tokens or ())
@@ -165,14 +170,42 @@ class _Result(ctypes.Structure):
     ]
 
 
+class _Stats(ctypes.Structure):
+    _fields_ = [
+        ("decisions", ctypes.c_uint64), ("unassigned", ctypes.c_uint64),
+        ("warmup_placements", ctypes.c_uint64), ("demand_placements", ctypes.c_uint64),
+        ("pending_warmup", ctypes.c_int64), ("conversations", ctypes.c_int64),
+        ("index_entries", ctypes.c_int64), ("index_bytes", ctypes.c_int64),
+        ("num_hot_groups", ctypes.c_int32), ("reserved", ctypes.c_int32),
+    ]
+
+
+class _RankStats(ctypes.Structure):
+    _fields_ = [
+        ("placed", ctypes.c_uint64), ("predicted_hit_tokens", ctypes.c_uint64),
+        ("index_blocks", ctypes.c_int64), ("index_limit_blocks", ctypes.c_int64),
+        ("index_evicted_blocks", ctypes.c_uint64), ("flags", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+
+class _HotGroup(ctypes.Structure):
+    _fields_ = [
+        ("family", ctypes.c_uint64), ("requests", ctypes.c_int64), ("share", ctypes.c_double),
+        ("replicas", ctypes.c_int32), ("target", ctypes.c_int32),
+    ]
+
+
 # adpr_rank_state: int32 rank, int32 num_active_requests, int64
 # num_active_tokens, int64 kv_capacity_tokens, int64 free_kv_tokens,
 # uint32 flags, uint32 reserved.
 _STATE = struct.Struct("=iiqqqII")
 # adpr_request: uint64 id, int64 token_offset, token_count, num_tokens,
-# conversation_offset, conversation_len, int32 target_rank, int32 relax.
-_REQUEST = struct.Struct("=Qqqqqqii")
-assert _STATE.size == 40 and _REQUEST.size == 56
+# conversation_offset, conversation_len, int32 target_rank, int32 relax,
+# uint64 lora_id, uint64 cache_salt.
+_REQUEST = struct.Struct("=QqqqqqiiQQ")
+_REQ_SIZE = _REQUEST.size
+assert _STATE.size == 40 and _REQ_SIZE == 72
 
 _ERRBUF = 512
 
@@ -219,6 +252,16 @@ def _load():
         lib.adpr_router_destroy.argtypes = [ctypes.c_uint64]
         lib.adpr_router_state_digest.restype = ctypes.c_int32
         lib.adpr_router_state_digest.argtypes = [ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]
+        lib.adpr_router_stats.restype = ctypes.c_int32
+        lib.adpr_router_stats.argtypes = [ctypes.c_uint64, ctypes.POINTER(_Stats),
+                                          ctypes.POINTER(_RankStats), ctypes.c_int32,
+                                          ctypes.POINTER(_HotGroup), ctypes.c_int32,
+                                          ctypes.c_char_p, ctypes.c_size_t]
+        lib.adpr_block_hashes.restype = ctypes.c_int32
+        lib.adpr_block_hashes.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32,
+                                          ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p,
+                                          ctypes.c_int64, ctypes.POINTER(ctypes.c_int64),
+                                          ctypes.c_char_p, ctypes.c_size_t]
         lib.adpr_route.restype = ctypes.c_int32
         lib.adpr_route.argtypes = [ctypes.c_uint64, ctypes.POINTER(_Batch),
                                    ctypes.POINTER(_Result), ctypes.c_char_p, ctypes.c_size_t]
@@ -237,6 +280,26 @@ def abi_version():
 def version():
     """The loaded library's version string."""
     return _load().adpr_version().decode()
+
+
+def block_hashes(tokens, tokens_per_block=32, lora_id=0, cache_salt=0):
+    """The prefix index's keys for tokens: one 64-bit hash per full block of
+    tokens_per_block tokens, chained, scoped by lora_id and cache_salt (a
+    partial last block is not hashed). The router hashes a prompt without its
+    last token, as engines cache it."""
+    lib = _load()
+    buf = tokens if isinstance(tokens, array) and tokens.typecode == "i" else array("i", tokens)
+    n = len(buf)
+    cap = n // tokens_per_block if tokens_per_block > 0 else 0
+    out = array("Q", bytes(8 * max(cap, 1)))
+    got = ctypes.c_int64(0)
+    errbuf = ctypes.create_string_buffer(_ERRBUF)
+    status = lib.adpr_block_hashes(buf.buffer_info()[0] if n else None, n, tokens_per_block,
+                                   lora_id, cache_salt, out.buffer_info()[0], cap,
+                                   ctypes.byref(got), errbuf, _ERRBUF)
+    if status != _OK:
+        _raise(status, errbuf)
+    return out[:got.value].tolist()
 
 
 def _raise(status, errbuf):
@@ -286,8 +349,14 @@ class Router:
         self._handle = handle.value
         self.policy = policy
         self.dp_size = dp_size
-        # Only the KV-aware policy reads tokens, and only the first 64.
-        self._send_tokens = policy == "kv_cache_aware"
+        # How many leading tokens per request to send: the KV-aware policy
+        # reads the first 64 (its grouping key), or the whole prompt when the
+        # router's prefix index hashes it; the other policies read none.
+        self._send_tokens = 0
+        if policy == "kv_cache_aware":
+            indexed = (options.get("prefix_source", "probe") != "probe"
+                       or options.get("warmup") == "demand")
+            self._send_tokens = None if indexed else PREFIX_TOKENS
         self._errbuf = errbuf
         self._lock = threading.Lock()
 
@@ -332,7 +401,7 @@ class Router:
         except (struct.error, TypeError, AttributeError) as e:
             raise InvalidArgumentError("states[%d]: %s" % (i, e), _INVALID_ARGUMENT) from None
 
-        rbuf = array("B", bytes(_REQUEST.size * nr))
+        rbuf = array("B", bytes(_REQ_SIZE * nr))
         tokens = array("i")
         text = []
         text_len = 0
@@ -347,14 +416,14 @@ class Router:
                 if toks is not None:
                     if n is None:
                         n = len(toks)
-                    if send_tokens:
+                    if send_tokens != 0:
                         if isinstance(toks, list):
-                            tokens.extend(toks[:PREFIX_TOKENS])
+                            tokens.extend(toks[:send_tokens])
                         else:
                             mv = memoryview(toks)
                             if mv.itemsize != 4 or mv.format not in ("i", "l", "=i", "<i"):
                                 raise TypeError("tokens buffer has format %r, want int32" % mv.format)
-                            tokens.frombytes(mv[:PREFIX_TOKENS])
+                            tokens.frombytes(mv[:send_tokens])
                 elif n is None:
                     n = 0
                 cid = q.conversation_id
@@ -365,8 +434,9 @@ class Router:
                     clen = len(b)
                     text_len += clen
                 t = q.target_rank
-                pack(rbuf, 56 * i, q.id, off, len(tokens) - off, n, coff, clen,
-                     NO_TARGET if t is None else t, 1 if q.relax else 0)
+                pack(rbuf, _REQ_SIZE * i, q.id, off, len(tokens) - off, n, coff, clen,
+                     NO_TARGET if t is None else t, 1 if q.relax else 0,
+                     getattr(q, "lora_id", 0), getattr(q, "cache_salt", 0))
         except (struct.error, TypeError, OverflowError, ValueError, AttributeError) as e:
             raise InvalidArgumentError("requests[%d]: %s" % (i, e), _INVALID_ARGUMENT) from None
 
@@ -410,6 +480,35 @@ class Router:
             raise _ERRORS.get(status, InternalError)(
                 self._lib.adpr_strerror(status).decode(), status)
         return out.value
+
+    def stats(self, max_groups=16):
+        """Cumulative counters as a dict: decisions, unassigned,
+        warmup_placements, demand_placements, pending_warmup, conversations,
+        index_entries, index_bytes, ranks (a list of per-rank dicts: placed,
+        predicted_hit_tokens, index_blocks, index_limit_blocks,
+        index_evicted_blocks, memory_pressure) and hot_groups (family,
+        requests, share, replicas, target; most requested first)."""
+        if not self._handle:
+            raise InvalidHandleError("the router is closed", _INVALID_HANDLE)
+        st = _Stats()
+        ranks = (_RankStats * self.dp_size)()
+        groups = (_HotGroup * max(max_groups, 1))()
+        with self._lock:
+            status = self._lib.adpr_router_stats(self._handle, ctypes.byref(st), ranks,
+                                                 self.dp_size, groups, max_groups,
+                                                 self._errbuf, _ERRBUF)
+            if status != _OK:
+                _raise(status, self._errbuf)
+        out = {name: getattr(st, name) for name, _ in _Stats._fields_
+               if name not in ("num_hot_groups", "reserved")}
+        out["ranks"] = [dict(placed=r.placed, predicted_hit_tokens=r.predicted_hit_tokens,
+                             index_blocks=r.index_blocks, index_limit_blocks=r.index_limit_blocks,
+                             index_evicted_blocks=r.index_evicted_blocks,
+                             memory_pressure=bool(r.flags & 1)) for r in ranks]
+        out["hot_groups"] = [dict(family=g.family, requests=g.requests, share=g.share,
+                                  replicas=g.replicas, target=g.target)
+                             for g in groups[:st.num_hot_groups]]
+        return out
 
     def _match_table(self, match_lens, requests, ns, nr):
         if len(match_lens) != ns:

@@ -1,0 +1,120 @@
+package main
+
+/*
+#include "adprouter.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/adprouter/adprouter/router/prefix"
+)
+
+//export adpr_router_stats
+func adpr_router_stats(h C.adpr_router, out *C.adpr_stats, ranks *C.adpr_rank_stats, nranks C.int32_t,
+	groups *C.adpr_hot_group, maxGroups C.int32_t, ebuf *C.char, elen C.size_t) (status C.adpr_status) {
+	var err error
+	var e *entry
+	defer func() { finish(&status, &err, ebuf, elen, e) }()
+	if out == nil {
+		err = argError("stats is NULL")
+		return
+	}
+	if maxGroups < 0 || (maxGroups > 0 && groups == nil) {
+		err = argError("groups = %p with max_groups = %d, want a non-NULL array when max_groups > 0", groups, int32(maxGroups))
+		return
+	}
+	if e, err = handles.get(uint64(h)); err != nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.r == nil {
+		err = fmt.Errorf("%w: %d (destroyed)", errBadHandle, uint64(h))
+		return
+	}
+	size := e.r.Config().DPSize
+	if ranks != nil && int(nranks) != size {
+		err = argError("num_ranks = %d, want dp_size = %d", int32(nranks), size)
+		return
+	}
+	s := e.r.Stats(int(maxGroups))
+	*out = C.adpr_stats{
+		decisions:         C.uint64_t(s.Decisions),
+		unassigned:        C.uint64_t(s.Unassigned),
+		warmup_placements: C.uint64_t(s.WarmupPlacements),
+		demand_placements: C.uint64_t(s.DemandPlacements),
+		pending_warmup:    C.int64_t(s.PendingWarmup),
+		conversations:     C.int64_t(s.Conversations),
+		index_entries:     C.int64_t(s.IndexEntries),
+		index_bytes:       C.int64_t(s.IndexBytes),
+		num_hot_groups:    C.int32_t(len(s.HotGroups)),
+	}
+	if ranks != nil {
+		dst := unsafe.Slice(ranks, size)
+		for k, src := range s.Ranks {
+			var flags C.uint32_t
+			if src.MemoryPressure {
+				flags = C.ADPR_RANK_MEMORY_PRESSURE
+			}
+			dst[k] = C.adpr_rank_stats{
+				placed:               C.uint64_t(src.Placed),
+				predicted_hit_tokens: C.uint64_t(src.PredictedHitTokens),
+				index_blocks:         C.int64_t(src.IndexBlocks),
+				index_limit_blocks:   C.int64_t(src.IndexLimitBlocks),
+				index_evicted_blocks: C.uint64_t(src.IndexEvictedBlocks),
+				flags:                flags,
+			}
+		}
+	}
+	if len(s.HotGroups) > 0 {
+		dst := unsafe.Slice(groups, int(maxGroups))
+		for k, g := range s.HotGroups {
+			dst[k] = C.adpr_hot_group{
+				family:   C.uint64_t(g.Family),
+				requests: C.int64_t(g.Requests),
+				share:    C.double(g.Share),
+				replicas: C.int32_t(g.Replicas),
+				target:   C.int32_t(g.Target),
+			}
+		}
+	}
+	return
+}
+
+//export adpr_block_hashes
+func adpr_block_hashes(tokens *C.int32_t, n C.int64_t, tpb C.int32_t, lora, salt C.uint64_t,
+	out *C.uint64_t, outCap C.int64_t, nOut *C.int64_t, ebuf *C.char, elen C.size_t) (status C.adpr_status) {
+	var err error
+	defer func() { finish(&status, &err, ebuf, elen, nil) }()
+	switch {
+	case n < 0 || (n > 0 && tokens == nil):
+		err = argError("tokens = %p with num_tokens = %d, want a non-NULL buffer when num_tokens > 0", tokens, int64(n))
+	case tpb < 1 || tpb > 1<<16:
+		err = argError("tokens_per_block = %d, want 1..65536", int32(tpb))
+	case outCap < 0 || (outCap > 0 && out == nil):
+		err = argError("out = %p with out_cap = %d, want a non-NULL buffer when out_cap > 0", out, int64(outCap))
+	case nOut == nil:
+		err = argError("num_out is NULL")
+	}
+	if err != nil {
+		return
+	}
+	var toks []int32
+	if n > 0 {
+		toks = unsafe.Slice((*int32)(unsafe.Pointer(tokens)), int(n))
+	}
+	blocks := int64(n) / int64(tpb)
+	*nOut = C.int64_t(blocks)
+	if outCap == 0 {
+		return
+	}
+	dst := unsafe.Slice((*uint64)(unsafe.Pointer(out)), int(outCap))
+	// Hash only the blocks that fit; appending within dst's capacity writes
+	// straight into the caller's buffer.
+	k := min(blocks, int64(outCap)) * int64(tpb)
+	prefix.AppendHashes(dst[:0:outCap], toks[:k], int(tpb), uint64(lora), uint64(salt))
+	return
+}

@@ -1,0 +1,197 @@
+package router
+
+import (
+	"slices"
+	"testing"
+)
+
+// family returns a prompt of n tokens that starts with a 256-token system
+// prompt of family f and ends with a suffix unique to id.
+func family(f, id uint64, n int) Request {
+	toks := make([]int32, n)
+	for i := range toks {
+		if i < 256 {
+			toks[i] = int32(f*1_000_000 + uint64(i))
+		} else {
+			toks[i] = int32(id*1_000 + uint64(i))
+		}
+	}
+	return Request{ID: id, Tokens: toks, TargetRank: NoTarget}
+}
+
+func busy(size int, tokens int64) []RankState {
+	s := idle(size)
+	for k := range s {
+		s[k].NumActiveTokens = tokens
+	}
+	return s
+}
+
+func sourceCfg(size int, source string) Config {
+	c := DefaultConfig(PolicyKVCacheAware, size)
+	c.PrefixSource = source
+	return c
+}
+
+// Siblings of a new prompt in one batch: the probe source knows nothing
+// cached and scatters them; the index sees the first one placed and sends
+// the rest after it.
+func TestIndexColocatesSiblings(t *testing.T) {
+	var reqs []Request
+	for id := range uint64(4) {
+		reqs = append(reqs, family(1, id, 300))
+		reqs[id].Tokens = reqs[0].Tokens // identical prompts
+	}
+	for _, tc := range []struct {
+		source    string
+		wantRanks int
+	}{{SourceProbe, 4}, {SourceIndex, 1}, {SourceProbeIndex, 1}} {
+		cfg := sourceCfg(4, tc.source)
+		cfg.FairShareMultiplier = 4 // let one rank take all four
+		res := mustRoute(t, mustNew(t, cfg), busy(4, 10000), reqs, 8, nil)
+		used := 0
+		for _, ids := range res.Assignment {
+			if len(ids) > 0 {
+				used++
+			}
+		}
+		if used != tc.wantRanks {
+			t.Errorf("%s: siblings on %d ranks (%v), want %d", tc.source, used, res.Assignment, tc.wantRanks)
+		}
+	}
+}
+
+func TestIndexAcrossCallsAndScopes(t *testing.T) {
+	r := mustNew(t, sourceCfg(4, SourceIndex))
+	first := mustRoute(t, r, busy(4, 10000), []Request{family(7, 1, 400)}, 8, nil)
+	home := first.Ranks[0]
+	// Same family later: the index remembers where its blocks went.
+	res := mustRoute(t, r, busy(4, 10000), []Request{family(7, 2, 400)}, 8, nil)
+	if res.Ranks[0] != home {
+		t.Errorf("same family routed to %d, want %d where its prefix is", res.Ranks[0], home)
+	}
+	// Same tokens under another LoRA adapter: nothing matches, so the
+	// decision is the probe source's (no matches) decision.
+	other := family(7, 3, 400)
+	other.LoRAID = 5
+	probe := mustRoute(t, mustNew(t, sourceCfg(4, SourceProbe)), busy(4, 10000), []Request{other}, 8, nil)
+	res = mustRoute(t, r, busy(4, 10000), []Request{other}, 8, nil)
+	if res.Ranks[0] != probe.Ranks[0] {
+		t.Errorf("other LoRA routed to %d, want %d (no match: same as probe source)", res.Ranks[0], probe.Ranks[0])
+	}
+	if st := r.Stats(0); st.Ranks[home].PredictedHitTokens == 0 || st.IndexEntries == 0 {
+		t.Errorf("stats show no index activity: %+v", st)
+	}
+}
+
+// probe+index takes the larger of the two sources per rank.
+func TestProbePlusIndex(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		probe   []int32
+		want    int
+		because string
+	}{
+		{"probe larger", []int32{0, 299}, 1, "the probe's 299 beats the index's 288 on rank 0"},
+		{"index only", nil, 0, "the index's 288 on rank 0"},
+	} {
+		r := mustNew(t, sourceCfg(2, SourceProbeIndex))
+		// The index learns that rank 0 holds 9 full blocks of 0..298.
+		mustRoute(t, r, busy(2, 10000), []Request{targeted(1, 300, 0, true)}, 8, nil)
+		res := mustRoute(t, r, busy(2, 10000), []Request{req(2, 300)}, 8, tc.probe)
+		if res.Ranks[0] != tc.want {
+			t.Errorf("%s: routed to %d, want %d (%s)", tc.name, res.Ranks[0], tc.want, tc.because)
+		}
+	}
+}
+
+// A rank's share of the index is bounded by its KV capacity in blocks.
+func TestIndexBoundedByCapacity(t *testing.T) {
+	r := mustNew(t, sourceCfg(1, SourceIndex))
+	s := withKV(idle(1), [2]int64{64, 64}) // 2 blocks of 32
+	mustRoute(t, r, s, []Request{family(1, 1, 1000)}, 8, nil)
+	st := r.Stats(0)
+	if st.Ranks[0].IndexBlocks != 2 || st.Ranks[0].IndexLimitBlocks != 2 {
+		t.Errorf("index holds %d blocks (limit %d), want 2 (capacity 64 tokens)", st.Ranks[0].IndexBlocks, st.Ranks[0].IndexLimitBlocks)
+	}
+}
+
+func demandCfg(size int) Config {
+	c := DefaultConfig(PolicyKVCacheAware, size)
+	c.Warmup = WarmupDemand
+	c.WarmupMinRequests = 2
+	return c
+}
+
+// A family that carries all the traffic is replicated onto every rank, one
+// rank per request once it is hot, while one-off prompts are not.
+func TestDemandWarmupReplicatesHotFamily(t *testing.T) {
+	r := mustNew(t, demandCfg(4))
+	var seen []int
+	for id := range uint64(8) {
+		// Probe matches: rank(s) already holding the family report them,
+		// as an engine's radix tree would.
+		res := mustRoute(t, r, busy(4, 10000), []Request{family(1, id, 400)}, 16, nil)
+		seen = append(seen, res.Ranks[0])
+	}
+	st := r.Stats(4)
+	if len(st.HotGroups) != 1 || st.HotGroups[0].Replicas != 4 || st.HotGroups[0].Target != 4 {
+		t.Fatalf("hot groups = %+v, want one family on all 4 ranks", st.HotGroups)
+	}
+	distinct := slices.Compact(slices.Sorted(slices.Values(seen)))
+	if len(distinct) != 4 {
+		t.Errorf("placements %v reach %d ranks, want all 4", seen, len(distinct))
+	}
+	if st.DemandPlacements == 0 {
+		t.Error("no demand placements counted")
+	}
+
+	// One-off prompts (each family once) are never replicated.
+	r = mustNew(t, demandCfg(4))
+	for id := range uint64(8) {
+		mustRoute(t, r, busy(4, 10000), []Request{family(100+id, id, 400)}, 16, nil)
+	}
+	if st := r.Stats(4); st.DemandPlacements != 0 || len(st.HotGroups) != 0 {
+		t.Errorf("one-off prompts: %d demand placements, hot groups %+v; want none", st.DemandPlacements, st.HotGroups)
+	}
+}
+
+// Two routers with the index and demand warmup, fed the same calls, keep
+// identical state and make identical decisions.
+func TestIndexDeterminism(t *testing.T) {
+	cfg := demandCfg(3)
+	cfg.PrefixSource = SourceProbeIndex
+	a, b := mustNew(t, cfg), mustNew(t, cfg)
+	for call := range uint64(20) {
+		reqs := []Request{family(call%3, call*10, 300+int(call)), family(1, call*10+1, 350)}
+		ra := mustRoute(t, a, busy(3, int64(1000*call)), reqs, 8, nil)
+		rb := mustRoute(t, b, busy(3, int64(1000*call)), reqs, 8, nil)
+		if !eqAssign(ra.Assignment, rb.Assignment) {
+			t.Fatalf("call %d: decisions differ", call)
+		}
+		if a.StateDigest() != b.StateDigest() {
+			t.Fatalf("call %d: digests differ", call)
+		}
+	}
+}
+
+func TestIndexConfigValidation(t *testing.T) {
+	for _, mut := range []func(*Config){
+		func(c *Config) { c.PrefixSource = "radix" },
+		func(c *Config) { c.Policy, c.PrefixSource = PolicyDefault, SourceIndex },
+		func(c *Config) { c.Warmup = "always" },
+		func(c *Config) { c.Warmup, c.ColdStartWarmup = WarmupDemand, true },
+		func(c *Config) { c.Policy, c.Warmup = PolicyConversation, WarmupDemand },
+		func(c *Config) { c.TokensPerBlock = 0 },
+		func(c *Config) { c.WarmupFactor = 0 },
+		func(c *Config) { c.WarmupWindow = 0 },
+		func(c *Config) { c.WarmupMinRequests = 0 },
+		func(c *Config) { c.IndexCapacityBlocks = -1 },
+	} {
+		c := DefaultConfig(PolicyKVCacheAware, 2)
+		mut(&c)
+		if _, err := New(c); err == nil {
+			t.Errorf("config %+v accepted, want an error", c)
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package router
+
+import (
+	"math"
+	"slices"
+
+	"github.com/adprouter/adprouter/router/prefix"
+)
+
+// prefixState is the KV-aware policy's router-side knowledge of prompt
+// prefixes: the prefix index (what each rank is expected to cache, learnt
+// from placements) and the demand-warmup window (which prompt families recent
+// traffic used). It exists only when Config.indexed().
+type prefixState struct {
+	idx *prefix.Index
+
+	// Demand warmup: the families (first-block hashes) of the last
+	// len(window) routed requests, oldest at wpos once full, and their counts.
+	window []uint64
+	hasFam []bool
+	wpos   int
+	wfill  int
+	counts map[uint64]int
+
+	// Per-decision scratch: each request's block hashes.
+	hashOff []int32
+	hashLen []int32
+	hashes  []uint64
+	blocks  []int
+}
+
+func newPrefixState(cfg *Config) *prefixState {
+	p := &prefixState{idx: prefix.NewIndex(cfg.DPSize)}
+	if cfg.Warmup == WarmupDemand {
+		p.window = make([]uint64, cfg.WarmupWindow)
+		p.hasFam = make([]bool, cfg.WarmupWindow)
+		p.counts = make(map[uint64]int)
+	}
+	return p
+}
+
+// begin bounds each rank's index by its KV capacity and resets the
+// per-decision scratch.
+func (p *prefixState) begin(cfg *Config, b *batch) {
+	for k := range b.states {
+		limit := prefix.DefaultRankBlocks
+		if c := b.states[k].KVCapacityTokens; c > 0 {
+			limit = int(min(c/int64(cfg.TokensPerBlock), 1<<30))
+		} else if cfg.IndexCapacityBlocks > 0 {
+			limit = cfg.IndexCapacityBlocks
+		}
+		p.idx.SetLimit(k, limit)
+	}
+	n := len(b.reqs)
+	p.hashOff = slices.Grow(p.hashOff[:0], n)[:n]
+	p.hashLen = slices.Grow(p.hashLen[:0], n)[:n]
+	for i := range p.hashOff {
+		p.hashOff[i] = -1
+	}
+	p.hashes = p.hashes[:0]
+}
+
+// hashesOf returns the block hashes of request i's prompt without its last
+// token (what an engine caches), computed once per decision.
+func (p *prefixState) hashesOf(cfg *Config, b *batch, i int) []uint64 {
+	if p.hashOff[i] < 0 {
+		q := &b.reqs[i]
+		toks := q.Tokens[:min(len(q.Tokens), max(q.Len()-1, 0))]
+		start := len(p.hashes)
+		p.hashes = prefix.AppendHashes(p.hashes, toks, cfg.TokensPerBlock, q.LoRAID, q.CacheSalt)
+		p.hashOff[i], p.hashLen[i] = int32(start), int32(len(p.hashes)-start)
+	}
+	return p.hashes[p.hashOff[i] : p.hashOff[i]+p.hashLen[i]]
+}
+
+// matchRow writes into row[k] the index's match on rank k for request i, in
+// tokens.
+func (p *prefixState) matchRow(cfg *Config, b *batch, i int, row []int) {
+	hs := p.hashesOf(cfg, b, i)
+	p.blocks = slices.Grow(p.blocks[:0], len(row))[:len(row)]
+	p.idx.Match(hs, p.blocks)
+	for k, nb := range p.blocks {
+		row[k] = nb * cfg.TokensPerBlock
+	}
+}
+
+// placed records that request i now runs on rank: its blocks are expected
+// there, and (demand warmup) its family counts as recent traffic.
+func (p *prefixState) placed(cfg *Config, b *batch, i, rank int) {
+	hs := p.hashesOf(cfg, b, i)
+	p.idx.Insert(rank, hs)
+	if p.window == nil {
+		return
+	}
+	if p.wfill == len(p.window) {
+		if p.hasFam[p.wpos] {
+			old := p.window[p.wpos]
+			if p.counts[old]--; p.counts[old] == 0 {
+				delete(p.counts, old)
+			}
+		}
+	} else {
+		p.wfill++
+	}
+	p.hasFam[p.wpos] = len(hs) > 0
+	if len(hs) > 0 {
+		p.window[p.wpos] = hs[0]
+		p.counts[hs[0]]++
+	} else {
+		p.window[p.wpos] = 0
+	}
+	p.wpos = (p.wpos + 1) % len(p.window)
+}
+
+// replicaTarget returns, for request i's prompt family, how many ranks
+// should hold it and how many do; ok is false for requests without a family
+// (shorter than a block) or of families seen fewer than WarmupMinRequests
+// times in the window.
+func (p *prefixState) replicaTarget(cfg *Config, b *batch, i int) (fam uint64, want, have int, ok bool) {
+	hs := p.hashesOf(cfg, b, i)
+	if len(hs) == 0 {
+		return 0, 0, 0, false
+	}
+	fam = hs[0]
+	c := p.counts[fam]
+	if c < cfg.WarmupMinRequests {
+		return fam, 0, 0, false
+	}
+	size := len(b.states)
+	share := float64(c) / float64(p.wfill)
+	want = min(max(int(math.Ceil(share*float64(size)*cfg.WarmupFactor)), 1), size)
+	for k := range size {
+		if p.idx.Has(k, fam) {
+			have++
+		}
+	}
+	return fam, want, have, true
+}

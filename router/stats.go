@@ -1,0 +1,135 @@
+package router
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// statCounters are cumulative counters a host can export as metrics. They
+// never influence a decision.
+type statCounters struct {
+	decisions  uint64
+	placed     []uint64
+	hitTokens  []uint64
+	unassigned uint64
+	warmup     uint64 // warmup placements, once and demand
+	demand     uint64 // demand warmup placements
+	pressure   []bool // last MemoryPressure seen per rank
+}
+
+func (s *statCounters) init(size int) {
+	s.placed = make([]uint64, size)
+	s.hitTokens = make([]uint64, size)
+	s.pressure = make([]bool, size)
+}
+
+// record adds one finished decision.
+func (s *statCounters) record(b *batch) {
+	s.decisions++
+	for r, ids := range b.res.Assignment {
+		s.placed[r] += uint64(len(ids))
+	}
+	s.unassigned += uint64(len(b.res.Unassigned))
+	for r := range b.states {
+		s.pressure[r] = b.states[r].MemoryPressure
+	}
+}
+
+// RankStats are the cumulative counters of one rank.
+type RankStats struct {
+	// Placed counts requests routed to the rank.
+	Placed uint64
+	// PredictedHitTokens sums, over those requests, the prompt tokens the
+	// router expected the rank to have cached (the match it routed on).
+	PredictedHitTokens uint64
+	// IndexBlocks and IndexLimitBlocks are the rank's share of the prefix
+	// index and its bound; IndexEvictedBlocks counts its evictions.
+	IndexBlocks, IndexLimitBlocks int
+	IndexEvictedBlocks            uint64
+	// MemoryPressure is the flag of the rank's last state.
+	MemoryPressure bool
+}
+
+// HotGroup is a prompt family (the hash of its first KV block) that demand
+// warmup tracks.
+type HotGroup struct {
+	Family   uint64
+	Requests int     // in the window
+	Share    float64 // Requests / requests in the window
+	Replicas int     // ranks the index expects to hold it
+	Target   int     // ranks demand warmup wants to hold it
+}
+
+// Stats is a snapshot of a Router's counters.
+type Stats struct {
+	Decisions        uint64
+	Unassigned       uint64
+	WarmupPlacements uint64 // cold-start and demand warmup
+	DemandPlacements uint64 // demand warmup only
+	PendingWarmup    int    // ranks the cold-start warmup has yet to reach
+	Conversations    int
+	IndexEntries     int // (block, rank) pairs in the prefix index
+	IndexBytes       int // estimated memory of the prefix index
+	Ranks            []RankStats
+	// HotGroups lists the families demand warmup would replicate (those
+	// seen at least WarmupMinRequests times in the window), most requested
+	// first, at most maxGroups of them.
+	HotGroups []HotGroup
+}
+
+// Stats returns the Router's counters, with at most maxGroups hot groups.
+func (r *Router) Stats(maxGroups int) Stats {
+	s := Stats{
+		Decisions:        r.stats.decisions,
+		Unassigned:       r.stats.unassigned,
+		WarmupPlacements: r.stats.warmup,
+		DemandPlacements: r.stats.demand,
+		PendingWarmup:    r.pendingCount,
+		Conversations:    r.conv.Len(),
+		Ranks:            make([]RankStats, r.cfg.DPSize),
+	}
+	for k := range s.Ranks {
+		s.Ranks[k] = RankStats{
+			Placed:             r.stats.placed[k],
+			PredictedHitTokens: r.stats.hitTokens[k],
+			MemoryPressure:     r.stats.pressure[k],
+		}
+	}
+	p := r.prefix
+	if p == nil {
+		return s
+	}
+	s.IndexEntries, s.IndexBytes = p.idx.Len(), p.idx.Bytes()
+	for k := range s.Ranks {
+		s.Ranks[k].IndexBlocks = p.idx.Blocks(k)
+		s.Ranks[k].IndexLimitBlocks = p.idx.Limit(k)
+		s.Ranks[k].IndexEvictedBlocks = p.idx.Evicted(k)
+	}
+	if p.counts == nil || maxGroups <= 0 {
+		return s
+	}
+	for fam, c := range p.counts { // sorted below: order does not leak
+		if c < r.cfg.WarmupMinRequests {
+			continue
+		}
+		g := HotGroup{Family: fam, Requests: c, Share: float64(c) / float64(p.wfill)}
+		g.Target = min(max(int(math.Ceil(g.Share*float64(r.cfg.DPSize)*r.cfg.WarmupFactor)), 1), r.cfg.DPSize)
+		for k := range r.cfg.DPSize {
+			if p.idx.Has(k, fam) {
+				g.Replicas++
+			}
+		}
+		s.HotGroups = append(s.HotGroups, g)
+	}
+	slices.SortFunc(s.HotGroups, func(a, b HotGroup) int {
+		if c := cmp.Compare(b.Requests, a.Requests); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Family, b.Family)
+	})
+	if len(s.HotGroups) > maxGroups {
+		s.HotGroups = s.HotGroups[:maxGroups]
+	}
+	return s
+}
