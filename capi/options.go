@@ -95,6 +95,13 @@ func parseOptions(kv [][2]string) (router.Config, error) {
 			return cfg, fmt.Errorf("%w: unknown option %q", router.ErrInvalidConfig, key)
 		}
 	}
+	if seen["cold_start_warmup"] && seen["warmup"] {
+		once := cfg.Warmup == router.WarmupOnce
+		if cfg.ColdStartWarmup != once && !(cfg.ColdStartWarmup && cfg.Warmup == router.WarmupDemand) {
+			return cfg, fmt.Errorf("%w: cold_start_warmup = %v contradicts warmup = %q (cold_start_warmup true is warmup \"once\")",
+				router.ErrInvalidConfig, cfg.ColdStartWarmup, cfg.Warmup)
+		}
+	}
 	if !seen["dp_size"] {
 		return cfg, fmt.Errorf("%w: option dp_size is required", router.ErrInvalidConfig)
 	}

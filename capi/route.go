@@ -139,15 +139,21 @@ func (e *entry) route(b *C.adpr_batch, out *C.adpr_route_result) error {
 			ranks[i] = int32(r)
 		}
 	}
-	if out.order != nil {
-		order := unsafe.Slice((*uint64)(unsafe.Pointer(out.order)), nr)
+	if out.rank_offsets != nil {
 		offsets := unsafe.Slice((*int32)(unsafe.Pointer(out.rank_offsets)), ns+1)
 		k := 0
 		for r, ids := range res.Assignment {
 			offsets[r] = int32(k)
-			k += copy(order[k:], ids)
+			k += len(ids)
 		}
 		offsets[ns] = int32(k)
+	}
+	if out.order != nil {
+		order := unsafe.Slice((*uint64)(unsafe.Pointer(out.order)), nr)
+		k := 0
+		for _, ids := range res.Assignment {
+			k += copy(order[k:], ids)
+		}
 		copy(order[k:], res.Unassigned)
 	}
 	out.expected = C.int32_t(res.Expected)

@@ -81,7 +81,9 @@ typedef uint64_t adpr_router;
  *                          >= 1 for kv_cache_aware, clamped to >= 1 for
  *                          conversation, unused by default (always 1)
  *   cold_start_warmup      [false] "true"/"false"/"1"/"0": send the first
- *                          untargeted requests to every rank once
+ *                          untargeted requests to every rank once (the
+ *                          same as warmup "once"; giving both keys with
+ *                          different meanings is an error)
  *   max_sessions           [65536] conversation -> rank LRU bound, >= 1
  *   new_conv_placement     ["round_robin"] or "least_queued"
  *   tokens_per_block       [32] KV block size in tokens (1..65536): block
@@ -139,9 +141,15 @@ typedef struct adpr_request {
     int64_t token_offset;  /* first token in adpr_batch.tokens */
     int64_t token_count;   /* tokens given there; may be 0 */
     int64_t num_tokens;    /* prompt length in tokens; 0 means token_count.
-                              The KV-aware policy reads only the first 64
-                              tokens, the others none: give only those and
-                              the full length here. */
+                              What to put in the token buffer: the default
+                              and conversation policies read no tokens; the
+                              KV-aware policy with prefix_source "probe" and
+                              no demand warmup reads the first 64 (give only
+                              those and the full length here); with
+                              prefix_source "index"/"probe+index" or warmup
+                              "demand" the router hashes the tokens given, so
+                              give the whole prompt (a shorter prefix is
+                              accepted and hashed as given). */
     int64_t conversation_offset; /* first byte of the id in adpr_batch.text */
     int64_t conversation_len;    /* id length in bytes; 0 = no conversation */
     int32_t target_rank;   /* ADPR_NO_TARGET or 0..dp_size-1 */
@@ -163,7 +171,8 @@ typedef struct adpr_batch {
     /* KV-aware policy: NULL (nothing cached) or [num_requests * num_states]
      * match lengths, row-major by request: match_lens[i * num_states + r] is
      * how many prompt tokens of request i rank r already caches (what the
-     * rank's radix tree probe returned; >= 0). Ignored by other policies. */
+     * rank's radix tree probe returned; >= 0). Validated, but not used, by
+     * the other policies. */
     const int32_t *match_lens;
     int32_t max_num_active_requests; /* hard per-rank cap, >= 1 */
 } adpr_batch;
@@ -179,7 +188,8 @@ typedef struct adpr_route_result {
     uint64_t *order;
     /* [num_states + 1]: rank r's ids are order[rank_offsets[r] ..
      * rank_offsets[r+1]); rank_offsets[num_states] is where the unassigned
-     * ids start. */
+     * ids start (so it is also the number of placed requests). Written
+     * whenever non-NULL, with or without order. */
     int32_t *rank_offsets;
     /* Out: expected_num_active_requests, the per-rank target the executor
      * pads idle ranks up to. */
@@ -236,7 +246,9 @@ const char *adpr_version(void);
 const char *adpr_strerror(adpr_status status);
 
 /* Creates a router from num_options options and stores its handle in *out.
- * ADPR_ERR_CONFIG names a bad key or value. */
+ * ADPR_ERR_CONFIG names a bad, unknown, repeated or contradictory option;
+ * ADPR_ERR_INVALID_ARGUMENT reports a NULL out, a NULL options array with
+ * num_options > 0, or a NULL key or value. */
 adpr_status adpr_router_create(const adpr_option *options, int32_t num_options,
                                adpr_router *out, char *err, size_t err_len);
 

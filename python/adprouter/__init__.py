@@ -92,8 +92,12 @@ class RankState:
         self.memory_pressure = memory_pressure
 
     def __repr__(self):
-        return "RankState(rank=%r, num_active_requests=%r, num_active_tokens=%r)" % (
-            self.rank, self.num_active_requests, self.num_active_tokens)
+        kv = ""
+        if self.kv_capacity_tokens or self.memory_pressure:
+            kv = ", kv_capacity_tokens=%r, free_kv_tokens=%r, memory_pressure=%r" % (
+                self.kv_capacity_tokens, self.free_kv_tokens, self.memory_pressure)
+        return "RankState(rank=%r, num_active_requests=%r, num_active_tokens=%r%s)" % (
+            self.rank, self.num_active_requests, self.num_active_tokens, kv)
 
 
 class Request:

@@ -1,0 +1,163 @@
+// End-to-end tests of the shipped artefact: build libadprouter.so exactly as
+// ./build.sh does, then drive it from C++ (dlopen RTLD_NOW), plain C
+// (-ladprouter) and Python (ctypes), the way hosts use it. Skipped under
+// go test -short. A missing compiler or interpreter skips the test that needs
+// it, except under CI=true, where it is a failure: CI must run everything.
+package adprouter_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	buildOnce sync.Once
+	buildErr  error
+	buildOut  []byte
+)
+
+// library builds the library once per test binary and returns its path.
+func library(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
+	buildOnce.Do(func() {
+		cmd := exec.Command("./build.sh", "build")
+		buildOut, buildErr = cmd.CombinedOutput()
+	})
+	if buildErr != nil {
+		t.Fatalf("./build.sh build: %v\n%s", buildErr, buildOut)
+	}
+	p, err := filepath.Abs("build/libadprouter.so")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// need returns the path of a tool, skipping the test (failing it under CI)
+// when the tool is missing.
+func need(t *testing.T, tool string) string {
+	t.Helper()
+	p, err := exec.LookPath(tool)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s not found: CI must install it (.ci/run)", tool)
+		}
+		t.Skipf("%s not found; skipping", tool)
+	}
+	return p
+}
+
+func run(t *testing.T, env []string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.String())
+	}
+	return out.String()
+}
+
+// The library exports only adpr_* functions and carries its soname.
+func TestLibrarySymbols(t *testing.T) {
+	lib := library(t)
+	need(t, "nm")
+	out := run(t, nil, "nm", "-D", "--defined-only", lib)
+	var exported []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		name := f[len(f)-1]
+		if f[1] == "A" { // the version node
+			continue
+		}
+		exported = append(exported, name)
+		if !strings.HasPrefix(name, "adpr_") {
+			t.Errorf("exported symbol %q, want only adpr_*", name)
+		}
+	}
+	if len(exported) < 6 {
+		t.Errorf("exported %v, want the adpr_* functions of include/adprouter.h", exported)
+	}
+	need(t, "readelf")
+	if d := run(t, nil, "readelf", "-d", lib); !strings.Contains(d, "[libadprouter.so.1]") {
+		t.Errorf("readelf -d shows no soname libadprouter.so.1:\n%s", d)
+	}
+}
+
+// Every function the header declares is exported by the library.
+func TestHeaderMatchesExports(t *testing.T) {
+	lib := library(t)
+	need(t, "nm")
+	hdr, err := os.ReadFile("include/adprouter.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared := regexp.MustCompile(`\b(adpr_[a-z_0-9]+)\(`).FindAllStringSubmatch(string(hdr), -1)
+	out := run(t, nil, "nm", "-D", "--defined-only", lib)
+	for _, m := range declared {
+		if !strings.Contains(out, " "+m[1]+"@") {
+			t.Errorf("%s is declared in include/adprouter.h but not exported", m[1])
+		}
+	}
+}
+
+// The C++ harness loads the library with dlopen(RTLD_NOW) and checks the
+// whole ABI, also with LD_BIND_NOW=1.
+func TestCppHarness(t *testing.T) {
+	lib := library(t)
+	cxx := need(t, "g++")
+	bin := filepath.Join(t.TempDir(), "harness")
+	run(t, nil, cxx, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-Iinclude",
+		"-o", bin, "examples/cpp/harness.cpp", "-ldl", "-lpthread")
+	for _, env := range [][]string{nil, {"LD_BIND_NOW=1"}} {
+		out := run(t, env, bin, lib)
+		if !regexp.MustCompile(`(?m)^\d+ passed, 0 failed$`).MatchString(out) {
+			t.Errorf("harness (env %v) did not pass:\n%s", env, out)
+		}
+	}
+}
+
+// Plain C linking against -ladprouter resolves and runs.
+func TestCLink(t *testing.T) {
+	lib := library(t)
+	cc := need(t, "gcc")
+	dir := filepath.Dir(lib)
+	bin := filepath.Join(t.TempDir(), "link_test")
+	run(t, nil, cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-Iinclude", "-o", bin,
+		"examples/c/link_test.c", "-L"+dir, "-ladprouter", "-Wl,-rpath,"+dir)
+	for _, env := range [][]string{nil, {"LD_BIND_NOW=1"}} {
+		run(t, env, bin)
+	}
+}
+
+// The Python binding's test suite (including the differential test against
+// the pure-Python reference), and loading under default ctypes.CDLL and
+// LD_BIND_NOW=1.
+func TestPython(t *testing.T) {
+	lib := library(t)
+	py := need(t, "python3")
+	env := []string{"PYTHONPATH=python", "ADPROUTER_LIBRARY=" + lib}
+	out := run(t, env, py, "-m", "unittest", "discover", "-s", "python/tests", "-v")
+	t.Log(lastLines(out, 3))
+	const load = `import ctypes, sys; l = ctypes.CDLL(sys.argv[1]); l.adpr_abi_version.restype = ctypes.c_uint32; print(l.adpr_abi_version())`
+	for _, e := range [][]string{nil, {"LD_BIND_NOW=1"}} {
+		if got := strings.TrimSpace(run(t, e, py, "-c", load, lib)); got != "1" {
+			t.Errorf("ctypes.CDLL (env %v): adpr_abi_version() = %q, want 1", e, got)
+		}
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
