@@ -48,7 +48,9 @@
 extern "C" {
 #endif
 
-/* ABI version: bumped on any incompatible change of a struct or function. */
+/* ABI version: bumped on any incompatible change of a struct or function
+ * once released. 1 is the first stable ABI, the one of release 0.1.0 (the
+ * layouts of development commits before it are not covered). */
 #define ADPR_ABI_VERSION 1
 
 /* Status codes. */
@@ -264,7 +266,8 @@ adpr_status adpr_route(adpr_router router, const adpr_batch *batch,
 
 /* Stores in *out a 64-bit digest of everything that determines the router's
  * future decisions (options, pending warmup ranks, round-robin cursor,
- * conversation bindings in recency order). Routers on different ranks that
+ * conversation bindings in recency order, the prefix index in per-rank
+ * recency order and the demand-warmup window). Routers on different ranks that
  * saw the same calls have equal digests: compare them across ranks (e.g.
  * MPI_Allreduce of min and max) to detect diverged inputs early. */
 adpr_status adpr_router_state_digest(adpr_router router, uint64_t *out);

@@ -43,8 +43,11 @@
 //
 // # Cost
 //
-// A decision is linear in requests × ranks and reads at most 64 tokens per
-// request, so its allocations and time do not grow with prompt length.
+// A decision is linear in requests × ranks. With the reference's probe
+// source it reads at most 64 tokens per request, so its allocations and time
+// do not grow with prompt length; the prefix index (PrefixSource index or
+// probe+index, or WarmupDemand) hashes each prompt once, linear in its
+// length, and its queries are linear in a request's blocks plus ranks.
 // Reproducing the Python tie-break requires seeding MT19937 with the request
 // id (a chain of about 1,250 dependent multiplies). Only requests whose best
 // score is actually tied need it, and those are seeded four at a time on

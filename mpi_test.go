@@ -1,0 +1,278 @@
+// The library under MPI, the way an ADP engine runs it: examples/mpi/adp_sim.c
+// on 4 ranks (mpirun --oversubscribe, root allowed), every policy and option,
+// digests of every decision and of the router state compared across ranks
+// each iteration; and a rank fed divergent inputs must be caught by that
+// check. Skipped under -short and, outside CI, when OpenMPI is not installed
+// ("MPI not installed: skipped"); under CI (CI non-empty) a missing mpicc or
+// mpirun is a failure, since .ci/run installs OpenMPI.
+package adprouter_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const mpiRanks = "4"
+
+var (
+	mpiBuildOnce sync.Once
+	mpiBuildErr  error
+	mpiBuildOut  []byte
+)
+
+// mpiLibrary builds the library once per test binary (./build.sh build) and
+// returns the absolute path of build/libadprouter.so.
+func mpiLibrary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("MPI end-to-end test: skipped with -short")
+	}
+	mpiBuildOnce.Do(func() {
+		mpiBuildOut, mpiBuildErr = exec.Command("./build.sh", "build").CombinedOutput()
+	})
+	if mpiBuildErr != nil {
+		t.Fatalf("./build.sh build: %v\n%s", mpiBuildErr, mpiBuildOut)
+	}
+	p, err := filepath.Abs("build/libadprouter.so")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// mpiTool returns the path of an MPI tool; when it is missing the test is
+// skipped, or fails under CI.
+func mpiTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s not found: CI must install OpenMPI (.ci/run installs openmpi-bin libopenmpi-dev)", name)
+		}
+		t.Skipf("MPI not installed: skipped (%s not found; apt-get install openmpi-bin libopenmpi-dev)", name)
+	}
+	return p
+}
+
+// mpiSim compiles examples/mpi/adp_sim.c with mpicc against build/ and
+// include/ (rpath to build/) into a temporary directory and returns the binary.
+func mpiSim(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("MPI end-to-end test: skipped with -short")
+	}
+	mpicc := mpiTool(t, "mpicc") // before the build: a skip should cost nothing
+	mpiTool(t, "mpirun")
+	lib := mpiLibrary(t)
+	dir := filepath.Dir(lib)
+	inc, err := filepath.Abs("include")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "adp_sim")
+	out, err := exec.Command(mpicc, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-I"+inc,
+		"-o", bin, "examples/mpi/adp_sim.c", "-L"+dir, "-ladprouter", "-Wl,-rpath,"+dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("mpicc examples/mpi/adp_sim.c: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// mpiRun runs bin on np ranks with mpirun options that work in a plain
+// container as root on few cores (the same as examples/mpi/run.sh), and
+// returns the combined output and the exit code.
+func mpiRun(t *testing.T, np, bin string, args ...string) (string, int) {
+	t.Helper()
+	mpirun := mpiTool(t, "mpirun")
+	var flags []string
+	env := os.Environ()
+	if v, _ := exec.Command(mpirun, "--version").CombinedOutput(); bytes.Contains(v, []byte("Open MPI")) {
+		flags = []string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader"}
+		if os.Getenv("OMPI_MCA_btl_vader_single_copy_mechanism") == "" {
+			env = append(env, "OMPI_MCA_btl_vader_single_copy_mechanism=none") // no CMA in containers
+		}
+		_, sshErr := exec.LookPath("ssh")
+		_, rshErr := exec.LookPath("rsh")
+		if sshErr != nil && rshErr != nil && os.Getenv("OMPI_MCA_plm_rsh_agent") == "" {
+			env = append(env, "OMPI_MCA_plm_rsh_agent=false") // single host: no remote agent needed
+		}
+	}
+	argv := append(append(flags, "-np", np, bin), args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, mpirun, argv...)
+	cmd.Env = env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("mpirun %s: %v", strings.Join(argv, " "), time.Since(start).Round(time.Millisecond))
+	if ctx.Err() != nil {
+		t.Fatalf("mpirun %s: timed out (a collective deadlocked?)\n%s", strings.Join(argv, " "), out.String())
+	}
+	code := 0
+	if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("mpirun %s: %v\n%s", strings.Join(argv, " "), err, out.String())
+		}
+		code = ee.ExitCode()
+	}
+	return out.String(), code
+}
+
+var (
+	mpiConfigsMu    sync.Mutex
+	mpiConfigsNames []string
+)
+
+// mpiConfigs lists the simulation's configurations (adp_sim --list, once).
+func mpiConfigs(t *testing.T, bin string) []string {
+	t.Helper()
+	mpiConfigsMu.Lock()
+	defer mpiConfigsMu.Unlock()
+	if mpiConfigsNames != nil {
+		return mpiConfigsNames
+	}
+	out, code := mpiRun(t, "1", bin, "--list")
+	if code != 0 {
+		t.Fatalf("adp_sim --list: exit %d\n%s", code, out)
+	}
+	names := strings.Fields(out)
+	if len(names) < 8 {
+		t.Fatalf("adp_sim --list: %d configurations, want every policy and option (>= 8):\n%s", len(names), out)
+	}
+	mpiConfigsNames = names
+	return names
+}
+
+// mpiReport keeps the simulation's own lines, not mpirun's banner about a
+// non-zero exit.
+func mpiReport(out string) string {
+	var keep []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "[") || strings.HasPrefix(l, "adp_sim") || strings.HasPrefix(l, "ALL OK") ||
+			strings.HasPrefix(l, "DIVERGENCE") || strings.HasPrefix(l, "FAIL") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+var mpiOKLine = regexp.MustCompile(`(?m)^\[(\S+)\] OK iterations=(\d+) requests=(\d+) routed=(\d+) unassigned=(\d+) .*decision_digest=(0x[0-9a-f]{16}) state_digest=(0x[0-9a-f]{16})`)
+
+// Every configuration runs 300 iterations on 4 ranks with every rank agreeing
+// on every decision and router state, and a second run (new processes)
+// reproduces the same digests.
+func TestMPISimulation(t *testing.T) {
+	bin := mpiSim(t)
+	configs := mpiConfigs(t, bin)
+	digests := map[string]string{}
+	for run := range 2 {
+		out, code := mpiRun(t, mpiRanks, bin, "--iters", "300")
+		if code != 0 {
+			t.Fatalf("run %d: exit %d, want 0\n%s", run, code, out)
+		}
+		if !strings.Contains(out, "ALL OK: "+strconv.Itoa(len(configs))+" configurations, "+mpiRanks+" ranks") {
+			t.Fatalf("run %d: no ALL OK line for %d configurations:\n%s", run, len(configs), out)
+		}
+		seen := map[string]bool{}
+		var unassigned int
+		for _, m := range mpiOKLine.FindAllStringSubmatch(out, -1) {
+			name := m[1]
+			seen[name] = true
+			if m[2] != "300" {
+				t.Errorf("run %d [%s]: iterations=%s, want 300", run, name, m[2])
+			}
+			if routed, _ := strconv.Atoi(m[4]); routed == 0 {
+				t.Errorf("run %d [%s]: nothing routed", run, name)
+			}
+			u, _ := strconv.Atoi(m[5])
+			unassigned += u
+			d := m[6] + " " + m[7]
+			if run == 0 {
+				digests[name] = d
+			} else if digests[name] != d {
+				t.Errorf("[%s]: digests %s in run 0, %s in run 1: not reproducible", name, digests[name], d)
+			}
+		}
+		for _, c := range configs {
+			if !seen[c] {
+				t.Errorf("run %d: configuration %s has no OK line", run, c)
+			}
+		}
+		if unassigned == 0 {
+			t.Errorf("run %d: no request was ever unassigned: the requeue path went untested", run)
+		}
+		if run == 0 {
+			t.Logf("normal run:\n%s", mpiReport(out))
+		}
+	}
+}
+
+// One rank perturbing its own copy of the inputs is caught by the digest
+// check (naming the iteration and the rank) and fails the run with exit
+// status 3, in every configuration.
+func TestMPIDivergenceDetected(t *testing.T) {
+	bin := mpiSim(t)
+	configs := mpiConfigs(t, bin)
+	line := regexp.MustCompile(`(?m)^\[(\S+)\] DIVERGENCE at iteration (\d+): rank 2 disagrees with the majority$`)
+	summary := regexp.MustCompile(`(?m)^DIVERGENCE DETECTED in all (\d+) configurations`)
+	for _, tc := range []struct {
+		kind  string
+		first int  // iteration the perturbation starts: detected there or later
+		all   bool // runs in every configuration
+	}{
+		{"state", 40, true},  // routes with its local, un-gathered rank states
+		{"order", 40, true},  // routes the batch in a different order
+		{"match", 40, false}, // uses only its own match lengths (prefix_source probe only)
+		{"config", 0, true},  // created with a different option
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			out, code := mpiRun(t, mpiRanks, bin, "--iters", "60", "--diverge="+tc.kind)
+			if code != 3 {
+				t.Fatalf("exit %d, want 3 (divergence detected)\n%s", code, out)
+			}
+			m := summary.FindStringSubmatch(out)
+			if m == nil {
+				t.Fatalf("no DIVERGENCE DETECTED line:\n%s", out)
+			}
+			if mpiOKLine.MatchString(out) || strings.Contains(out, "UNDETECTED") {
+				t.Fatalf("a configuration passed despite the divergence:\n%s", out)
+			}
+			n, _ := strconv.Atoi(m[1])
+			found := map[string]int{}
+			for _, m := range line.FindAllStringSubmatch(out, -1) {
+				it, _ := strconv.Atoi(m[2])
+				found[m[1]] = it
+			}
+			want := "at least 1"
+			if tc.all {
+				want = "all " + strconv.Itoa(len(configs))
+			}
+			if len(found) != n || n == 0 || (tc.all && n != len(configs)) {
+				t.Fatalf("%d configurations report a divergence naming iteration and rank 2, the summary says %d, want %s:\n%s",
+					len(found), n, want, out)
+			}
+			for c, it := range found {
+				if it < tc.first {
+					t.Errorf("[%s]: divergence reported at iteration %d, before the perturbation started (%d)", c, it, tc.first)
+				}
+			}
+			if !strings.Contains(out, "digest DIFFERS") {
+				t.Fatalf("no differing digest shown:\n%s", out)
+			}
+			t.Logf("--diverge=%s:\n%s", tc.kind, mpiReport(out))
+		})
+	}
+}
