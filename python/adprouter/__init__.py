@@ -213,6 +213,9 @@ assert _STATE.size == 40 and _REQ_SIZE == 72
 
 _ERRBUF = 512
 
+# _INTS[k] packs k int32 values in one C call (k <= PREFIX_TOKENS).
+_INTS = [struct.Struct("=%di" % k) for k in range(PREFIX_TOKENS + 1)]
+
 # --- loading ------------------------------------------------------------------
 
 _lib = None
@@ -393,6 +396,10 @@ class Router:
         """
         if not self._handle:
             raise InvalidHandleError("the router is closed", _INVALID_HANDLE)
+        maxn = max_num_active_requests
+        if not isinstance(maxn, int) or not 1 <= maxn <= 0x7FFFFFFF:
+            raise InvalidArgumentError("max_num_active_requests = %r, want an integer >= 1" % (maxn,),
+                                       _INVALID_ARGUMENT)
         ns, nr = len(states), len(requests)
 
         sbuf = array("B", bytes(_STATE.size * ns))
@@ -406,7 +413,9 @@ class Router:
             raise InvalidArgumentError("states[%d]: %s" % (i, e), _INVALID_ARGUMENT) from None
 
         rbuf = array("B", bytes(_REQ_SIZE * nr))
-        tokens = array("i")
+        chunks = []
+        ntok = 0
+        ints = _INTS
         text = []
         text_len = 0
         send_tokens = self._send_tokens
@@ -416,32 +425,45 @@ class Router:
             for i, q in enumerate(requests):
                 toks = q.tokens
                 n = q.num_tokens
-                off = len(tokens)
+                off = ntok
                 if toks is not None:
                     if n is None:
                         n = len(toks)
+                    elif n < len(toks):
+                        raise ValueError("num_tokens = %r is less than the %d tokens given" % (n, len(toks)))
                     if send_tokens != 0:
-                        if isinstance(toks, list):
-                            tokens.extend(toks[:send_tokens])
+                        if isinstance(toks, (list, tuple)):
+                            head = toks[:send_tokens]
+                            k = len(head)
+                            chunks.append(ints[k].pack(*head) if k <= PREFIX_TOKENS
+                                          else struct.pack("=%di" % k, *head))
+                            ntok += k
                         else:
                             mv = memoryview(toks)
-                            if mv.itemsize != 4 or mv.format not in ("i", "l", "=i", "<i"):
-                                raise TypeError("tokens buffer has format %r, want int32" % mv.format)
-                            tokens.frombytes(mv[:send_tokens])
+                            if mv.ndim != 1 or mv.itemsize != 4 or mv.format not in ("i", "l", "=i", "<i"):
+                                raise TypeError("tokens buffer has format %r and %d dimensions, want a 1-D int32 buffer"
+                                                % (mv.format, mv.ndim))
+                            head = mv[:send_tokens].cast("B")
+                            chunks.append(head)
+                            ntok += len(head) // 4
                 elif n is None:
                     n = 0
                 cid = q.conversation_id
                 coff, clen = text_len, 0
+                if cid is not None and not isinstance(cid, (str, bytes, bytearray)):
+                    raise TypeError("conversation_id must be str, bytes or None, not %s" % type(cid).__name__)
                 if cid:
                     b = cid.encode() if isinstance(cid, str) else bytes(cid)
                     text.append(b)
                     clen = len(b)
                     text_len += clen
                 t = q.target_rank
-                pack(rbuf, _REQ_SIZE * i, q.id, off, len(tokens) - off, n, coff, clen,
+                if t is not None and t < 0:
+                    raise ValueError("target_rank = %r, want None or 0..dp_size-1" % (t,))
+                pack(rbuf, _REQ_SIZE * i, q.id, off, ntok - off, n, coff, clen,
                      NO_TARGET if t is None else t, 1 if q.relax else 0,
                      getattr(q, "lora_id", 0), getattr(q, "cache_salt", 0))
-        except (struct.error, TypeError, OverflowError, ValueError, AttributeError) as e:
+        except (struct.error, TypeError, OverflowError, ValueError, AttributeError, BufferError) as e:
             raise InvalidArgumentError("requests[%d]: %s" % (i, e), _INVALID_ARGUMENT) from None
 
         matches = None
@@ -449,16 +471,17 @@ class Router:
             matches = self._match_table(match_lens, requests, ns, nr)
 
         text = b"".join(text)
+        tokens = b"".join(chunks)
         ranks = array("i", bytes(4 * nr))
         order = array("Q", bytes(8 * nr))
         offsets = array("i", bytes(4 * (ns + 1)))
         batch = _Batch(
             sbuf.buffer_info()[0] if ns else None, ns, nr,
             rbuf.buffer_info()[0] if nr else None,
-            tokens.buffer_info()[0] if tokens else None, len(tokens),
+            ctypes.cast(ctypes.c_char_p(tokens), ctypes.c_void_p).value if ntok else None, ntok,
             ctypes.cast(ctypes.c_char_p(text), ctypes.c_void_p).value if text else None, len(text),
             matches.buffer_info()[0] if matches is not None and len(matches) else None,
-            max_num_active_requests)
+            maxn)
         out = _Result(ranks.buffer_info()[0], order.buffer_info()[0], offsets.buffer_info()[0], 0, 0)
         with self._lock:
             if not self._handle:
@@ -518,27 +541,29 @@ class Router:
         if len(match_lens) != ns:
             raise InvalidArgumentError("match_lens has %d entries, want one per rank (%d)"
                                        % (len(match_lens), ns), _INVALID_ARGUMENT)
-        table = array("i", bytes(4 * nr * ns))
-        pos = None
+        rows = list(match_lens)
+        ids = idset = None
+        r = 0
         try:
-            for r, m in enumerate(match_lens):
+            for r, m in enumerate(rows):
                 if isinstance(m, dict):
-                    if pos is None:
-                        pos = {q.id: j for j, q in enumerate(requests)}
-                    for rid, v in m.items():
-                        j = pos.get(rid)
-                        if j is None:
-                            raise InvalidArgumentError(
-                                "match_lens[%d] names request id %r, which is not in the batch"
-                                % (r, rid), _INVALID_ARGUMENT)
-                        table[j * ns + r] = v
-                else:
-                    if len(m) != nr:
+                    if ids is None:
+                        ids = [q.id for q in requests]
+                        idset = set(ids)
+                    if not m.keys() <= idset:
+                        rid = next(k for k in m if k not in idset)
                         raise InvalidArgumentError(
-                            "match_lens[%d] has %d values, want one per request (%d)"
-                            % (r, len(m), nr), _INVALID_ARGUMENT)
-                    for j, v in enumerate(m):
-                        table[j * ns + r] = v
+                            "match_lens[%d] names request id %r, which is not in the batch"
+                            % (r, rid), _INVALID_ARGUMENT)
+                    get = m.get
+                    rows[r] = [get(rid, 0) for rid in ids]
+                elif len(m) != nr:
+                    raise InvalidArgumentError(
+                        "match_lens[%d] has %d values, want one per request (%d)"
+                        % (r, len(m), nr), _INVALID_ARGUMENT)
+            flat = []
+            for column in zip(*rows):  # row-major by request, as adpr_batch wants
+                flat += column
+            return array("i", flat)
         except (TypeError, OverflowError) as e:
-            raise InvalidArgumentError("match_lens[%d]: %s" % (r, e), _INVALID_ARGUMENT) from None
-        return table
+            raise InvalidArgumentError("match_lens: %s" % (e,), _INVALID_ARGUMENT) from None

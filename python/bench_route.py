@@ -1,0 +1,216 @@
+"""Route latency: the ctypes binding (end to end, and the C call alone) against the
+pure-Python reference router on the same batch.
+
+    PYTHONPATH=python python3 python/bench_route.py            # full run
+    PYTHONPATH=python python3 python/bench_route.py --quick    # a few seconds
+    PYTHONPATH=python python3 python/bench_route.py --profile  # cProfile of the binding
+    ... --cpu-time: time with time.thread_time_ns (this thread's CPU time; the Go code
+    runs on the calling thread) instead of time.perf_counter_ns: steadier on a busy host.
+
+Workload (issue 3): 64 and 256 requests x 8 and 16 ranks; ~2k-token prompts held as
+Python lists of ints, built from 4 shared system prompts (so KV-aware grouping by the
+first 64 tokens matters) plus a per-request suffix; ranks already carry some load.
+Policies: kv_cache_aware without and with match lengths (one list per rank, aligned
+with the requests), default and conversation. Warmup is off, so the KV-aware and default
+routers hold no state between calls and one router serves all runs (as in an engine);
+the conversation routers (both) are created afresh, outside the timed region, for every
+run so that every run routes new conversations.
+
+Columns (microseconds, time.perf_counter_ns): "route" is Router.route end to end;
+"C call" is the adpr_route call inside it (ctypes overhead included; measured by
+wrapping the binding's library object); "py pack"/"py unpack" are the Python work
+before and after it; "reference" is ReferenceRouter.route. speed-up = reference
+median / route median.
+"""
+
+import argparse
+import cProfile
+import gc
+import os
+import platform
+import pstats
+import random
+import statistics
+import sys
+import time
+
+import adprouter
+from adprouter import reference as ref
+
+_now = time.perf_counter_ns
+SYSTEM_PROMPTS = 4
+PROMPT_LEN = 2048
+
+
+class _TimedLib:
+    """Stands in for the binding's CDLL: times adpr_route, forwards everything."""
+
+    def __init__(self, lib):
+        self._lib = lib
+        self.t0 = self.t1 = 0
+
+    def adpr_route(self, *args):
+        t0 = _now()
+        status = self._lib.adpr_route(*args)
+        self.t1 = _now()
+        self.t0 = t0
+        return status
+
+    def __getattr__(self, name):
+        return getattr(self._lib, name)
+
+
+def workload(n_req, dp, seed=1):
+    rng = random.Random(seed * 1000 + n_req * 10 + dp)
+    systems = [[rng.randrange(32000) for _ in range(rng.choice((256, 512, 1024, 1500)))] for _ in range(SYSTEM_PROMPTS)]
+    prompts = []
+    for i in range(n_req):
+        sysp = systems[rng.randrange(SYSTEM_PROMPTS)]
+        n = PROMPT_LEN + rng.randrange(-200, 200)
+        prompts.append(sysp + [rng.randrange(32000) for _ in range(n - len(sysp))])
+    ids = [rng.randrange(2 ** 63) for _ in range(n_req)]
+    maxn = 2 * n_req // dp + 16
+    loads = [(rng.randrange(0, maxn // 2), 0) for _ in range(dp)]
+    loads = [(a, a * rng.randrange(500, 3000)) for a, _ in loads]
+    # Match lengths: the rank that served a system prompt caches it (block-aligned).
+    owner = {id(s): rng.randrange(dp) for s in systems}
+    sys_of = []
+    for p in prompts:
+        s = next(s for s in systems if p[: len(s)] == s)
+        sys_of.append(s)
+    matches = [[(len(s) // 32 * 32 if owner[id(s)] == r else rng.choice((0, 0, 32, 64)))
+                for s in sys_of] for r in range(dp)]
+    convs = ["conv-%d" % rng.randrange(n_req // 2) for _ in range(n_req)]
+    return dict(prompts=prompts, ids=ids, maxn=maxn, loads=loads, matches=matches, convs=convs)
+
+
+def binding_inputs(w, policy):
+    states = [adprouter.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
+    conv = policy == "conversation"
+    reqs = [adprouter.Request(i, tokens=p, conversation_id=c if conv else None)
+            for i, p, c in zip(w["ids"], w["prompts"], w["convs"])]
+    return states, reqs
+
+
+def reference_inputs(w, policy, with_matches):
+    states = [ref.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
+    conv = policy == "conversation"
+    reqs = [ref.Request(i, p, conversation_id=c if conv else None)
+            for i, p, c in zip(w["ids"], w["prompts"], w["convs"])]
+    matches = None
+    if with_matches:
+        matches = [dict(zip(w["ids"], row)) for row in w["matches"]]
+    return states, reqs, matches
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def bench_one(policy, with_matches, n_req, dp, runs):
+    w = workload(n_req, dp)
+    b_states, b_reqs = binding_inputs(w, policy)
+    r_states, r_reqs, r_matches = reference_inputs(w, policy, with_matches)
+    b_matches = w["matches"] if with_matches else None
+    cfg = dict(policy=policy, dp_size=dp)
+
+    # Same decision from both, or the comparison is meaningless.
+    with adprouter.Router(**cfg) as r:
+        got = r.route(b_states, b_reqs, w["maxn"], b_matches)
+    want = ref.ReferenceRouter(**cfg).route(r_states, r_reqs, w["maxn"], r_matches)
+    if (got.assignment, got.expected, got.unassigned) != (want.assignment, want.expected, want.unassigned):
+        raise SystemExit("binding and reference disagree on %s %d x %d" % (policy, n_req, dp))
+
+    fresh = policy == "conversation"
+    router = adprouter.Router(**cfg)
+    oracle = ref.ReferenceRouter(**cfg)
+    e2e, ccall, pack, unpack, refs = [], [], [], [], []
+    gc.collect()
+    for k in range(runs + 3):
+        if fresh:
+            router.close()
+            router = adprouter.Router(**cfg)
+            oracle = ref.ReferenceRouter(**cfg)
+        timed = _TimedLib(router._lib)
+        router._lib = timed
+        t0 = _now()
+        router.route(b_states, b_reqs, w["maxn"], b_matches)
+        t1 = _now()
+        router._lib = timed._lib
+
+        t2 = _now()
+        oracle.route(r_states, r_reqs, w["maxn"], r_matches)
+        t3 = _now()
+        if k < 3:
+            continue  # warm-up
+        e2e.append(t1 - t0)
+        ccall.append(timed.t1 - timed.t0)
+        pack.append(timed.t0 - t0)
+        unpack.append(t1 - timed.t1)
+        refs.append(t3 - t2)
+    router.close()
+    us = lambda ns: ns / 1000.0  # noqa: E731
+    return dict(
+        policy=policy + (" +match" if with_matches else ""), n_req=n_req, dp=dp,
+        route=us(statistics.median(e2e)), route_p90=us(pct(e2e, 0.9)),
+        ccall=us(statistics.median(ccall)), pack=us(statistics.median(pack)), unpack=us(statistics.median(unpack)),
+        ref=us(statistics.median(refs)), ref_p90=us(pct(refs, 0.9)),
+    )
+
+
+CASES = [("kv_cache_aware", False), ("kv_cache_aware", True), ("default", False), ("conversation", False)]
+
+
+def run_profile(n_req=256, dp=16, calls=300):
+    w = workload(n_req, dp)
+    states, reqs = binding_inputs(w, "kv_cache_aware")
+    with adprouter.Router(policy="kv_cache_aware", dp_size=dp) as r:
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(calls):
+            r.route(states, reqs, w["maxn"], w["matches"])
+        prof.disable()
+    print("cProfile: %d x Router.route, kv_cache_aware + match_lens, %d requests x %d ranks" % (calls, n_req, dp))
+    pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="few runs (a few seconds in all)")
+    ap.add_argument("--runs", type=int, help="timed runs per cell (default 200, --quick 15)")
+    ap.add_argument("--profile", action="store_true", help="cProfile the binding and exit")
+    ap.add_argument("--cpu-time", action="store_true", help="time.thread_time_ns instead of perf_counter_ns")
+    args = ap.parse_args()
+    global _now
+    if args.cpu_time:
+        _now = time.thread_time_ns
+    if args.profile:
+        run_profile()
+        return
+    runs = args.runs or (15 if args.quick else 200)
+
+    print("command: %s" % " ".join(["PYTHONPATH=python", "python3"] + sys.argv))
+    print("python %s on %s (%s), %d CPUs; library %s (adprouter %s)" % (
+        platform.python_version(), platform.machine(), platform.processor() or platform.system(),
+        os.cpu_count() or 0, adprouter.library_path(), adprouter.version()))
+    print("prompts: ~%d tokens as Python lists, %d shared system prompts; %d timed runs per cell; "
+          "times in microseconds (median, p90) of %s\n" % (
+              PROMPT_LEN, SYSTEM_PROMPTS, runs, "thread CPU time" if args.cpu_time else "wall time"))
+    head = ("policy", "reqs", "ranks", "route med", "route p90", "C call", "py pack", "py unpack",
+            "reference med", "ref p90", "speed-up")
+    fmt = "%-22s %5s %5s %10s %10s %9s %9s %9s %14s %10s %9s"
+    print(fmt % head)
+    print("-" * 124)
+    for policy, with_matches in CASES:
+        for n_req in (64, 256):
+            for dp in (8, 16):
+                row = bench_one(policy, with_matches, n_req, dp, runs)
+                print(fmt % (row["policy"], n_req, dp, "%.1f" % row["route"], "%.1f" % row["route_p90"],
+                             "%.1f" % row["ccall"], "%.1f" % row["pack"], "%.1f" % row["unpack"],
+                             "%.1f" % row["ref"], "%.1f" % row["ref_p90"], "%.1fx" % (row["ref"] / row["route"])))
+                sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
