@@ -60,6 +60,13 @@ typedef int32_t adpr_status;
 #define ADPR_ERR_INVALID_HANDLE 2   /* no such router (never created, destroyed) */
 #define ADPR_ERR_CONFIG 3           /* a bad option key or value */
 #define ADPR_ERR_INTERNAL 4         /* a bug inside the library (recovered) */
+/* NVML (GPU memory) statuses; routing never needs NVML. */
+#define ADPR_ERR_NVML_UNAVAILABLE 5 /* no NVIDIA driver, or adpr_nvml_init not
+                                       called (or failed) */
+#define ADPR_ERR_GPU_LOST 6         /* the GPU fell off the bus / needs a reset */
+#define ADPR_ERR_NOT_SUPPORTED 7    /* the GPU or driver lacks the query */
+#define ADPR_ERR_NO_PERMISSION 8    /* the caller may not make the query */
+#define ADPR_ERR_NOT_FOUND 9        /* no GPU matches the device selector */
 
 /* A router handle. 0 is never a valid handle. */
 typedef uint64_t adpr_router;
@@ -236,6 +243,71 @@ typedef struct adpr_stats {
     int32_t reserved;
 } adpr_stats;
 
+/* GPU memory as NVML reports it, in bytes. With has_reserved (the driver has
+ * nvmlDeviceGetMemoryInfo_v2) total = reserved + used + free; otherwise
+ * reserved is 0 and used includes the driver's reservation. */
+typedef struct adpr_memory_info {
+    uint64_t total_bytes;
+    uint64_t free_bytes;
+    uint64_t used_bytes;
+    uint64_t reserved_bytes;
+    int32_t has_reserved;
+    int32_t reserved;
+} adpr_memory_info;
+
+/* adpr_kv_shape.attention */
+#define ADPR_ATTENTION_GQA 1 /* multi-head / grouped-query attention */
+#define ADPR_ATTENTION_MLA 2 /* multi-head latent attention (DeepSeek) */
+/* adpr_kv_shape.dtype */
+#define ADPR_DTYPE_BF16 1  /* 2 bytes per element */
+#define ADPR_DTYPE_FP16 2  /* 2 bytes per element */
+#define ADPR_DTYPE_FP8 3   /* 1 byte per element */
+#define ADPR_DTYPE_NVFP4 4 /* GQA only: 9 bytes per 16 elements (4-bit values
+                              plus one fp8 scale); head_dim % 16 == 0 */
+
+/* The part of a model's configuration that sizes one token's KV cache on one
+ * rank (adpr_kv_bytes_per_token):
+ *   GQA: 2 * layers * max(1, kv_heads / attention_tp) * head_dim * dtype bytes
+ *   MLA: layers * (kv_lora_rank + qk_rope_head_dim) * dtype bytes
+ * e.g. bf16 Llama-3.1-8B (32, 8, 128) 131072 B/token, Llama-3.1-70B (80, 8,
+ * 128) 327680, DeepSeek-V3 MLA (61, 512 + 64) 70272. Fields of the other
+ * architecture must be 0. */
+typedef struct adpr_kv_shape {
+    int32_t attention;        /* ADPR_ATTENTION_* */
+    int32_t dtype;            /* ADPR_DTYPE_* */
+    int32_t layers;           /* num_hidden_layers */
+    int32_t kv_heads;         /* GQA: num_key_value_heads */
+    int32_t head_dim;         /* GQA: head_dim */
+    int32_t attention_tp;     /* GQA: attention tensor parallelism; 0 = 1
+                                 (attention DP means 1) */
+    int32_t kv_lora_rank;     /* MLA: kv_lora_rank (512 in DeepSeek-V3) */
+    int32_t qk_rope_head_dim; /* MLA: qk_rope_head_dim (64) */
+} adpr_kv_shape;
+
+/* A rank's start-up KV budget (adpr_size_kv): the caller sets the inputs,
+ * the library fills the rest, so every figure behind the result is visible:
+ *   available = free - reserve (0 if the reserve is larger)
+ *   usable    = floor(fraction * available)
+ *   fit       = floor(usable / bytes_per_token)
+ *   tokens    = min(fit, max_tokens if set) rounded down to whole blocks */
+typedef struct adpr_kv_budget {
+    /* inputs */
+    uint64_t free_bytes;       /* free GPU memory after weights and warm-up */
+    uint64_t reserve_bytes;    /* kept back before the fraction */
+    double fraction;           /* share given to the KV cache, (0, 1]; 0 = 0.9 */
+    uint64_t bytes_per_token;  /* > 0, e.g. from adpr_kv_bytes_per_token */
+    uint64_t tokens_per_block; /* 0 = 32 */
+    uint64_t max_tokens;       /* cap; 0 = none */
+    /* outputs */
+    uint64_t available_bytes;
+    uint64_t usable_bytes;
+    uint64_t fit_tokens;
+    uint64_t tokens;           /* the budget: blocks * tokens_per_block */
+    uint64_t blocks;
+    int32_t capped;            /* 1 when max_tokens, not memory, decided */
+    int32_t reserved;
+} adpr_kv_budget;
+
 #ifndef ADPR_BUILDING_LIBRARY
 
 /* ADPR_ABI_VERSION of the loaded library: compare with the header's. */
@@ -291,6 +363,59 @@ adpr_status adpr_block_hashes(const int32_t *tokens, int64_t num_tokens,
                               int32_t tokens_per_block, uint64_t lora_id,
                               uint64_t cache_salt, uint64_t *out, int64_t out_cap,
                               int64_t *num_out, char *err, size_t err_len);
+
+/* --- GPU memory and KV budgets (NVML) -------------------------------------
+ *
+ * Device selectors are text: a UUID ("GPU-..." or "MIG-..."; preferred), a
+ * PCI bus id ("00000000:3B:00.0"), a decimal NVML index, or one of those
+ * after "uuid:", "pci:" or "index:". NVML enumerates every GPU whatever
+ * CUDA_VISIBLE_DEVICES says: map a rank to its GPU by UUID, not by CUDA
+ * ordinal. Without an NVIDIA driver every NVML function returns
+ * ADPR_ERR_NVML_UNAVAILABLE; routing keeps working (capacity unknown). The
+ * library carries its own resolution of NVML's symbols, so it loads and never
+ * crashes on machines without a driver or with an old one. Never read NVML
+ * inside a routing decision: fill the local rank state before the allgather. */
+
+/* Initialises NVML (reference counted: each successful init needs one
+ * shutdown). ADPR_ERR_NVML_UNAVAILABLE without a driver. */
+adpr_status adpr_nvml_init(char *err, size_t err_len);
+
+/* Undoes one successful adpr_nvml_init. */
+adpr_status adpr_nvml_shutdown(char *err, size_t err_len);
+
+/* Stores the number of GPUs NVML sees in *out. */
+adpr_status adpr_nvml_device_count(int32_t *out, char *err, size_t err_len);
+
+/* Reads a GPU's memory now (about 10 us and a driver lock: never per
+ * request). */
+adpr_status adpr_nvml_memory(const char *device, adpr_memory_info *out,
+                             char *err, size_t err_len);
+
+/* Stores the KV bytes one token takes on one rank in *out (pure arithmetic,
+ * no NVML). ADPR_ERR_INVALID_ARGUMENT names an incomplete or inconsistent
+ * shape. */
+adpr_status adpr_kv_bytes_per_token(const adpr_kv_shape *shape, uint64_t *out,
+                                    char *err, size_t err_len);
+
+/* Sizes a start-up KV budget from budget's inputs and fills its outputs
+ * (pure arithmetic). A zero or capped budget gets an explanation in reason
+ * (NUL-terminated, may be NULL with reason_len 0; empty otherwise). */
+adpr_status adpr_size_kv(adpr_kv_budget *budget, char *reason, size_t reason_len,
+                           char *err, size_t err_len);
+
+/* Fills state's KV fields for this rank before the allgather: the engine's
+ * own pool (capacity_tokens, free_tokens: its block counts times
+ * tokens_per_block) is the truth for occupancy; when device is not NULL, the
+ * GPU's free memory (read through a per-device rate limiter: at most once
+ * per min_interval_ms, 0 = 250 ms, < 0 = every call) is the guard: if it is
+ * under guard_band_bytes, capacity and free shrink by the deficit in tokens
+ * (bytes_per_token) and ADPR_RANK_MEMORY_PRESSURE is set. With device NULL
+ * the engine's figures are copied and the flag cleared. Only the KV fields
+ * and that flag are written; on error nothing is. */
+adpr_status adpr_rank_state_fill_kv(adpr_rank_state *state, int64_t capacity_tokens,
+                                    int64_t free_tokens, const char *device,
+                                    uint64_t guard_band_bytes, uint64_t bytes_per_token,
+                                    int32_t min_interval_ms, char *err, size_t err_len);
 
 #endif /* ADPR_BUILDING_LIBRARY */
 

@@ -3,6 +3,7 @@ package nvml
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // MemoryInfo is one reading of a GPU's memory, in bytes.
@@ -145,4 +146,40 @@ func Lookup(lib Library, r DeviceRef) (Device, error) {
 	default:
 		return lib.DeviceByIndex(r.Index)
 	}
+}
+
+// ParseDeviceRef parses a device selector as the C and Python front ends
+// take it: "uuid:ID", "pci:BUS_ID" or "index:N"; without a prefix, a UUID
+// ("GPU-..." or "MIG-..."), a PCI bus id (anything with a ':') or a decimal
+// NVML index. Prefer UUIDs: NVML enumerates every GPU whatever
+// CUDA_VISIBLE_DEVICES says, so CUDA ordinals and NVML indexes differ.
+func ParseDeviceRef(s string) (DeviceRef, error) {
+	index := func(v string) (DeviceRef, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return DeviceRef{}, invalidf("device %q: want a non-negative NVML index after \"index:\"", s)
+		}
+		return ByIndex(n), nil
+	}
+	var r DeviceRef
+	switch {
+	case strings.HasPrefix(s, "uuid:"):
+		r = ByUUID(s[len("uuid:"):])
+	case strings.HasPrefix(s, "pci:"):
+		r = ByPCIBusID(s[len("pci:"):])
+	case strings.HasPrefix(s, "index:"):
+		return index(s[len("index:"):])
+	case strings.HasPrefix(s, "GPU-"), strings.HasPrefix(s, "MIG-"):
+		r = ByUUID(s)
+	case strings.Contains(s, ":"):
+		r = ByPCIBusID(s)
+	case s != "" && strings.Trim(s, "0123456789") == "":
+		return index(s)
+	default:
+		return DeviceRef{}, invalidf("device %q: want a UUID (GPU-...), a PCI bus id (0000:3b:00.0), an NVML index, or uuid:/pci:/index: followed by one", s)
+	}
+	if r.ID == "" {
+		return DeviceRef{}, invalidf("device %q: empty id after the prefix", s)
+	}
+	return r, nil
 }

@@ -29,6 +29,10 @@ __all__ = [
     "Router", "RankState", "Request", "RouteResult",
     "Error", "InvalidArgumentError", "ConfigError", "InvalidHandleError", "InternalError",
     "library_path", "abi_version", "version", "block_hashes",
+    "NVMLError", "NVMLUnavailableError", "GPULostError", "NVMLNotSupportedError",
+    "NVMLPermissionError", "GPUNotFoundError",
+    "nvml_init", "nvml_shutdown", "nvml_device_count", "read_memory",
+    "kv_bytes_per_token", "size_kv", "fill_rank_state",
 ]
 
 ABI_VERSION = 1
@@ -36,6 +40,7 @@ NO_TARGET = -1
 
 # Status codes (include/adprouter.h).
 _OK, _INVALID_ARGUMENT, _INVALID_HANDLE, _CONFIG, _INTERNAL = 0, 1, 2, 3, 4
+_NVML_UNAVAILABLE, _GPU_LOST, _NOT_SUPPORTED, _NO_PERMISSION, _NOT_FOUND = 5, 6, 7, 8, 9
 
 # The KV-aware policy groups requests by their first PREFIX_TOKENS tokens and
 # reads no others; the other policies read none.
@@ -66,10 +71,39 @@ class InternalError(Error):
     """A bug inside the library; the router concerned must be recreated."""
 
 
+class NVMLError(Error):
+    """A GPU memory query failed (see the subclasses)."""
+
+
+class NVMLUnavailableError(NVMLError):
+    """No NVIDIA driver, or nvml_init() not called: routing still works."""
+
+
+class GPULostError(NVMLError):
+    """The GPU fell off the bus or needs a reset."""
+
+
+class NVMLNotSupportedError(NVMLError):
+    """The GPU or driver does not support the query."""
+
+
+class NVMLPermissionError(NVMLError):
+    """The caller may not make the query."""
+
+
+class GPUNotFoundError(NVMLError, LookupError):
+    """No GPU matches the device selector."""
+
+
 _ERRORS = {
     _INVALID_ARGUMENT: InvalidArgumentError,
     _CONFIG: ConfigError,
     _INVALID_HANDLE: InvalidHandleError,
+    _NVML_UNAVAILABLE: NVMLUnavailableError,
+    _GPU_LOST: GPULostError,
+    _NOT_SUPPORTED: NVMLNotSupportedError,
+    _NO_PERMISSION: NVMLPermissionError,
+    _NOT_FOUND: GPUNotFoundError,
 }
 
 
@@ -269,6 +303,7 @@ def _load():
                                           ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p,
                                           ctypes.c_int64, ctypes.POINTER(ctypes.c_int64),
                                           ctypes.c_char_p, ctypes.c_size_t]
+        _declare_nvml(lib)
         lib.adpr_route.restype = ctypes.c_int32
         lib.adpr_route.argtypes = [ctypes.c_uint64, ctypes.POINTER(_Batch),
                                    ctypes.POINTER(_Result), ctypes.c_char_p, ctypes.c_size_t]
@@ -307,6 +342,164 @@ def block_hashes(tokens, tokens_per_block=32, lora_id=0, cache_salt=0):
     if status != _OK:
         _raise(status, errbuf)
     return out[:got.value].tolist()
+
+
+# --- GPU memory and KV budgets (NVML) ----------------------------------------
+
+class _MemoryInfo(ctypes.Structure):
+    _fields_ = [("total_bytes", ctypes.c_uint64), ("free_bytes", ctypes.c_uint64),
+                ("used_bytes", ctypes.c_uint64), ("reserved_bytes", ctypes.c_uint64),
+                ("has_reserved", ctypes.c_int32), ("reserved", ctypes.c_int32)]
+
+
+class _KVShape(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_int32) for name in (
+        "attention", "dtype", "layers", "kv_heads", "head_dim", "attention_tp",
+        "kv_lora_rank", "qk_rope_head_dim")]
+
+
+class _KVBudget(ctypes.Structure):
+    _fields_ = [("free_bytes", ctypes.c_uint64), ("reserve_bytes", ctypes.c_uint64),
+                ("fraction", ctypes.c_double), ("bytes_per_token", ctypes.c_uint64),
+                ("tokens_per_block", ctypes.c_uint64), ("max_tokens", ctypes.c_uint64),
+                ("available_bytes", ctypes.c_uint64), ("usable_bytes", ctypes.c_uint64),
+                ("fit_tokens", ctypes.c_uint64), ("tokens", ctypes.c_uint64),
+                ("blocks", ctypes.c_uint64), ("capped", ctypes.c_int32),
+                ("reserved", ctypes.c_int32)]
+
+
+class _RankStateC(ctypes.Structure):
+    _fields_ = [("rank", ctypes.c_int32), ("num_active_requests", ctypes.c_int32),
+                ("num_active_tokens", ctypes.c_int64), ("kv_capacity_tokens", ctypes.c_int64),
+                ("free_kv_tokens", ctypes.c_int64), ("flags", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint32)]
+
+
+_ERR = [ctypes.c_char_p, ctypes.c_size_t]
+
+
+def _declare_nvml(lib):
+    sig = {
+        "adpr_nvml_init": _ERR,
+        "adpr_nvml_shutdown": _ERR,
+        "adpr_nvml_device_count": [ctypes.POINTER(ctypes.c_int32)] + _ERR,
+        "adpr_nvml_memory": [ctypes.c_char_p, ctypes.POINTER(_MemoryInfo)] + _ERR,
+        "adpr_kv_bytes_per_token": [ctypes.POINTER(_KVShape), ctypes.POINTER(ctypes.c_uint64)] + _ERR,
+        "adpr_size_kv": [ctypes.POINTER(_KVBudget), ctypes.c_char_p, ctypes.c_size_t] + _ERR,
+        "adpr_rank_state_fill_kv": [ctypes.POINTER(_RankStateC), ctypes.c_int64, ctypes.c_int64,
+                                    ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64,
+                                    ctypes.c_int32] + _ERR,
+    }
+    for name, args in sig.items():
+        fn = getattr(lib, name)
+        fn.restype = ctypes.c_int32
+        fn.argtypes = args
+
+
+def _call(name, *args):
+    errbuf = ctypes.create_string_buffer(_ERRBUF)
+    try:
+        status = getattr(_load(), name)(*args, errbuf, _ERRBUF)
+    except (ctypes.ArgumentError, TypeError) as e:
+        raise InvalidArgumentError("%s: %s" % (name, e), _INVALID_ARGUMENT) from None
+    if status != _OK:
+        _raise(status, errbuf)
+
+
+def _device(device):
+    if isinstance(device, int) and not isinstance(device, bool):
+        device = "index:%d" % device
+    if not isinstance(device, str):
+        raise InvalidArgumentError("device = %r, want a UUID, PCI bus id or NVML index" % (device,),
+                                   _INVALID_ARGUMENT)
+    return device.encode()
+
+
+def nvml_init():
+    """Initialises NVML (reference counted). Raises NVMLUnavailableError on
+    a machine without an NVIDIA driver; routing does not need NVML."""
+    _call("adpr_nvml_init")
+
+
+def nvml_shutdown():
+    """Undoes one successful nvml_init()."""
+    _call("adpr_nvml_shutdown")
+
+
+def nvml_device_count():
+    """The number of GPUs NVML sees (all of them, whatever
+    CUDA_VISIBLE_DEVICES says)."""
+    n = ctypes.c_int32(0)
+    _call("adpr_nvml_device_count", ctypes.byref(n))
+    return n.value
+
+
+def read_memory(device):
+    """A GPU's memory now, in bytes: dict(total_bytes, free_bytes, used_bytes,
+    reserved_bytes, has_reserved). device: a UUID ("GPU-..."; preferred), a
+    PCI bus id, or an NVML index (int or "index:N"). About 10 us and a driver
+    lock: never per request."""
+    m = _MemoryInfo()
+    _call("adpr_nvml_memory", _device(device), ctypes.byref(m))
+    return dict(total_bytes=m.total_bytes, free_bytes=m.free_bytes, used_bytes=m.used_bytes,
+                reserved_bytes=m.reserved_bytes, has_reserved=bool(m.has_reserved))
+
+
+_ATTENTION = {"gqa": 1, "mla": 2}
+_DTYPES = {"bf16": 1, "bfloat16": 1, "fp16": 2, "float16": 2, "fp8": 3, "nvfp4": 4}
+
+
+def kv_bytes_per_token(layers, attention="gqa", kv_heads=0, head_dim=0, attention_tp=1,
+                       kv_lora_rank=0, qk_rope_head_dim=0, dtype="bf16"):
+    """KV cache bytes of one token on one rank. GQA: 2 * layers *
+    max(1, kv_heads / attention_tp) * head_dim * dtype bytes; MLA: layers *
+    (kv_lora_rank + qk_rope_head_dim) * dtype bytes. dtype: "bf16", "fp16",
+    "fp8" or "nvfp4" (GQA only). Example: Llama-3.1-8B
+    kv_bytes_per_token(32, kv_heads=8, head_dim=128) == 131072."""
+    if attention not in _ATTENTION or dtype not in _DTYPES:
+        raise InvalidArgumentError("attention = %r, dtype = %r; want one of %s and one of %s"
+                                   % (attention, dtype, sorted(_ATTENTION), sorted(_DTYPES)),
+                                   _INVALID_ARGUMENT)
+    shape = _KVShape(_ATTENTION[attention], _DTYPES[dtype], layers, kv_heads, head_dim,
+                     attention_tp, kv_lora_rank, qk_rope_head_dim)
+    out = ctypes.c_uint64(0)
+    _call("adpr_kv_bytes_per_token", ctypes.byref(shape), ctypes.byref(out))
+    return out.value
+
+
+def size_kv(free_bytes, bytes_per_token, reserve_bytes=0, fraction=0.9, tokens_per_block=32,
+            max_tokens=0):
+    """A rank's start-up KV budget, with every figure behind it: a dict of
+    the inputs plus available_bytes, usable_bytes, fit_tokens, tokens, blocks,
+    capped and reason (why a budget is zero or capped; "" otherwise)."""
+    b = _KVBudget(free_bytes, reserve_bytes, fraction, bytes_per_token, tokens_per_block,
+                  max_tokens)
+    reason = ctypes.create_string_buffer(256)
+    _call("adpr_size_kv", ctypes.byref(b), reason, 256)
+    out = {name: getattr(b, name) for name, _ in _KVBudget._fields_ if name != "reserved"}
+    out["capped"] = bool(b.capped)
+    out["reason"] = reason.value.decode()
+    return out
+
+
+def fill_rank_state(state, capacity_tokens, free_tokens, device=None, guard_band_bytes=0,
+                    bytes_per_token=0, min_interval_ms=0):
+    """Fills state's KV fields (kv_capacity_tokens, free_kv_tokens,
+    memory_pressure) for this rank before the allgather. capacity_tokens and
+    free_tokens are the engine's own pool (block counts x tokens per block);
+    with a device, its free memory (read at most once per min_interval_ms, 0
+    = 250 ms) is the guard: under guard_band_bytes both shrink by the deficit
+    and memory_pressure is set. Returns state. On error state is unchanged."""
+    c = _RankStateC(state.rank, state.num_active_requests, state.num_active_tokens,
+                    getattr(state, "kv_capacity_tokens", 0), getattr(state, "free_kv_tokens", 0),
+                    1 if getattr(state, "memory_pressure", False) else 0, 0)
+    _call("adpr_rank_state_fill_kv", ctypes.byref(c), capacity_tokens, free_tokens,
+          None if device is None else _device(device), guard_band_bytes, bytes_per_token,
+          min_interval_ms)
+    state.kv_capacity_tokens = c.kv_capacity_tokens
+    state.free_kv_tokens = c.free_kv_tokens
+    state.memory_pressure = bool(c.flags & 1)
+    return state
 
 
 def _raise(status, errbuf):

@@ -1,0 +1,38 @@
+package nvml
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestParseDeviceRef(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want DeviceRef
+		err  bool
+	}{
+		{"GPU-0f3a", ByUUID("GPU-0f3a"), false},
+		{"MIG-1234", ByUUID("MIG-1234"), false},
+		{"uuid:GPU-x", ByUUID("GPU-x"), false},
+		{"00000000:3B:00.0", ByPCIBusID("00000000:3B:00.0"), false},
+		{"pci:0000:3b:00.0", ByPCIBusID("0000:3b:00.0"), false},
+		{"3", ByIndex(3), false},
+		{"index:0", ByIndex(0), false},
+		{"", DeviceRef{}, true},
+		{"cuda0", DeviceRef{}, true},
+		{"index:-1", DeviceRef{}, true},
+		{"index:x", DeviceRef{}, true},
+		{"uuid:", DeviceRef{}, true},
+	} {
+		got, err := ParseDeviceRef(tc.in)
+		if tc.err {
+			if !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("ParseDeviceRef(%q) error = %v, want ErrInvalidArgument", tc.in, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParseDeviceRef(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}
