@@ -1,0 +1,382 @@
+package sim
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/adprouter/adprouter/router"
+)
+
+// tinyEngine is a small engine that keeps tests fast.
+func tinyEngine() EngineConfig {
+	e := DefaultEngine()
+	e.DPSize = 4
+	e.KVBlocks = 512
+	e.MaxActive = 16
+	e.MaxNumTokens = 2048
+	return e
+}
+
+// tinyWorkload shrinks kind's defaults to a few seconds.
+func tinyWorkload(kind string) WorkloadConfig {
+	w, _ := DefaultWorkload(kind)
+	w.DurationS = 3
+	w.SystemTokens = min(w.SystemTokens, 1024)
+	w.PromptMax = 1024
+	w.OutputMax = 64
+	w.QuietS, w.QuietIntervalS, w.SpikeS, w.SpikeFactor = 12, 2, 2, 60
+	w.TurnsMax = 4
+	w.ThinkS = 0.5
+	return w
+}
+
+func mustVariants(t testing.TB, list string) []Variant {
+	t.Helper()
+	v, err := ParseVariants(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func mustSimulate(t testing.TB, o Options) *Report {
+	t.Helper()
+	rep, err := Simulate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func outputs(t *testing.T, rep *Report) (js, table, svg []byte) {
+	t.Helper()
+	var a, b, c bytes.Buffer
+	if err := rep.WriteJSON(&a); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteSVG(&c); err != nil {
+		t.Fatal(err)
+	}
+	return a.Bytes(), b.Bytes(), c.Bytes()
+}
+
+func TestDeterminism(t *testing.T) {
+	var wls []WorkloadConfig
+	for _, k := range Kinds {
+		wls = append(wls, tinyWorkload(k))
+	}
+	opts := Options{Engine: tinyEngine(), Workloads: wls, Variants: Variants()}
+	j1, t1, s1 := outputs(t, mustSimulate(t, opts))
+	opts.Parallel = 1
+	j2, t2, s2 := outputs(t, mustSimulate(t, opts))
+	if !bytes.Equal(j1, j2) || !bytes.Equal(t1, t2) || !bytes.Equal(s1, s2) {
+		t.Fatal("same seed, different output")
+	}
+	for i := range opts.Workloads {
+		opts.Workloads[i].Seed = 2
+	}
+	j3, _, _ := outputs(t, mustSimulate(t, opts))
+	if bytes.Equal(j1, j3) {
+		t.Fatal("seeds 1 and 2 give the same JSON")
+	}
+	if bytes.Contains(j1, []byte(`"timing"`)) {
+		t.Error("timing in the JSON although Timing is off")
+	}
+	opts.Timing = true
+	j4, t4, _ := outputs(t, mustSimulate(t, opts))
+	if !bytes.Contains(j4, []byte(`"timing"`)) || !bytes.Contains(t4, []byte("route us/call")) {
+		t.Error("Timing on, but no timing in the JSON or the table")
+	}
+}
+
+// TestAccounting runs every workload with every variant, also handing the
+// router every waiting request (so that it returns some unassigned), and
+// checks that every request is placed and completed, or counted.
+func TestAccounting(t *testing.T) {
+	for _, limit := range []int{0, -1, 3} {
+		eng := tinyEngine()
+		eng.RouteLimit = limit
+		eng.MaxActive = 4
+		var wls []WorkloadConfig
+		for _, k := range Kinds {
+			wls = append(wls, tinyWorkload(k))
+		}
+		burst := tinyWorkload(KindShared) // 4 ranks x 4 slots, bursts of ~40
+		burst.Arrival, burst.BurstSize, burst.Rate, burst.DurationS = ArrivalBursty, 40, 60, 3
+		wls = append(wls, burst)
+		rep := mustSimulate(t, Options{Engine: eng, Workloads: wls, Variants: Variants()})
+		unplaced := int64(0)
+		for _, run := range rep.Runs {
+			for _, res := range run.Results {
+				name := fmt.Sprintf("limit %d, %s, %s", limit, run.Workload.Kind, res.Policy)
+				if res.Requests != run.Requests || res.Completed+res.Rejected != res.Requests || res.Rejected != 0 {
+					t.Errorf("%s: %d of %d requests arrived, %d completed, %d rejected", name, res.Requests, run.Requests, res.Completed, res.Rejected)
+				}
+				if res.Routed != int64(res.Requests)+res.Unplaced {
+					t.Errorf("%s: routed %d = requests %d + unplaced %d does not hold", name, res.Routed, res.Requests, res.Unplaced)
+				}
+				if res.TTFT.P50 <= 0 || res.TTFT.P50 > res.TTFT.P99 || res.LoadSpread < 1 || res.LoadSpread > float64(eng.DPSize) {
+					t.Errorf("%s: implausible TTFT %+v or spread %g", name, res.TTFT, res.LoadSpread)
+				}
+				if res.PrefillTokens <= 0 || res.PrefillTokens > res.PromptTokens {
+					t.Errorf("%s: prefill %d of %d prompt tokens", name, res.PrefillTokens, res.PromptTokens)
+				}
+				unplaced += res.Unplaced
+			}
+		}
+		if limit == -1 && unplaced == 0 {
+			t.Error("handing the router every waiting request never left one unassigned: the test is too weak")
+		}
+	}
+}
+
+// TestInvariants steps simulations and checks the pools after every
+// iteration: capacity never exceeded, and everything released at the end.
+func TestInvariants(t *testing.T) {
+	eng := tinyEngine()
+	eng.KVBlocks = 160 // tight: forces evictions and waiting
+	for _, eager := range []bool{false, true} {
+		eng.EagerReuse = eager
+		for _, kind := range Kinds {
+			w, err := Generate(tinyWorkload(kind))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range Variants() {
+				s, err := NewSimulator(eng, w, v, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for {
+					more, err := s.Step()
+					if err != nil {
+						t.Fatal(err)
+					}
+					for k, c := range s.Ranks() {
+						if c.Used() > c.Capacity() || c.Private() < 0 {
+							t.Fatalf("%s %s rank %d: used %d of %d blocks", kind, v.Name, k, c.Used(), c.Capacity())
+						}
+					}
+					if !more {
+						break
+					}
+				}
+				res := s.Result()
+				for k, c := range s.Ranks() {
+					if c.Private() != 0 || c.Evictable() != c.Cached() {
+						t.Errorf("%s %s rank %d: after the run %d private blocks, %d of %d cached blocks referenced",
+							kind, v.Name, k, c.Private(), c.Cached()-c.Evictable(), c.Cached())
+					}
+				}
+				if res.Completed+res.Rejected != res.Requests {
+					t.Errorf("%s %s: requests lost", kind, v.Name)
+				}
+			}
+		}
+	}
+}
+
+// TestSingleRequestTiming checks the time model on one request by hand.
+func TestSingleRequestTiming(t *testing.T) {
+	eng := tinyEngine()
+	eng.IterBaseMs, eng.PrefillUsPerToken, eng.DecodeUsPerSeq = 2, 10, 100
+	w := &Workload{Config: WorkloadConfig{Seed: 1, Vocab: 100}, Sessions: []Session{{
+		Group: -1, Start: 5e9, Prefix: make([]int32, 3000), Turns: []Turn{{ID: 7, Output: 3}},
+	}}}
+	v, _ := LookupVariant(VariantDefault)
+	s, err := NewSimulator(eng, w, v, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Iteration 1: 2048 prefill tokens (the budget), 2 + 20.48 ms; iteration
+	// 2: 952 tokens, 2 + 9.52 ms, first token; iterations 3 and 4: one
+	// decode each, 2.1 ms.
+	if res.TTFT.P50 != 34 || res.MakespanS != 5.0382 || res.Iterations != 4 || res.PrefillTokens != 3000 {
+		t.Errorf("TTFT %v ms, makespan %v s, %d iterations, prefill %d; want 34, 5.0382, 4, 3000",
+			res.TTFT.P50, res.MakespanS, res.Iterations, res.PrefillTokens)
+	}
+}
+
+// TestSanity checks that the results mean what they should.
+func TestSanity(t *testing.T) {
+	eng := tinyEngine()
+	shared := tinyWorkload(KindShared)
+	shared.Rate = 40
+	multi := tinyWorkload(KindMultiTenant)
+	multi.Rate = 40
+	cold := tinyWorkload(KindColdStart)
+	cold.QuietS = 20
+	conv := tinyWorkload(KindConversation)
+	conv.DurationS = 6
+	rep := mustSimulate(t, Options{Engine: eng, Workloads: []WorkloadConfig{shared, multi, cold, conv},
+		Variants: mustVariants(t, "default,kv_cache_aware,kv_cache_aware+warmup,conversation")})
+	get := func(run int, policy string) *Result {
+		for _, r := range rep.Runs[run].Results {
+			if r.Policy == policy {
+				return r
+			}
+		}
+		t.Fatalf("no %s result", policy)
+		return nil
+	}
+	for run, kind := range []string{"shared", "multitenant"} {
+		d, kv := get(run, "default"), get(run, "kv_cache_aware")
+		if kv.PrefillTokens >= d.PrefillTokens {
+			t.Errorf("%s: kv_cache_aware prefill %d >= default %d", kind, kv.PrefillTokens, d.PrefillTokens)
+		}
+	}
+	// Cold start: warmup computes less prefill in the spike than without.
+	kv, warm := get(2, "kv_cache_aware"), get(2, "kv_cache_aware+warmup")
+	if warm.Window.PrefillTokens >= kv.Window.PrefillTokens {
+		t.Errorf("coldstart: spike prefill with warmup %d >= without %d", warm.Window.PrefillTokens, kv.Window.PrefillTokens)
+	}
+	// Conversations: affinity reuses more than load balancing.
+	if c, d := get(3, "conversation"), get(3, "default"); c.CacheHit <= d.CacheHit {
+		t.Errorf("conversation: hit %.3f with affinity <= %.3f without", c.CacheHit, d.CacheHit)
+	}
+}
+
+// TestRejectedAndHeterogeneous routes requests onto a rank too small for
+// them: they are rejected and counted, never lost, and a conversation stops.
+func TestRejectedAndHeterogeneous(t *testing.T) {
+	eng := tinyEngine()
+	eng.RankBlocks = []int{8, 512, 512, 512} // rank 0 holds 256 tokens
+	wc := tinyWorkload(KindConversation)
+	rep := mustSimulate(t, Options{Engine: eng, Workloads: []WorkloadConfig{wc}, Variants: mustVariants(t, "conversation")})
+	res := rep.Runs[0].Results[0]
+	if res.Rejected == 0 {
+		t.Fatal("no request rejected on the 8-block rank")
+	}
+	if res.Completed+res.Rejected != res.Requests || res.Requests >= rep.Runs[0].Requests {
+		t.Errorf("requests %d (of %d scripted), completed %d, rejected %d", res.Requests, rep.Runs[0].Requests, res.Completed, res.Rejected)
+	}
+}
+
+func TestGatherAndNoProbe(t *testing.T) {
+	calls := 0
+	v := Variant{Name: "test-gather", Policy: router.PolicyKVCacheAware, NoProbe: true,
+		Gather: func(info RankInfo, st *router.RankState) {
+			calls++
+			if info.CapacityBlocks != 512 || info.TokensPerBlock != 32 || st.Rank != info.Rank ||
+				st.KVCapacityTokens != 512*32 || st.FreeKVTokens > st.KVCapacityTokens {
+				panic(fmt.Sprintf("bad info %+v for %+v", info, *st))
+			}
+		}}
+	w, _ := Generate(tinyWorkload(KindShared))
+	s, err := NewSimulator(tinyEngine(), w, v, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls == 0 || int64(calls) != 4*res.RouteCalls {
+		t.Errorf("Gather called %d times for %d decisions on 4 ranks", calls, res.RouteCalls)
+	}
+	// Without match lengths the KV-aware policy cannot see the cache.
+	rep := mustSimulate(t, Options{Engine: tinyEngine(), Workloads: []WorkloadConfig{tinyWorkload(KindShared)},
+		Variants: mustVariants(t, "kv_cache_aware")})
+	if res.PrefillTokens == rep.Runs[0].Results[0].PrefillTokens {
+		t.Error("withholding match lengths changed nothing")
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	if _, err := ParseVariants("default,nope"); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("unknown variant: %v", err)
+	}
+	if _, err := ParseVariants("default,default"); err == nil {
+		t.Error("a variant listed twice was accepted")
+	}
+	if v := mustVariants(t, ""); len(v) != len(DefaultVariants) || v[1].Name != DefaultVariants[1] {
+		t.Errorf("empty list gives %d variants", len(v))
+	}
+	if err := Register(Variant{Name: VariantDefault, Policy: router.PolicyDefault}); err == nil {
+		t.Error("a duplicate name was registered")
+	}
+	if err := Register(Variant{Name: "bad", Policy: "nope"}); err == nil {
+		t.Error("an invalid policy was registered")
+	}
+	if err := Register(Variant{Name: "a,b", Policy: router.PolicyDefault}); err == nil {
+		t.Error("a name with a comma was registered")
+	}
+	n := len(Variants())
+	name := "kv_cache_aware+test-beta0"
+	if err := Register(Variant{Name: name, Policy: router.PolicyKVCacheAware,
+		Apply: func(c *router.Config) { c.LoadBalanceWeight = 0 }}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { registry = registry[:n] }()
+	v, ok := LookupVariant(name)
+	if !ok || v.Config(4, 16).LoadBalanceWeight != 0 || v.Config(4, 16).DPSize != 4 || v.Config(4, 16).TokensPerBlock != 16 || len(Variants()) != n+1 {
+		t.Error("registered variant not found or not applied")
+	}
+}
+
+func TestEngineValidate(t *testing.T) {
+	tests := []struct {
+		edit func(e *EngineConfig)
+		want string
+	}{
+		{func(e *EngineConfig) { e.DPSize = 0 }, "dp_size"},
+		{func(e *EngineConfig) { e.KVBlocks = 0 }, "kv_blocks"},
+		{func(e *EngineConfig) { e.RankBlocks = []int{1, 2} }, "rank_blocks"},
+		{func(e *EngineConfig) { e.TokensPerBlock = 0 }, "tokens_per_block"},
+		{func(e *EngineConfig) { e.MaxActive = 0 }, "max_active"},
+		{func(e *EngineConfig) { e.MaxNumTokens = 10 }, "max_num_tokens"},
+		{func(e *EngineConfig) { e.RouteLimit = -2 }, "route_limit"},
+		{func(e *EngineConfig) { e.ActiveTokens = "all" }, "active_tokens"},
+		{func(e *EngineConfig) { e.PrefillUsPerToken = -1 }, "prefill_us_per_token"},
+		{func(e *EngineConfig) { e.IterBaseMs, e.PrefillUsPerToken, e.DecodeUsPerSeq = 0, 0, 0 }, "all zeros"},
+	}
+	for _, tc := range tests {
+		e := DefaultEngine()
+		tc.edit(&e)
+		if err := e.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error naming %s", e, err, tc.want)
+		}
+	}
+}
+
+func TestActiveTokens(t *testing.T) {
+	r := &rank{cache: NewCache(64)}
+	started := &request{prompt: make([]int32, 100)}
+	queued := &request{prompt: make([]int32, 50)}
+	r.add(started, 1)
+	r.add(queued, 1)
+	started.cached = 64 // as schedule does when the request starts
+	r.fresh -= 64
+	started.generated = 5
+	r.tokens += 5
+	tests := []struct {
+		mode, policy string
+		want         int64
+	}{
+		{TokensReference, router.PolicyDefault, 150},
+		{TokensReference, router.PolicyConversation, 150},
+		{TokensReference, router.PolicyKVCacheAware, 36 + 50},
+		{TokensPrompt, router.PolicyKVCacheAware, 150},
+		{TokensUncached, router.PolicyDefault, 86},
+		{TokensContext, router.PolicyDefault, 155},
+	}
+	for _, tc := range tests {
+		if got := r.activeTokens(tc.mode, tc.policy); got != tc.want {
+			t.Errorf("mode %q, policy %s: %d, want %d", tc.mode, tc.policy, got, tc.want)
+		}
+	}
+	r.add(started, -1)
+	r.add(queued, -1)
+	if r.tokens != 0 || r.prompt != 0 || r.fresh != 0 {
+		t.Errorf("after both left: tokens %d prompt %d fresh %d", r.tokens, r.prompt, r.fresh)
+	}
+}

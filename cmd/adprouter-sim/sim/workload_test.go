@@ -1,0 +1,346 @@
+package sim
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func gen(t *testing.T, kind string, edit func(w *WorkloadConfig)) *Workload {
+	t.Helper()
+	wc, err := DefaultWorkload(kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(&wc)
+	}
+	w, err := Generate(wc)
+	if err != nil {
+		t.Fatalf("Generate(%+v): %v", wc, err)
+	}
+	return w
+}
+
+// checkCommon checks what every workload guarantees: sessions sorted by
+// start, unique ids 0..n-1, valid tokens, outputs in range.
+func checkCommon(t *testing.T, w *Workload) {
+	t.Helper()
+	cfg := w.Config
+	if len(w.Sessions) == 0 {
+		t.Fatal("no sessions")
+	}
+	next := uint64(0)
+	for i, s := range w.Sessions {
+		if i > 0 && s.Start < w.Sessions[i-1].Start {
+			t.Fatalf("session %d starts before session %d", i, i-1)
+		}
+		for k, turn := range s.Turns {
+			if turn.ID != next {
+				t.Fatalf("session %d turn %d: id %d, want %d", i, k, turn.ID, next)
+			}
+			next++
+			if turn.Output < cfg.OutputMin || turn.Output > cfg.OutputMax {
+				t.Fatalf("output %d outside %d..%d", turn.Output, cfg.OutputMin, cfg.OutputMax)
+			}
+			p := w.Prompt(&w.Sessions[i], k)
+			if len(p) == 0 {
+				t.Fatal("empty prompt")
+			}
+			for _, tok := range p {
+				if tok < 0 || int(tok) >= cfg.Vocab {
+					t.Fatalf("token %d outside [0, %d)", tok, cfg.Vocab)
+				}
+			}
+		}
+	}
+	if w.NumRequests() != int(next) {
+		t.Errorf("NumRequests = %d, want %d", w.NumRequests(), next)
+	}
+}
+
+func TestWorkloadShared(t *testing.T) {
+	w := gen(t, KindShared, func(c *WorkloadConfig) { c.DurationS = 5; c.SystemTokens = 300; c.SuffixMin, c.SuffixMax = 10, 20 })
+	checkCommon(t, w)
+	sys := w.Sessions[0].Prefix
+	if len(sys) != 300 {
+		t.Fatalf("system prompt %d tokens, want 300", len(sys))
+	}
+	for i := range w.Sessions {
+		p := w.Prompt(&w.Sessions[i], 0)
+		if !slices.Equal(p[:300], sys) {
+			t.Fatalf("request %d does not start with the system prompt", i)
+		}
+		if n := len(p) - 300; n < 10 || n > 20 {
+			t.Fatalf("request %d: suffix of %d tokens, want 10..20", i, n)
+		}
+	}
+	// Suffixes are unique: no two prompts share the first suffix block.
+	seen := map[int32]int{}
+	dups := 0
+	for i := range w.Sessions {
+		p := w.Prompt(&w.Sessions[i], 0)
+		h := p[300] ^ p[301]<<8 ^ p[302]<<16
+		if _, ok := seen[h]; ok {
+			dups++
+		}
+		seen[h] = i
+	}
+	if dups > 1 {
+		t.Errorf("%d suffixes repeat", dups)
+	}
+	// ~20 req/s over 5 s.
+	if n := len(w.Sessions); n < 60 || n > 140 {
+		t.Errorf("%d requests in 5 s at 20/s", n)
+	}
+}
+
+func TestWorkloadMultiTenantZipf(t *testing.T) {
+	tests := []struct {
+		groups int
+		s      float64
+	}{{4, 1.0}, {8, 1.5}, {5, 0}}
+	for _, tc := range tests {
+		w := gen(t, KindMultiTenant, func(c *WorkloadConfig) {
+			c.Groups, c.ZipfS, c.Rate, c.DurationS = tc.groups, tc.s, 2000, 10
+			c.SystemTokens, c.SuffixMin, c.SuffixMax, c.OutputMin, c.OutputMax = 64, 1, 4, 1, 2
+		})
+		checkCommon(t, w)
+		counts := make([]int, tc.groups)
+		prefixOf := map[int][]int32{}
+		for i := range w.Sessions {
+			s := &w.Sessions[i]
+			counts[s.Group]++
+			if p, ok := prefixOf[s.Group]; ok && !slices.Equal(p, s.Prefix) {
+				t.Fatalf("group %d has two system prompts", s.Group)
+			}
+			prefixOf[s.Group] = s.Prefix
+		}
+		if slices.Equal(prefixOf[0], prefixOf[1]) {
+			t.Fatal("groups 0 and 1 share a system prompt")
+		}
+		var norm float64
+		for g := range tc.groups {
+			norm += math.Pow(float64(g+1), -tc.s)
+		}
+		n := float64(len(w.Sessions))
+		for g, c := range counts {
+			want := math.Pow(float64(g+1), -tc.s) / norm
+			if got := float64(c) / n; math.Abs(got-want) > 0.02 {
+				t.Errorf("groups %d, s %g: group %d share %.3f, want %.3f", tc.groups, tc.s, g, got, want)
+			}
+		}
+	}
+}
+
+func TestWorkloadConversationGrowth(t *testing.T) {
+	w := gen(t, KindConversation, func(c *WorkloadConfig) { c.DurationS = 10; c.TurnsMin, c.TurnsMax = 2, 5 })
+	checkCommon(t, w)
+	ids := map[string]bool{}
+	for i := range w.Sessions {
+		s := &w.Sessions[i]
+		if s.ConvID == "" || ids[s.ConvID] {
+			t.Fatalf("session %d: conversation id %q empty or reused", i, s.ConvID)
+		}
+		ids[s.ConvID] = true
+		if len(s.Turns) < 2 || len(s.Turns) > 5 {
+			t.Fatalf("session %d: %d turns, want 2..5", i, len(s.Turns))
+		}
+		prev := w.Prompt(s, 0)
+		if !slices.Equal(prev[:512], s.Prefix) || len(s.Prefix) != 512 {
+			t.Fatalf("session %d does not open with the 512-token system prompt", i)
+		}
+		for k := 1; k < len(s.Turns); k++ {
+			p := w.Prompt(s, k)
+			answer := w.OutputTokens(nil, s.Turns[k-1].ID, s.Turns[k-1].Output)
+			want := append(append(slices.Clone(prev), answer...), s.Turns[k].User...)
+			if !slices.Equal(p, want) {
+				t.Fatalf("session %d turn %d: prompt is not previous prompt + answer + user message", i, k)
+			}
+			if s.Turns[k].Think <= 0 {
+				t.Fatalf("session %d turn %d: think time %d", i, k, s.Turns[k].Think)
+			}
+			prev = p
+		}
+		if s.Turns[0].Think != 0 {
+			t.Fatalf("first turn has a think time")
+		}
+	}
+	// The same id always yields the same answer; different ids differ.
+	a := w.OutputTokens(nil, 5, 50)
+	if !slices.Equal(a, w.OutputTokens(nil, 5, 50)) || slices.Equal(a, w.OutputTokens(nil, 6, 50)) {
+		t.Error("OutputTokens is not a function of the id")
+	}
+}
+
+func TestWorkloadNoReuse(t *testing.T) {
+	w := gen(t, KindNoReuse, func(c *WorkloadConfig) { c.DurationS = 5; c.PromptMin, c.PromptMax = 40, 90 })
+	checkCommon(t, w)
+	first := map[uint64]bool{}
+	for i := range w.Sessions {
+		p := w.Prompt(&w.Sessions[i], 0)
+		if len(p) < 40 || len(p) > 90 {
+			t.Fatalf("prompt of %d tokens, want 40..90", len(p))
+		}
+		h := AppendBlockHashes(nil, p, 32)[0]
+		if first[h] {
+			t.Fatalf("two prompts share their first block")
+		}
+		first[h] = true
+	}
+}
+
+func TestWorkloadSiblings(t *testing.T) {
+	w := gen(t, KindSiblings, func(c *WorkloadConfig) { c.DurationS = 10; c.Siblings = 5 })
+	checkCommon(t, w)
+	byGroup := map[int][]*Session{}
+	for i := range w.Sessions {
+		s := &w.Sessions[i]
+		byGroup[s.Group] = append(byGroup[s.Group], s)
+	}
+	for g, ss := range byGroup {
+		if len(ss) != 5 {
+			t.Fatalf("burst %d has %d samples, want 5", g, len(ss))
+		}
+		p := w.Prompt(ss[0], 0)
+		for _, s := range ss[1:] {
+			if s.Start != ss[0].Start || !slices.Equal(w.Prompt(s, 0), p) {
+				t.Fatalf("burst %d: samples differ in arrival or prompt", g)
+			}
+		}
+	}
+	if len(byGroup) < 10 || len(byGroup) > 45 {
+		t.Errorf("%d bursts in 10 s at 2.5/s", len(byGroup))
+	}
+}
+
+func TestWorkloadColdStart(t *testing.T) {
+	w := gen(t, KindColdStart, func(c *WorkloadConfig) { c.QuietS, c.QuietIntervalS, c.SpikeS, c.SpikeFactor = 30, 2, 20, 40 })
+	checkCommon(t, w)
+	if w.Window == nil || w.Window.Start != seconds(30) || w.Window.End != seconds(50) {
+		t.Fatalf("window %+v, want [30 s, 50 s)", w.Window)
+	}
+	var quiet, spike []int64
+	for _, s := range w.Sessions {
+		if s.Start < w.Window.Start {
+			quiet = append(quiet, s.Start)
+		} else {
+			spike = append(spike, s.Start)
+		}
+		if len(s.Prefix) != 4096 {
+			t.Fatalf("request without the 4096-token system prompt")
+		}
+	}
+	if len(quiet) != 15 {
+		t.Fatalf("%d quiet requests, want 15", len(quiet))
+	}
+	for i := 1; i < len(quiet); i++ {
+		if quiet[i]-quiet[i-1] != seconds(2) {
+			t.Fatalf("quiet requests %d and %d are %d ns apart, want 2 s", i-1, i, quiet[i]-quiet[i-1])
+		}
+	}
+	// Spike rate: 40 x 0.5/s = 20/s over 20 s = 400 expected.
+	if n := len(spike); n < 340 || n > 460 {
+		t.Errorf("%d spike requests, want about 400", n)
+	}
+	quietRate := float64(len(quiet)) / 30
+	spikeRate := float64(len(spike)) / 20
+	if r := spikeRate / quietRate; r < 30 || r > 50 {
+		t.Errorf("spike/quiet rate %.1f, want about 40", r)
+	}
+}
+
+func TestWorkloadBursty(t *testing.T) {
+	w := gen(t, KindNoReuse, func(c *WorkloadConfig) {
+		c.Arrival, c.BurstSize, c.Rate, c.DurationS = ArrivalBursty, 10, 100, 50
+		c.PromptMin, c.PromptMax, c.OutputMin, c.OutputMax = 1, 2, 1, 1
+	})
+	checkCommon(t, w)
+	instants := map[int64]int{}
+	for _, s := range w.Sessions {
+		instants[s.Start]++
+	}
+	n := float64(len(w.Sessions))
+	if rate := n / 50; rate < 80 || rate > 120 {
+		t.Errorf("mean rate %.1f, want about 100", rate)
+	}
+	if mean := n / float64(len(instants)); mean < 8 || mean > 12 {
+		t.Errorf("mean burst %.2f, want about 10", mean)
+	}
+}
+
+func TestWorkloadDeterministic(t *testing.T) {
+	for _, kind := range Kinds {
+		edit := func(c *WorkloadConfig) { c.DurationS = 3; c.QuietS, c.SpikeS = 6, 1 }
+		a, b := gen(t, kind, edit), gen(t, kind, edit)
+		c := gen(t, kind, func(c *WorkloadConfig) { edit(c); c.Seed = 2 })
+		same := func(x, y *Workload) bool {
+			if len(x.Sessions) != len(y.Sessions) {
+				return false
+			}
+			for i := range x.Sessions {
+				sx, sy := &x.Sessions[i], &y.Sessions[i]
+				if sx.Start != sy.Start || sx.ConvID != sy.ConvID || len(sx.Turns) != len(sy.Turns) {
+					return false
+				}
+				for k := range sx.Turns {
+					if sx.Turns[k].Output != sy.Turns[k].Output || sx.Turns[k].Think != sy.Turns[k].Think ||
+						!slices.Equal(x.Prompt(sx, k), y.Prompt(sy, k)) {
+						return false
+					}
+				}
+			}
+			return true
+		}
+		if !same(a, b) {
+			t.Errorf("%s: same seed, different workloads", kind)
+		}
+		if same(a, c) {
+			t.Errorf("%s: seeds 1 and 2 give the same workload", kind)
+		}
+	}
+}
+
+func TestWorkloadValidate(t *testing.T) {
+	tests := []struct {
+		kind string
+		edit func(c *WorkloadConfig)
+		want string
+	}{
+		{"nope", nil, "unknown workload"},
+		{KindShared, func(c *WorkloadConfig) { c.Rate = 0 }, "rate"},
+		{KindShared, func(c *WorkloadConfig) { c.DurationS = math.Inf(1) }, "duration_s"},
+		{KindShared, func(c *WorkloadConfig) { c.Arrival = "uniform" }, "arrival"},
+		{KindShared, func(c *WorkloadConfig) { c.Arrival, c.BurstSize = ArrivalBursty, 0.5 }, "burst_size"},
+		{KindShared, func(c *WorkloadConfig) { c.OutputMin = 0 }, "output_min"},
+		{KindShared, func(c *WorkloadConfig) { c.SuffixMin, c.SuffixMax = 5, 4 }, "suffix_min"},
+		{KindShared, func(c *WorkloadConfig) { c.SystemTokens, c.SuffixMin = 0, 0 }, "system_tokens + suffix_min"},
+		{KindMultiTenant, func(c *WorkloadConfig) { c.Groups = 0 }, "groups"},
+		{KindMultiTenant, func(c *WorkloadConfig) { c.ZipfS = math.NaN() }, "zipf_s"},
+		{KindConversation, func(c *WorkloadConfig) { c.TurnsMin = 0 }, "turns_min"},
+		{KindConversation, func(c *WorkloadConfig) { c.ThinkS = -1 }, "think_s"},
+		{KindNoReuse, func(c *WorkloadConfig) { c.PromptMin = 0 }, "prompt_min"},
+		{KindSiblings, func(c *WorkloadConfig) { c.Siblings = 0 }, "siblings"},
+		{KindColdStart, func(c *WorkloadConfig) { c.QuietIntervalS = 0 }, "quiet_interval_s"},
+		{KindColdStart, func(c *WorkloadConfig) { c.SpikeFactor = -1 }, "spike_factor"},
+		{KindColdStart, func(c *WorkloadConfig) { c.Vocab = 1 }, "vocab"},
+	}
+	for _, tc := range tests {
+		wc, _ := DefaultWorkload(tc.kind)
+		wc.Kind = tc.kind
+		if tc.edit != nil {
+			tc.edit(&wc)
+		}
+		_, err := Generate(wc)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %+v: error %v, want one naming %q", tc.kind, wc, err, tc.want)
+		}
+	}
+	for _, kind := range Kinds {
+		wc, _ := DefaultWorkload(kind)
+		if err := wc.Validate(); err != nil {
+			t.Errorf("default %s workload invalid: %v", kind, err)
+		}
+	}
+}
