@@ -107,10 +107,12 @@ typedef uint64_t adpr_router;
  *                          kv_capacity_tokens are bounded by it
  *   warmup                 ["off"] "once" (= cold_start_warmup) or "demand":
  *                          keep each hot prompt family on about
- *                          ceil(share x dp_size x warmup_factor) ranks
+ *                          ceil(share x dp_size x warmup_factor) ranks,
+ *                          replicating only while the engine is quiet (at
+ *                          most one active or new request per rank)
  *   warmup_factor          [1.0] > 0
  *   warmup_window          [1024] routed requests demand warmup counts over
- *   warmup_min_requests    [4] requests of a family in the window before it
+ *   warmup_min_requests    [2] requests of a family in the window before it
  *                          is replicated (one-off prompts never are)
  *   capacity_aware         [false] avoid, for each balanced request, ranks
  *                          whose free_kv_tokens (minus what the batch already

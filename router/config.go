@@ -42,7 +42,10 @@ const (
 	// WarmupOnce is the reference's cold-start warmup (ColdStartWarmup).
 	WarmupOnce = "once"
 	// WarmupDemand keeps each hot prompt family replicated on about
-	// ceil(share of traffic × dp_size × WarmupFactor) ranks.
+	// ceil(share of traffic × dp_size × WarmupFactor) ranks. Replicas are
+	// made only while the engine is quiet (at most one active or new request
+	// per rank): computing a long prefix stalls every rank of an ADP engine,
+	// so replication belongs before a spike, not in it.
 	WarmupDemand = "demand"
 )
 
@@ -56,7 +59,7 @@ const (
 	DefaultTokensPerBlock      = 32
 	DefaultWarmupFactor        = 1.0
 	DefaultWarmupWindow        = 1024
-	DefaultWarmupMinRequests   = 4
+	DefaultWarmupMinRequests   = 2
 )
 
 // ErrInvalidConfig is wrapped by every error about a Config.

@@ -195,3 +195,26 @@ func TestIndexConfigValidation(t *testing.T) {
 		}
 	}
 }
+
+// Demand warmup replicates only while the engine is quiet: under load the
+// same hot family is routed by score alone.
+func TestDemandWarmupWaitsForQuiet(t *testing.T) {
+	cfg := demandCfg(4)
+	cfg.PrefixSource = SourceIndex // affinity keeps the family on one rank
+	r := mustNew(t, cfg)
+	loaded := busy(4, 10000)
+	for k := range loaded {
+		loaded[k].NumActiveRequests = 3 // 12 active requests on 4 ranks
+	}
+	for id := range uint64(8) {
+		mustRoute(t, r, loaded, []Request{family(1, id, 400)}, 16, nil)
+	}
+	if st := r.Stats(4); st.DemandPlacements != 0 || st.HotGroups[0].Replicas != 1 {
+		t.Errorf("under load: %d demand placements, groups %+v; want 0 and one replica", st.DemandPlacements, st.HotGroups)
+	}
+	// Quiet again: the now hot family is replicated.
+	mustRoute(t, r, busy(4, 10000), []Request{family(1, 100, 400)}, 16, nil)
+	if st := r.Stats(4); st.DemandPlacements != 1 {
+		t.Errorf("%d demand placements once quiet, want 1", st.DemandPlacements)
+	}
+}

@@ -70,6 +70,20 @@ func (r *Router) routeKVAware(b *batch) {
 		}
 	}
 
+	// Demand warmup replicates only while the engine is quiet: at most one
+	// request per rank on average, counting this batch. Computing a long
+	// shared prefix stalls every rank of an ADP engine (they step in
+	// lockstep), so replicas are made before a spike, not during it; under
+	// load the score spreads a family by itself as its ranks fill up.
+	quiet := false
+	if r.cfg.Warmup == WarmupDemand {
+		total := len(rest)
+		for _, c := range count {
+			total += c
+		}
+		quiet = total <= size
+	}
+
 	beta := r.cfg.LoadBalanceWeight
 	r.seeds.reset(len(rest))
 	for pos, i := range rest {
@@ -81,7 +95,7 @@ func (r *Router) routeKVAware(b *batch) {
 		r.matchRow(b, i, row)
 		allow := r.room.allow(eligible, n, row)
 
-		if r.cfg.Warmup == WarmupDemand && !q.Strict {
+		if quiet && !q.Strict {
 			if k := r.demandRank(b, i, eligible, allow, tokens); k >= 0 {
 				r.stats.warmup++
 				r.stats.demand++
@@ -180,18 +194,24 @@ func (r *Router) placeKV(b *batch, i, k int, row []int, tokens []float64) {
 
 // demandRank returns the rank demand warmup sends request i to, or -1: when
 // the request's prompt family is hot and held by fewer ranks than its share
-// of traffic calls for, the least-loaded eligible rank lacking it.
+// of traffic calls for, the eligible rank lacking it with the least token
+// load, then the emptiest prefix cache (so that replicas of different
+// families spread over all ranks instead of piling on the lowest ones), then
+// the fewest requests, then the lowest index.
 func (r *Router) demandRank(b *batch, i int, eligible []int, allow []bool, tokens []float64) int {
 	fam, want, have, ok := r.prefix.replicaTarget(&r.cfg, b, i)
 	if !ok || have >= want {
 		return -1
 	}
+	idx := r.prefix.idx
 	best := -1
 	for _, k := range eligible {
-		if !allowed(allow, k) || r.prefix.idx.Has(k, fam) {
+		if !allowed(allow, k) || idx.Has(k, fam) {
 			continue
 		}
-		if best < 0 || tokens[k] < tokens[best] || (tokens[k] == tokens[best] && r.count[k] < r.count[best]) {
+		if best < 0 || tokens[k] < tokens[best] ||
+			(tokens[k] == tokens[best] && (idx.Blocks(k) < idx.Blocks(best) ||
+				(idx.Blocks(k) == idx.Blocks(best) && r.count[k] < r.count[best]))) {
 			best = k
 		}
 	}

@@ -76,16 +76,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&w.PromptMax, "prompt-max", base.PromptMax, "noreuse, siblings: prompt length, maximum")
 	fs.IntVar(&w.OutputMin, "output-min", base.OutputMin, "output length, minimum")
 	fs.IntVar(&w.OutputMax, "output-max", base.OutputMax, "output length, maximum")
-	fs.IntVar(&w.Groups, "groups", base.Groups, "multitenant: number of system prompts")
-	fs.Float64Var(&w.ZipfS, "zipf", base.ZipfS, "multitenant: Zipf exponent of system prompt popularity")
+	fs.IntVar(&w.Groups, "groups", base.Groups, "multitenant, tenantspike: number of system prompts (tenantspike: default 4)")
+	fs.Float64Var(&w.ZipfS, "zipf", base.ZipfS, "multitenant, tenantspike: Zipf exponent of system prompt popularity")
 	fs.IntVar(&w.TurnsMin, "turns-min", base.TurnsMin, "conversation: turns, minimum")
 	fs.IntVar(&w.TurnsMax, "turns-max", base.TurnsMax, "conversation: turns, maximum")
 	fs.Float64Var(&w.ThinkS, "think", base.ThinkS, "conversation: mean think time between turns, s")
 	fs.IntVar(&w.Siblings, "siblings", base.Siblings, "siblings: samples per prompt")
-	fs.Float64Var(&w.QuietS, "quiet", base.QuietS, "coldstart: quiet period, s")
-	fs.Float64Var(&w.QuietIntervalS, "quiet-interval", base.QuietIntervalS, "coldstart: gap between quiet requests, s")
-	fs.Float64Var(&w.SpikeS, "spike", base.SpikeS, "coldstart: spike length, s")
-	fs.Float64Var(&w.SpikeFactor, "spike-factor", base.SpikeFactor, "coldstart: spike rate / quiet rate")
+	fs.Float64Var(&w.QuietS, "quiet", base.QuietS, "coldstart, tenantspike: quiet period, s")
+	fs.Float64Var(&w.QuietIntervalS, "quiet-interval", base.QuietIntervalS, "coldstart, tenantspike: gap between quiet requests, s")
+	fs.Float64Var(&w.SpikeS, "spike", base.SpikeS, "coldstart, tenantspike: spike length, s")
+	fs.Float64Var(&w.SpikeFactor, "spike-factor", base.SpikeFactor, "coldstart, tenantspike: spike rate / quiet rate")
 	fs.IntVar(&w.Vocab, "vocab", base.Vocab, "token ids are drawn from [0, vocab)")
 
 	fs.Usage = func() {
@@ -101,6 +101,7 @@ only on the flags (same seed, same bytes).
 
 Workloads:
   coldstart     quiet period of sequential requests sharing a system prompt, then a spike
+  tenantspike   coldstart with -groups system prompts of Zipf(-zipf) popularity
   shared        one long shared system prompt + short unique suffixes
   multitenant   -groups system prompts with Zipf(-zipf) popularity + unique suffixes
   conversation  multi-turn conversations: growing context, think time, conversation ids

@@ -136,6 +136,9 @@ func (w *WorkloadConfig) Describe() string {
 	case KindColdStart:
 		return fmt.Sprintf("cold start: %gs quiet (one request every %gs), then a %gs spike at %gx the rate (%g req/s %s); system prompt %d tokens + %s unique, %s",
 			w.QuietS, w.QuietIntervalS, w.SpikeS, w.SpikeFactor, w.SpikeFactor/w.QuietIntervalS, arr, w.SystemTokens, sfx, out)
+	case KindTenantSpike:
+		return fmt.Sprintf("multi-tenant cold start: %gs quiet (one request every %gs), then a %gs spike at %gx the rate (%g req/s %s); %d system prompts of %d tokens, Zipf(%g) popularity, + %s unique, %s",
+			w.QuietS, w.QuietIntervalS, w.SpikeS, w.SpikeFactor, w.SpikeFactor/w.QuietIntervalS, arr, w.Groups, w.SystemTokens, w.ZipfS, sfx, out)
 	}
 	return w.Kind
 }

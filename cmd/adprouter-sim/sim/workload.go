@@ -27,10 +27,14 @@ const (
 	// share a system prompt, then a spike at SpikeFactor times the rate
 	// (the scenario of TensorRT-LLM's cold_start_warmup).
 	KindColdStart = "coldstart"
+	// KindTenantSpike: the cold-start shape (quiet, then a spike) with
+	// Groups system prompts of Zipf(ZipfS) popularity instead of one: the
+	// multi-tenant spike that demand-proportional warmup is for.
+	KindTenantSpike = "tenantspike"
 )
 
 // Kinds lists the workload kinds in their documented order.
-var Kinds = []string{KindColdStart, KindShared, KindMultiTenant, KindConversation, KindNoReuse, KindSiblings}
+var Kinds = []string{KindColdStart, KindTenantSpike, KindShared, KindMultiTenant, KindConversation, KindNoReuse, KindSiblings}
 
 // Arrival processes.
 const (
@@ -132,6 +136,9 @@ func DefaultWorkload(kind string) (WorkloadConfig, error) {
 	case KindShared, KindMultiTenant, KindNoReuse:
 	case KindColdStart:
 		w.SystemTokens = 4096
+	case KindTenantSpike:
+		w.SystemTokens = 4096
+		w.Groups = 4
 	case KindConversation:
 		w.Rate = 4
 		w.SystemTokens = 512
@@ -173,7 +180,7 @@ func (w *WorkloadConfig) Validate() error {
 	if w.SystemTokens < 0 {
 		return bad("system_tokens", w.SystemTokens, ">= 0")
 	}
-	if w.Kind != KindColdStart {
+	if w.Kind != KindColdStart && w.Kind != KindTenantSpike {
 		if !pos(w.Rate) {
 			return bad("rate", w.Rate, "> 0")
 		}
@@ -182,7 +189,7 @@ func (w *WorkloadConfig) Validate() error {
 		}
 	}
 	switch w.Kind {
-	case KindShared, KindMultiTenant, KindColdStart:
+	case KindShared, KindMultiTenant, KindColdStart, KindTenantSpike:
 		if w.SystemTokens+w.SuffixMin < 1 {
 			return bad("system_tokens + suffix_min", w.SystemTokens+w.SuffixMin, ">= 1")
 		}
@@ -201,19 +208,20 @@ func (w *WorkloadConfig) Validate() error {
 			return bad("system_tokens + suffix_min", w.SystemTokens+w.SuffixMin, ">= 1")
 		}
 	}
-	switch w.Kind {
-	case KindMultiTenant:
+	if w.Kind == KindMultiTenant || w.Kind == KindTenantSpike {
 		if w.Groups < 1 {
 			return bad("groups", w.Groups, ">= 1")
 		}
 		if !(w.ZipfS >= 0) || math.IsInf(w.ZipfS, 0) {
 			return bad("zipf_s", w.ZipfS, ">= 0")
 		}
+	}
+	switch w.Kind {
 	case KindSiblings:
 		if w.Siblings < 1 {
 			return bad("siblings", w.Siblings, ">= 1")
 		}
-	case KindColdStart:
+	case KindColdStart, KindTenantSpike:
 		if !(w.QuietS >= 0) || math.IsInf(w.QuietS, 0) {
 			return bad("quiet_s", w.QuietS, ">= 0")
 		}
@@ -395,14 +403,29 @@ func Generate(cfg WorkloadConfig) (*Workload, error) {
 			}
 			w.Sessions = append(w.Sessions, s)
 		}
-	case KindColdStart:
-		system := tok.tokens(nil, cfg.SystemTokens, cfg.Vocab)
+	case KindColdStart, KindTenantSpike:
+		groups := 1
+		if cfg.Kind == KindTenantSpike {
+			groups = cfg.Groups
+		}
+		systems := make([][]int32, groups)
+		for g := range systems {
+			systems[g] = tok.tokens(nil, cfg.SystemTokens, cfg.Vocab)
+		}
+		cdf := zipfCDF(groups, cfg.ZipfS)
+		one := func(t int64) {
+			g := 0
+			if groups > 1 {
+				g = pick(cdf, grp.float64())
+			}
+			single(t, g, systems[g], suffix())
+		}
 		for t := 0.0; t < cfg.QuietS; t += cfg.QuietIntervalS {
-			single(seconds(t), 0, system, suffix())
+			one(seconds(t))
 		}
 		spikeRate := cfg.SpikeFactor / cfg.QuietIntervalS
 		for _, t := range arrivalTimes(arr, &cfg, cfg.QuietS, cfg.SpikeS, spikeRate) {
-			single(t, 0, system, suffix())
+			one(t)
 		}
 		w.Window = &Window{Start: seconds(cfg.QuietS), End: seconds(cfg.QuietS + cfg.SpikeS)}
 	}
