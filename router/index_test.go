@@ -218,3 +218,27 @@ func TestDemandWarmupWaitsForQuiet(t *testing.T) {
 		t.Errorf("%d demand placements once quiet, want 1", st.DemandPlacements)
 	}
 }
+
+// BenchmarkIndexSource routes batches of 8 requests of 2,300 tokens (16
+// prompt families) with the router's own prefix index: hashing, matching and
+// inserting dominate.
+func BenchmarkIndexSource(b *testing.B) {
+	cfg := sourceCfg(8, SourceIndex)
+	r := mustNew(b, cfg)
+	var reqs []Request
+	for i := range uint64(8) {
+		reqs = append(reqs, family(i%16, i, 2300))
+	}
+	states := busy(8, 10000)
+	var res Result
+	b.ResetTimer()
+	for i := range b.N {
+		for k := range reqs {
+			reqs[k].ID = uint64(i*8 + k)
+		}
+		if err := r.RouteInto(&res, states, reqs, 64, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*8), "ns/request")
+}
