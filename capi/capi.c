@@ -9,6 +9,11 @@ const char *capi_status_text(int32_t status) {
     case ADPR_ERR_INVALID_HANDLE: return "invalid router handle";
     case ADPR_ERR_CONFIG: return "invalid configuration";
     case ADPR_ERR_INTERNAL: return "internal error";
+    case ADPR_ERR_NVML_UNAVAILABLE: return "NVML unavailable (no NVIDIA driver, or adpr_nvml_init not called)";
+    case ADPR_ERR_GPU_LOST: return "GPU lost";
+    case ADPR_ERR_NOT_SUPPORTED: return "not supported by this GPU or driver";
+    case ADPR_ERR_NO_PERMISSION: return "insufficient permissions";
+    case ADPR_ERR_NOT_FOUND: return "no GPU matches the device selector";
     default: return "unknown status";
     }
 }

@@ -406,6 +406,18 @@ def _call(name, *args):
         _raise(status, errbuf)
 
 
+def _int(name, v, lo, hi):
+    """v as an int in [lo, hi], or InvalidArgumentError: ctypes would wrap
+    out-of-range values silently."""
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise InvalidArgumentError("%s = %r, want an integer in %d..%d" % (name, v, lo, hi),
+                                   _INVALID_ARGUMENT)
+    return v
+
+
+_I32, _I64, _U64 = 2**31 - 1, 2**63 - 1, 2**64 - 1
+
+
 def _device(device):
     if isinstance(device, int) and not isinstance(device, bool):
         device = "index:%d" % device
@@ -460,8 +472,11 @@ def kv_bytes_per_token(layers, attention="gqa", kv_heads=0, head_dim=0, attentio
         raise InvalidArgumentError("attention = %r, dtype = %r; want one of %s and one of %s"
                                    % (attention, dtype, sorted(_ATTENTION), sorted(_DTYPES)),
                                    _INVALID_ARGUMENT)
-    shape = _KVShape(_ATTENTION[attention], _DTYPES[dtype], layers, kv_heads, head_dim,
-                     attention_tp, kv_lora_rank, qk_rope_head_dim)
+    dims = [_int(n, v, 0, _I32) for n, v in (
+        ("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim),
+        ("attention_tp", attention_tp), ("kv_lora_rank", kv_lora_rank),
+        ("qk_rope_head_dim", qk_rope_head_dim))]
+    shape = _KVShape(_ATTENTION[attention], _DTYPES[dtype], *dims)
     out = ctypes.c_uint64(0)
     _call("adpr_kv_bytes_per_token", ctypes.byref(shape), ctypes.byref(out))
     return out.value
@@ -472,8 +487,13 @@ def size_kv(free_bytes, bytes_per_token, reserve_bytes=0, fraction=0.9, tokens_p
     """A rank's start-up KV budget, with every figure behind it: a dict of
     the inputs plus available_bytes, usable_bytes, fit_tokens, tokens, blocks,
     capped and reason (why a budget is zero or capped; "" otherwise)."""
-    b = _KVBudget(free_bytes, reserve_bytes, fraction, bytes_per_token, tokens_per_block,
-                  max_tokens)
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+        raise InvalidArgumentError("fraction = %r, want a number in (0, 1]" % (fraction,),
+                                   _INVALID_ARGUMENT)
+    b = _KVBudget(_int("free_bytes", free_bytes, 0, _U64), _int("reserve_bytes", reserve_bytes, 0, _U64),
+                  fraction, _int("bytes_per_token", bytes_per_token, 0, _U64),
+                  _int("tokens_per_block", tokens_per_block, 0, _U64),
+                  _int("max_tokens", max_tokens, 0, _U64))
     reason = ctypes.create_string_buffer(256)
     _call("adpr_size_kv", ctypes.byref(b), reason, 256)
     out = {name: getattr(b, name) for name, _ in _KVBudget._fields_ if name != "reserved"}
@@ -490,6 +510,11 @@ def fill_rank_state(state, capacity_tokens, free_tokens, device=None, guard_band
     with a device, its free memory (read at most once per min_interval_ms, 0
     = 250 ms) is the guard: under guard_band_bytes both shrink by the deficit
     and memory_pressure is set. Returns state. On error state is unchanged."""
+    _int("capacity_tokens", capacity_tokens, 0, _I64)
+    _int("free_tokens", free_tokens, 0, _I64)
+    _int("guard_band_bytes", guard_band_bytes, 0, _U64)
+    _int("bytes_per_token", bytes_per_token, 0, _U64)
+    _int("min_interval_ms", min_interval_ms, -_I32 - 1, _I32)
     c = _RankStateC(state.rank, state.num_active_requests, state.num_active_tokens,
                     getattr(state, "kv_capacity_tokens", 0), getattr(state, "free_kv_tokens", 0),
                     1 if getattr(state, "memory_pressure", False) else 0, 0)
