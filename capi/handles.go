@@ -38,12 +38,20 @@ func (t *handleTable) add(r *router.Router) uint64 {
 	return t.next
 }
 
-func (t *handleTable) get(h uint64) (*entry, error) {
+// acquire returns h's entry with its lock held, so that calls on one router
+// run one at a time; the caller must unlock e.mu. A handle never created, or
+// destroyed (even while the caller waited for the lock), is an error.
+func (t *handleTable) acquire(h uint64) (*entry, error) {
 	t.mu.RLock()
 	e := t.m[h]
 	t.mu.RUnlock()
 	if e == nil {
 		return nil, fmt.Errorf("%w: %d (never created or already destroyed)", errBadHandle, h)
+	}
+	e.mu.Lock()
+	if e.r == nil {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("%w: %d (destroyed)", errBadHandle, h)
 	}
 	return e, nil
 }

@@ -81,7 +81,11 @@ func writeError(buf *C.char, n C.size_t, msg string) {
 func finish(status *C.adpr_status, err *error, buf *C.char, n C.size_t, e *entry) {
 	if p := recover(); p != nil {
 		if e != nil {
+			// The call's deferred unlock has run (defers are last in,
+			// first out): take the lock to mark the router.
+			e.mu.Lock()
 			e.poisoned = true
+			e.mu.Unlock()
 		}
 		*err = fmt.Errorf("internal error (please report): %v", p)
 		*status = statusInternal
@@ -151,15 +155,10 @@ func adpr_router_state_digest(h C.adpr_router, out *C.uint64_t) (status C.adpr_s
 		err = argError("out is NULL, want a pointer to a uint64_t")
 		return
 	}
-	if e, err = handles.get(uint64(h)); err != nil {
+	if e, err = handles.acquire(uint64(h)); err != nil {
 		return
 	}
-	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.r == nil {
-		err = fmt.Errorf("%w: %d (destroyed)", errBadHandle, uint64(h))
-		return
-	}
 	*out = C.uint64_t(e.r.StateDigest())
 	return
 }

@@ -6,7 +6,6 @@ package main
 import "C"
 
 import (
-	"fmt"
 	"math"
 	"unsafe"
 
@@ -18,14 +17,11 @@ func adpr_route(h C.adpr_router, batch *C.adpr_batch, out *C.adpr_route_result, 
 	var err error
 	var e *entry
 	defer func() { finish(&status, &err, ebuf, elen, e) }()
-	if e, err = handles.get(uint64(h)); err != nil {
+	if e, err = handles.acquire(uint64(h)); err != nil {
 		return
 	}
-	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {
-	case e.r == nil:
-		err = fmt.Errorf("%w: %d (destroyed)", errBadHandle, uint64(h))
 	case e.poisoned:
 		err = &callError{statusInternal, "router is unusable after an earlier internal error: destroy it and create a new one"}
 	case batch == nil:

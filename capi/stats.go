@@ -6,7 +6,6 @@ package main
 import "C"
 
 import (
-	"fmt"
 	"unsafe"
 
 	"github.com/adprouter/adprouter/router/prefix"
@@ -26,15 +25,10 @@ func adpr_router_stats(h C.adpr_router, out *C.adpr_stats, ranks *C.adpr_rank_st
 		err = argError("groups = %p with max_groups = %d, want a non-NULL array when max_groups > 0", groups, int32(maxGroups))
 		return
 	}
-	if e, err = handles.get(uint64(h)); err != nil {
+	if e, err = handles.acquire(uint64(h)); err != nil {
 		return
 	}
-	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.r == nil {
-		err = fmt.Errorf("%w: %d (destroyed)", errBadHandle, uint64(h))
-		return
-	}
 	size := e.r.Config().DPSize
 	if ranks != nil && int(nranks) != size {
 		err = argError("num_ranks = %d, want dp_size = %d", int32(nranks), size)

@@ -1,6 +1,10 @@
 package prefix
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/adprouter/adprouter/router/internal/lru"
+)
 
 // DefaultRankBlocks bounds a rank's share of the index when neither the rank
 // (KV capacity) nor the configuration gives a bound.
@@ -24,9 +28,10 @@ type Index struct {
 
 	// nodes maps (hash, rank) to its node in the rank's LRU list.
 	nodes    map[nodeKey]int32
-	node     []lruNode
+	node     []uint64   // node -> hash
+	links    []lru.Link // node -> recency links, parallel to node
 	freeNode []int32
-	lists    []lruList
+	lists    []rankList
 
 	alive []uint64 // Match scratch
 }
@@ -36,16 +41,12 @@ type nodeKey struct {
 	rank int32
 }
 
-type lruNode struct {
-	hash       uint64
-	prev, next int32
-}
-
-type lruList struct {
-	head, tail int32 // head = most recently used
-	n          int
-	limit      int
-	evicted    uint64
+// rankList is one rank's blocks, most recently used first.
+type rankList struct {
+	order   lru.List
+	n       int
+	limit   int
+	evicted uint64
 }
 
 // NewIndex returns an empty index over ranks ranks, each bounded to
@@ -56,10 +57,10 @@ func NewIndex(ranks int) *Index {
 		words:   (ranks + 63) / 64,
 		present: make(map[uint64]int32),
 		nodes:   make(map[nodeKey]int32),
-		lists:   make([]lruList, ranks),
+		lists:   make([]rankList, ranks),
 	}
 	for r := range x.lists {
-		x.lists[r] = lruList{head: -1, tail: -1, limit: DefaultRankBlocks}
+		x.lists[r] = rankList{order: lru.New(), limit: DefaultRankBlocks}
 	}
 	return x
 }
@@ -92,7 +93,7 @@ func (x *Index) Len() int { return len(x.nodes) }
 // Bytes estimates the memory the index holds, in bytes.
 func (x *Index) Bytes() int {
 	const mapEntry = 48 // key, value and amortised bucket overhead
-	return len(x.node)*24 + len(x.nodes)*mapEntry + len(x.present)*mapEntry +
+	return len(x.node)*16 + len(x.nodes)*mapEntry + len(x.present)*mapEntry +
 		len(x.sets)*8 + len(x.setHash)*8
 }
 
@@ -120,8 +121,7 @@ func (x *Index) Insert(rank int, hashes []uint64) {
 		h := hashes[i]
 		key := nodeKey{h, int32(rank)}
 		if n, ok := x.nodes[key]; ok {
-			x.unlink(rank, n)
-			x.pushFront(rank, n)
+			l.order.Touch(x.links, n)
 			continue
 		}
 		for l.n >= l.limit {
@@ -129,7 +129,7 @@ func (x *Index) Insert(rank int, hashes []uint64) {
 		}
 		n := x.newNode(h)
 		x.nodes[key] = n
-		x.pushFront(rank, n)
+		l.order.PushFront(x.links, n)
 		l.n++
 		x.addRank(h, rank)
 	}
@@ -181,8 +181,8 @@ func (x *Index) Match(hashes []uint64, out []int) {
 // order is deterministic (for digests).
 func (x *Index) Each(f func(rank int, hash uint64)) {
 	for r := range x.lists {
-		for n := x.lists[r].head; n >= 0; n = x.node[n].next {
-			f(r, x.node[n].hash)
+		for n := x.lists[r].order.Front(); n >= 0; n = lru.Next(x.links, n) {
+			f(r, x.node[n])
 		}
 	}
 }
@@ -191,18 +191,19 @@ func (x *Index) newNode(h uint64) int32 {
 	if k := len(x.freeNode); k > 0 {
 		n := x.freeNode[k-1]
 		x.freeNode = x.freeNode[:k-1]
-		x.node[n] = lruNode{hash: h, prev: -1, next: -1}
+		x.node[n] = h
 		return n
 	}
-	x.node = append(x.node, lruNode{hash: h, prev: -1, next: -1})
+	x.node = append(x.node, h)
+	x.links = append(x.links, lru.Link{})
 	return int32(len(x.node) - 1)
 }
 
 func (x *Index) evict(rank int) {
 	l := &x.lists[rank]
-	n := l.tail
-	h := x.node[n].hash
-	x.unlink(rank, n)
+	n := l.order.Back()
+	h := x.node[n]
+	l.order.Remove(x.links, n)
 	delete(x.nodes, nodeKey{h, int32(rank)})
 	x.freeNode = append(x.freeNode, n)
 	l.n--
@@ -240,33 +241,4 @@ func (x *Index) removeRank(h uint64, rank int) {
 	}
 	delete(x.present, h)
 	x.freeSet = append(x.freeSet, s)
-}
-
-func (x *Index) unlink(rank int, n int32) {
-	l := &x.lists[rank]
-	nd := &x.node[n]
-	if nd.prev >= 0 {
-		x.node[nd.prev].next = nd.next
-	} else {
-		l.head = nd.next
-	}
-	if nd.next >= 0 {
-		x.node[nd.next].prev = nd.prev
-	} else {
-		l.tail = nd.prev
-	}
-	nd.prev, nd.next = -1, -1
-}
-
-func (x *Index) pushFront(rank int, n int32) {
-	l := &x.lists[rank]
-	nd := &x.node[n]
-	nd.prev, nd.next = -1, l.head
-	if l.head >= 0 {
-		x.node[l.head].prev = n
-	}
-	l.head = n
-	if l.tail < 0 {
-		l.tail = n
-	}
 }
