@@ -24,32 +24,6 @@ import (
 
 const mpiRanks = "4"
 
-var (
-	mpiBuildOnce sync.Once
-	mpiBuildErr  error
-	mpiBuildOut  []byte
-)
-
-// mpiLibrary builds the library once per test binary (./build.sh build) and
-// returns the absolute path of build/libadprouter.so.
-func mpiLibrary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("MPI end-to-end test: skipped with -short")
-	}
-	mpiBuildOnce.Do(func() {
-		mpiBuildOut, mpiBuildErr = exec.Command("./build.sh", "build").CombinedOutput()
-	})
-	if mpiBuildErr != nil {
-		t.Fatalf("./build.sh build: %v\n%s", mpiBuildErr, mpiBuildOut)
-	}
-	p, err := filepath.Abs("build/libadprouter.so")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // mpiTool returns the path of an MPI tool; when it is missing the test is
 // skipped, or fails under CI.
 func mpiTool(t *testing.T, name string) string {
@@ -73,7 +47,7 @@ func mpiSim(t *testing.T) string {
 	}
 	mpicc := mpiTool(t, "mpicc") // before the build: a skip should cost nothing
 	mpiTool(t, "mpirun")
-	lib := mpiLibrary(t)
+	lib := library(t) // router_test.go: ./build.sh build, once per test binary
 	dir := filepath.Dir(lib)
 	inc, err := filepath.Abs("include")
 	if err != nil {
