@@ -1,0 +1,83 @@
+package main
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/adprouter/adprouter/router"
+)
+
+func TestParseOptions(t *testing.T) {
+	kv := func(pairs ...string) [][2]string {
+		var out [][2]string
+		for i := 0; i < len(pairs); i += 2 {
+			out = append(out, [2]string{pairs[i], pairs[i+1]})
+		}
+		return out
+	}
+	// Every option reaches its Config field; floats are parsed exactly.
+	cfg, err := parseOptions(kv(
+		"policy", "kv_cache_aware", "dp_size", "8", "load_balance_weight", "0.30000000000000004",
+		"match_rate_threshold", "0.25", "fair_share_multiplier", "1.5", "cold_start_warmup", "true",
+		"max_sessions", "7", "new_conv_placement", "least_queued", "capacity_aware", "1",
+		"tokens_per_block", "64", "prefix_source", "probe+index", "index_capacity_blocks", "100",
+		"warmup", "once", "warmup_factor", "2", "warmup_window", "50", "warmup_min_requests", "3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := router.DefaultConfig(router.PolicyKVCacheAware, 8)
+	want.LoadBalanceWeight, want.MatchRateThreshold, want.FairShareMultiplier = math.Nextafter(0.3, 1), 0.25, 1.5
+	want.ColdStartWarmup, want.MaxSessions, want.NewConvPlacement = true, 7, router.PlacementLeastQueued
+	want.CapacityAware, want.TokensPerBlock, want.PrefixSource = true, 64, router.SourceProbeIndex
+	want.IndexCapacityBlocks, want.Warmup, want.WarmupFactor = 100, router.WarmupOnce, 2
+	want.WarmupWindow, want.WarmupMinRequests = 50, 3
+	if cfg != want {
+		t.Errorf("parseOptions = %+v\nwant %+v", cfg, want)
+	}
+
+	for _, tc := range []struct {
+		name string
+		kv   [][2]string
+		want string // in the message
+	}{
+		{"missing dp_size", kv("policy", "default"), "dp_size is required"},
+		{"unknown key", kv("dp_size", "2", "beta", "1"), `unknown option "beta"`},
+		{"repeated key", kv("dp_size", "2", "dp_size", "3"), "more than once"},
+		{"bad int", kv("dp_size", "two"), `dp_size = "two"`},
+		{"int overflow", kv("dp_size", "99999999999"), "dp_size"},
+		{"bad float", kv("dp_size", "2", "load_balance_weight", "x"), "load_balance_weight"},
+		{"NaN weight", kv("dp_size", "2", "load_balance_weight", "NaN"), "load_balance_weight = NaN"},
+		{"bad bool", kv("dp_size", "2", "capacity_aware", "yes"), "capacity_aware"},
+		{"bad policy", kv("dp_size", "2", "policy", "random"), `policy = "random"`},
+		{"contradictory warmup", kv("dp_size", "2", "cold_start_warmup", "true", "warmup", "off"), "contradicts"},
+		{"multiplier < 1", kv("dp_size", "2", "fair_share_multiplier", "0.5"), "fair_share_multiplier = 0.5"},
+	} {
+		_, err := parseOptions(tc.kv)
+		if !errors.Is(err, router.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want ErrInvalidConfig mentioning %q", tc.name, err, tc.want)
+		}
+		if statusOf(err) != statusConfig {
+			t.Errorf("%s: status %d, want ADPR_ERR_CONFIG", tc.name, statusOf(err))
+		}
+	}
+}
+
+func TestStatusOf(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{nil, int(statusOK)},
+		{argError("x"), int(statusInvalidArgument)},
+		{router.ErrInvalidInput, int(statusInvalidArgument)},
+		{router.ErrInvalidConfig, int(statusConfig)},
+		{errBadHandle, int(statusInvalidHandle)},
+		{errors.New("anything else"), int(statusInternal)},
+	} {
+		if got := int(statusOf(tc.err)); got != tc.want {
+			t.Errorf("statusOf(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
