@@ -70,6 +70,8 @@
 //	coldstart     QuietS of one request every QuietIntervalS,      60 s, 3 s, then 10 s at 150x
 //	              then SpikeS at SpikeFactor times that rate;      (50 req/s); 4096-token system
 //	              all share one system prompt + unique suffix      prompt + 32-256 tokens
+//	tenantspike   coldstart with Groups system prompts of          as coldstart, 4 system prompts,
+//	              Zipf(ZipfS) popularity (multi-tenant spike)      s = 1.1
 //	shared        one system prompt + unique suffix                2048 + 32-256 tokens, 20 req/s, 60 s
 //	multitenant   Groups system prompts, Zipf(ZipfS) popularity    16 x 2048, s = 1.1, 20 req/s, 60 s
 //	conversation  conversations of TurnsMin-TurnsMax turns; each   2-8 turns, 512-token system prompt,
@@ -79,7 +81,7 @@
 //	siblings      Siblings samples of one new prompt, together     8 x 256-2048 tokens, 2.5 bursts/s, 60 s
 //
 // Every kind draws output lengths in OutputMin-OutputMax (32-256). The
-// coldstart spike is the workload's Window, whose requests are also reported
+// coldstart and tenantspike spike is the workload's Window, whose requests are also reported
 // apart (Result.Window).
 //
 // # Policies
