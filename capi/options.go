@@ -7,92 +7,87 @@ import (
 	"github.com/adprouter/adprouter/router"
 )
 
+// An option parses one key's text value into its router.Config field.
+type option func(cfg *router.Config, value string) error
+
+func textOpt(field func(*router.Config) *string) option {
+	return func(cfg *router.Config, v string) error { *field(cfg) = v; return nil }
+}
+
+func intOpt(field func(*router.Config) *int) option {
+	return func(cfg *router.Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return fmt.Errorf("want a decimal integer")
+		}
+		*field(cfg) = int(n)
+		return nil
+	}
+}
+
+func floatOpt(field func(*router.Config) *float64) option {
+	return func(cfg *router.Config, v string) error {
+		f, err := strconv.ParseFloat(v, 64) // correctly rounded: repr() round-trips
+		if err != nil {
+			return fmt.Errorf("want a decimal number")
+		}
+		*field(cfg) = f
+		return nil
+	}
+}
+
+func boolOpt(field func(*router.Config) *bool) option {
+	return func(cfg *router.Config, v string) error {
+		switch v {
+		case "true", "True", "1":
+			*field(cfg) = true
+		case "false", "False", "0":
+			*field(cfg) = false
+		default:
+			return fmt.Errorf(`want "true" or "false"`)
+		}
+		return nil
+	}
+}
+
+// options are the configuration keys of include/adprouter.h, by name.
+var options = map[string]option{
+	"policy":                textOpt(func(c *router.Config) *string { return &c.Policy }),
+	"dp_size":               intOpt(func(c *router.Config) *int { return &c.DPSize }),
+	"load_balance_weight":   floatOpt(func(c *router.Config) *float64 { return &c.LoadBalanceWeight }),
+	"match_rate_threshold":  floatOpt(func(c *router.Config) *float64 { return &c.MatchRateThreshold }),
+	"fair_share_multiplier": floatOpt(func(c *router.Config) *float64 { return &c.FairShareMultiplier }),
+	"cold_start_warmup":     boolOpt(func(c *router.Config) *bool { return &c.ColdStartWarmup }),
+	"max_sessions":          intOpt(func(c *router.Config) *int { return &c.MaxSessions }),
+	"new_conv_placement":    textOpt(func(c *router.Config) *string { return &c.NewConvPlacement }),
+	"capacity_aware":        boolOpt(func(c *router.Config) *bool { return &c.CapacityAware }),
+	"tokens_per_block":      intOpt(func(c *router.Config) *int { return &c.TokensPerBlock }),
+	"prefix_source":         textOpt(func(c *router.Config) *string { return &c.PrefixSource }),
+	"index_capacity_blocks": intOpt(func(c *router.Config) *int { return &c.IndexCapacityBlocks }),
+	"warmup":                textOpt(func(c *router.Config) *string { return &c.Warmup }),
+	"warmup_factor":         floatOpt(func(c *router.Config) *float64 { return &c.WarmupFactor }),
+	"warmup_window":         intOpt(func(c *router.Config) *int { return &c.WarmupWindow }),
+	"warmup_min_requests":   intOpt(func(c *router.Config) *int { return &c.WarmupMinRequests }),
+}
+
 // parseOptions builds a router.Config from key/value text pairs, starting
 // from the reference defaults. Unknown and repeated keys are errors; so is a
-// missing dp_size.
+// missing dp_size, and cold_start_warmup contradicting warmup.
 func parseOptions(kv [][2]string) (router.Config, error) {
 	cfg := router.DefaultConfig(router.PolicyKVCacheAware, 0)
 	seen := make(map[string]bool, len(kv))
-	bad := func(key, value, want string) error {
-		return fmt.Errorf("%w: option %s = %q, want %s", router.ErrInvalidConfig, key, value, want)
-	}
 	for _, p := range kv {
 		key, value := p[0], p[1]
-		if seen[key] {
+		set, ok := options[key]
+		switch {
+		case !ok:
+			return cfg, fmt.Errorf("%w: unknown option %q", router.ErrInvalidConfig, key)
+		case seen[key]:
 			return cfg, fmt.Errorf("%w: option %q given more than once", router.ErrInvalidConfig, key)
 		}
 		seen[key] = true
-		var err error
-		switch key {
-		case "policy":
-			cfg.Policy = value
-		case "new_conv_placement":
-			cfg.NewConvPlacement = value
-		case "prefix_source":
-			cfg.PrefixSource = value
-		case "warmup":
-			cfg.Warmup = value
-		case "tokens_per_block", "index_capacity_blocks", "warmup_window", "warmup_min_requests":
-			n, err := parseInt(value)
-			if err != nil {
-				return cfg, bad(key, value, "an integer")
-			}
-			switch key {
-			case "tokens_per_block":
-				cfg.TokensPerBlock = n
-			case "index_capacity_blocks":
-				cfg.IndexCapacityBlocks = n
-			case "warmup_window":
-				cfg.WarmupWindow = n
-			default:
-				cfg.WarmupMinRequests = n
-			}
-		case "warmup_factor":
-			f, err := strconv.ParseFloat(value, 64)
-			if err != nil {
-				return cfg, bad(key, value, "a decimal number")
-			}
-			cfg.WarmupFactor = f
-		case "dp_size":
-			cfg.DPSize, err = parseInt(value)
-			if err != nil {
-				return cfg, bad(key, value, "an integer >= 1")
-			}
-		case "max_sessions":
-			cfg.MaxSessions, err = parseInt(value)
-			if err != nil {
-				return cfg, bad(key, value, "an integer >= 1")
-			}
-		case "load_balance_weight", "match_rate_threshold", "fair_share_multiplier":
-			f, err := strconv.ParseFloat(value, 64)
-			if err != nil {
-				return cfg, bad(key, value, "a decimal number")
-			}
-			switch key {
-			case "load_balance_weight":
-				cfg.LoadBalanceWeight = f
-			case "match_rate_threshold":
-				cfg.MatchRateThreshold = f
-			default:
-				cfg.FairShareMultiplier = f
-			}
-		case "cold_start_warmup", "capacity_aware":
-			var on bool
-			switch value {
-			case "true", "True", "1":
-				on = true
-			case "false", "False", "0":
-				on = false
-			default:
-				return cfg, bad(key, value, `"true" or "false"`)
-			}
-			if key == "cold_start_warmup" {
-				cfg.ColdStartWarmup = on
-			} else {
-				cfg.CapacityAware = on
-			}
-		default:
-			return cfg, fmt.Errorf("%w: unknown option %q", router.ErrInvalidConfig, key)
+		if err := set(&cfg, value); err != nil {
+			return cfg, fmt.Errorf("%w: option %s = %q, %v", router.ErrInvalidConfig, key, value, err)
 		}
 	}
 	if seen["cold_start_warmup"] && seen["warmup"] {
@@ -106,9 +101,4 @@ func parseOptions(kv [][2]string) (router.Config, error) {
 		return cfg, fmt.Errorf("%w: option dp_size is required", router.ErrInvalidConfig)
 	}
 	return cfg, cfg.Validate()
-}
-
-func parseInt(s string) (int, error) {
-	n, err := strconv.ParseInt(s, 10, 32)
-	return int(n), err
 }
