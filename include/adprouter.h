@@ -135,7 +135,10 @@ typedef struct adpr_option {
 typedef struct adpr_rank_state {
     int32_t rank;                /* must equal the state's index */
     int32_t num_active_requests; /* requests the rank is serving, >= 0 */
-    int64_t num_active_tokens;   /* their token load, >= 0 */
+    int64_t num_active_tokens;   /* their token load, >= 0, in TensorRT-LLM's
+                                    units: for kv_cache_aware the sum of their
+                                    uncached prompt tokens (prompt - cached),
+                                    otherwise the sum of prompt lengths */
     int64_t kv_capacity_tokens;  /* admissible KV pool in tokens; 0 = unknown
                                     (unlimited for capacity_aware routing) */
     int64_t free_kv_tokens;      /* tokens the pool can still take,

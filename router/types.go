@@ -7,7 +7,10 @@ type RankState struct {
 	Rank int
 	// NumActiveRequests is the number of requests the rank is serving.
 	NumActiveRequests int
-	// NumActiveTokens is the token load of those requests.
+	// NumActiveTokens is the token load of those requests, in TensorRT-LLM's
+	// units: for the KV-aware policy the sum of their uncached prompt tokens
+	// (prompt length minus cached tokens, the unit the policy adds per
+	// placement), for the others the sum of their prompt lengths.
 	NumActiveTokens int64
 
 	// KVCapacityTokens is the rank's admissible KV pool in tokens: the
