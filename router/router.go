@@ -221,8 +221,8 @@ func (r *Router) place(b *batch, i, rank, uncached int) {
 	r.room.take(rank, uncached)
 }
 
-// unassign records request i as unplaced. Unassigned ids are listed in input
-// order once the decision is complete (see finish).
+// finish lists, in input order, the requests no rank took, so that the
+// caller can requeue them.
 func (r *Router) finish(b *batch) {
 	for i := range b.reqs {
 		if b.res.Ranks[i] == Unplaced {
