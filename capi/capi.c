@@ -14,6 +14,8 @@ const char *capi_status_text(int32_t status) {
     case ADPR_ERR_NOT_SUPPORTED: return "not supported by this GPU or driver";
     case ADPR_ERR_NO_PERMISSION: return "insufficient permissions";
     case ADPR_ERR_NOT_FOUND: return "no GPU matches the device selector";
+    case ADPR_ERR_NVML: return "NVML error";
+    case ADPR_ERR_FORKED: return "called in a child after fork() without exec";
     default: return "unknown status";
     }
 }

@@ -1,16 +1,22 @@
 // Command capi is the C ABI of adprouter, built with
 // go build -buildmode=c-shared into libadprouter.so. It holds only the
-// exported adpr_* functions and what they need: the handle table, argument
+// exported functions and what they need: the handle table, argument
 // checking, C <-> Go conversion, panic recovery and error text. Routing lives
 // in package router; the public contract is include/adprouter.h.
+//
+// The public adpr_* functions are C (abi.c): each is defined with the
+// header's own prototype, so the compiler checks the header against the
+// implementation, and each refuses to run in a child after fork() before
+// entering the Go runtime. They call the Go exports adprgo_* of this
+// package, which the version script keeps out of the dynamic symbol table.
+// Every Go export runs its work through guard (guard.go), which recovers
+// panics.
 package main
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../include -DADPR_BUILDING_LIBRARY
-#include <stdlib.h>
+#cgo CFLAGS: -I${SRCDIR}/../include -Werror=incompatible-pointer-types -Werror=int-conversion -Werror=discarded-qualifiers -Werror=implicit-function-declaration
+#include <string.h>
 #include "adprouter.h"
-const char *capi_status_text(int32_t status);
-const char *capi_version(void);
 */
 import "C"
 
@@ -64,101 +70,75 @@ func statusOf(err error) C.adpr_status {
 	}
 }
 
-// writeError copies msg, truncated and NUL-terminated, into the caller's
-// buffer.
-func writeError(buf *C.char, n C.size_t, msg string) {
-	if buf == nil || n == 0 {
-		return
-	}
-	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(min(n, 1<<20)))
-	k := copy(dst[:len(dst)-1], msg)
-	dst[k] = 0
-}
-
-// finish turns the outcome of an exported call into its status, writing the
-// message of a failure, and converts a panic into statusInternal (poisoning
-// the router involved, if any) so that no Go panic ever reaches the host.
-func finish(status *C.adpr_status, err *error, buf *C.char, n C.size_t, e *entry) {
-	if p := recover(); p != nil {
-		if e != nil {
-			// The call's deferred unlock has run (defers are last in,
-			// first out): take the lock to mark the router.
-			e.mu.Lock()
-			e.poisoned = true
-			e.mu.Unlock()
+//export adprgo_router_create
+func adprgo_router_create(opts *C.adpr_option, nopts C.int32_t, out *C.adpr_router, ebuf *C.char, elen C.size_t) C.adpr_status {
+	return guard("adpr_router_create", ebuf, elen, func() error {
+		switch {
+		case out == nil:
+			return argError("out is NULL, want a pointer to an adpr_router")
+		case nopts < 0 || nopts > maxOptions || (nopts > 0 && opts == nil):
+			return argError("options = %p with num_options = %d, want a non-NULL array of 0..%d options", opts, int32(nopts), maxOptions)
 		}
-		*err = fmt.Errorf("internal error (please report): %v", p)
-		*status = statusInternal
-	} else {
-		*status = statusOf(*err)
-	}
-	if *err != nil {
-		writeError(buf, n, (*err).Error())
-	}
-}
-
-//export adpr_abi_version
-func adpr_abi_version() C.uint32_t { return C.ADPR_ABI_VERSION }
-
-//export adpr_version
-func adpr_version() *C.char { return C.capi_version() }
-
-//export adpr_strerror
-func adpr_strerror(status C.adpr_status) *C.char { return C.capi_status_text(status) }
-
-//export adpr_router_create
-func adpr_router_create(opts *C.adpr_option, nopts C.int32_t, out *C.adpr_router, ebuf *C.char, elen C.size_t) (status C.adpr_status) {
-	var err error
-	defer finish(&status, &err, ebuf, elen, nil)
-	if out == nil {
-		err = argError("out is NULL, want a pointer to an adpr_router")
-		return
-	}
-	if nopts < 0 || (nopts > 0 && opts == nil) {
-		err = argError("options = %p with num_options = %d, want a non-NULL array when num_options > 0", opts, nopts)
-		return
-	}
-	kv := make([][2]string, 0, int(nopts))
-	for i, o := range unsafe.Slice(opts, int(nopts)) {
-		if o.key == nil || o.value == nil {
-			err = argError("options[%d] has a NULL key or value", i)
-			return
+		kv := make([][2]string, 0, int(nopts))
+		for i, o := range unsafe.Slice(opts, int(nopts)) {
+			if o.key == nil || o.value == nil {
+				return argError("options[%d] has a NULL key or value", i)
+			}
+			k, err := boundedString(o.key, maxOptionBytes, "options[%d].key", i)
+			if err != nil {
+				return err
+			}
+			v, err := boundedString(o.value, maxOptionBytes, "options[%d].value", i)
+			if err != nil {
+				return err
+			}
+			kv = append(kv, [2]string{k, v})
 		}
-		kv = append(kv, [2]string{C.GoString(o.key), C.GoString(o.value)})
-	}
-	var cfg router.Config
-	if cfg, err = parseOptions(kv); err != nil {
-		return
-	}
-	var r *router.Router
-	if r, err = router.New(cfg); err != nil {
-		return
-	}
-	*out = C.adpr_router(handles.add(r))
-	return
+		cfg, err := parseOptions(kv)
+		if err != nil {
+			return err
+		}
+		r, err := router.New(cfg)
+		if err != nil {
+			return err
+		}
+		*out = C.adpr_router(handles.add(r))
+		return nil
+	})
 }
 
-//export adpr_router_destroy
-func adpr_router_destroy(h C.adpr_router) (status C.adpr_status) {
-	var err error
-	defer finish(&status, &err, nil, 0, nil)
-	err = handles.remove(uint64(h))
-	return
+// Bounds on adpr_router_create's arguments: far above any real
+// configuration, low enough that a corrupt count or an unterminated string
+// costs a clear error instead of the host's memory.
+const (
+	maxOptions     = 256
+	maxOptionBytes = 4096
+)
+
+// boundedString copies the NUL-terminated string p, reading at most max
+// bytes; a longer one is an argError naming what (a format with args).
+func boundedString(p *C.char, max int, what string, args ...any) (string, error) {
+	n := int(C.strnlen(p, C.size_t(max+1)))
+	if n > max {
+		return "", argError(what+" is longer than %d bytes (or not NUL-terminated)", append(args, max)...)
+	}
+	return C.GoStringN(p, C.int(n)), nil
 }
 
-//export adpr_router_state_digest
-func adpr_router_state_digest(h C.adpr_router, out *C.uint64_t) (status C.adpr_status) {
-	var err error
-	var e *entry
-	defer func() { finish(&status, &err, nil, 0, e) }()
-	if out == nil {
-		err = argError("out is NULL, want a pointer to a uint64_t")
-		return
-	}
-	if e, err = handles.acquire(uint64(h)); err != nil {
-		return
-	}
-	defer e.mu.Unlock()
-	*out = C.uint64_t(e.r.StateDigest())
-	return
+//export adprgo_router_destroy
+func adprgo_router_destroy(h C.adpr_router) C.adpr_status {
+	return guard("adpr_router_destroy", nil, 0, func() error {
+		return handles.remove(uint64(h))
+	})
+}
+
+//export adprgo_router_state_digest
+func adprgo_router_state_digest(h C.adpr_router, out *C.uint64_t) C.adpr_status {
+	return guardRouter("adpr_router_state_digest", h, nil, 0, func(e *entry) error {
+		if out == nil {
+			return argError("out is NULL, want a pointer to a uint64_t")
+		}
+		*out = C.uint64_t(e.r.StateDigest())
+		return nil
+	})
 }

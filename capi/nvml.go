@@ -6,6 +6,7 @@ package main
 import "C"
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -20,7 +21,7 @@ var nvmlStatus = map[nvml.Code]C.adpr_status{
 	nvml.CodeNoPermission:    C.ADPR_ERR_NO_PERMISSION,
 	nvml.CodeNotFound:        C.ADPR_ERR_NOT_FOUND,
 	nvml.CodeInvalidArgument: C.ADPR_ERR_INVALID_ARGUMENT,
-	nvml.CodeUnknown:         C.ADPR_ERR_INTERNAL,
+	nvml.CodeUnknown:         C.ADPR_ERR_NVML,
 }
 
 // nvmlError wraps an error of package nvml with its C status.
@@ -28,18 +29,39 @@ func nvmlError(err error) error {
 	if err == nil {
 		return nil
 	}
+	var ce *callError
+	if errors.As(err, &ce) { // already classified (an argument of ours)
+		return err
+	}
 	st, ok := nvmlStatus[nvml.CodeOf(err)]
-	if !ok {
-		st = C.ADPR_ERR_INTERNAL
+	if !ok { // a code added to package nvml but not here: still an NVML error
+		st = C.ADPR_ERR_NVML
 	}
 	return &callError{st, err.Error()}
 }
 
 // monitors rate-limits memory reads per (device, interval), for
-// adpr_rank_state_fill_kv.
+// adpr_rank_state_fill_kv. It is a cache: at most maxMonitors entries (a
+// full cache is emptied before the next is added) and emptied by
+// adpr_nvml_shutdown, so a host cycling through device names or intervals
+// cannot grow it. Losing an entry only costs one extra NVML read.
 var monitors struct {
 	sync.Mutex
 	m map[monitorKey]*nvml.Monitor
+}
+
+// maxMonitors bounds the monitor cache: far above one process's GPUs.
+const maxMonitors = 64
+
+// maxDeviceBytes bounds a device selector's length: a UUID is 40 bytes, a
+// MIG UUID about 44.
+const maxDeviceBytes = 256
+
+// clearMonitors empties the monitor cache.
+func clearMonitors() {
+	monitors.Lock()
+	clear(monitors.m)
+	monitors.Unlock()
 }
 
 type monitorKey struct {
@@ -47,46 +69,50 @@ type monitorKey struct {
 	interval time.Duration
 }
 
-func cString(p *C.char, what string) (string, error) {
+// deviceString copies a device selector, which must be non-NULL and at most
+// maxDeviceBytes long.
+func deviceString(p *C.char) (string, error) {
 	if p == nil {
-		return "", argError("%s is NULL", what)
+		return "", argError("device is NULL, want a UUID, PCI bus id or NVML index")
 	}
-	return C.GoString(p), nil
+	return boundedString(p, maxDeviceBytes, "device")
 }
 
-//export adpr_nvml_init
-func adpr_nvml_init(ebuf *C.char, elen C.size_t) (status C.adpr_status) {
-	var err error
-	defer func() { finish(&status, &err, ebuf, elen, nil) }()
-	err = nvmlError(nvml.Init())
-	return
-}
-
-//export adpr_nvml_shutdown
-func adpr_nvml_shutdown(ebuf *C.char, elen C.size_t) (status C.adpr_status) {
-	var err error
-	defer func() { finish(&status, &err, ebuf, elen, nil) }()
-	err = nvmlError(nvml.Shutdown())
-	return
-}
-
-//export adpr_nvml_device_count
-func adpr_nvml_device_count(out *C.int32_t, ebuf *C.char, elen C.size_t) (status C.adpr_status) {
-	var err error
-	defer func() { finish(&status, &err, ebuf, elen, nil) }()
-	if out == nil {
-		err = argError("out is NULL")
+//export adprgo_nvml_init
+func adprgo_nvml_init(ebuf *C.char, elen C.size_t) C.adpr_status {
+	return guard("adpr_nvml_init", ebuf, elen, func() (err error) {
+		err = nvmlError(nvml.Init())
 		return
-	}
-	n, e := nvml.DeviceCount()
-	if err = nvmlError(e); err == nil {
-		*out = C.int32_t(n)
-	}
-	return
+	})
+}
+
+//export adprgo_nvml_shutdown
+func adprgo_nvml_shutdown(ebuf *C.char, elen C.size_t) C.adpr_status {
+	return guard("adpr_nvml_shutdown", ebuf, elen, func() (err error) {
+		if err = nvmlError(nvml.Shutdown()); err == nil {
+			clearMonitors()
+		}
+		return
+	})
+}
+
+//export adprgo_nvml_device_count
+func adprgo_nvml_device_count(out *C.int32_t, ebuf *C.char, elen C.size_t) C.adpr_status {
+	return guard("adpr_nvml_device_count", ebuf, elen, func() (err error) {
+		if out == nil {
+			err = argError("out is NULL")
+			return
+		}
+		n, e := nvml.DeviceCount()
+		if err = nvmlError(e); err == nil {
+			*out = C.int32_t(n)
+		}
+		return
+	})
 }
 
 func readMemory(dev *C.char) (nvml.MemoryInfo, error) {
-	s, err := cString(dev, "device")
+	s, err := deviceString(dev)
 	if err != nil {
 		return nvml.MemoryInfo{}, err
 	}
@@ -98,141 +124,145 @@ func readMemory(dev *C.char) (nvml.MemoryInfo, error) {
 	return m, nvmlError(err)
 }
 
-//export adpr_nvml_memory
-func adpr_nvml_memory(dev *C.char, out *C.adpr_memory_info, ebuf *C.char, elen C.size_t) (status C.adpr_status) {
-	var err error
-	defer func() { finish(&status, &err, ebuf, elen, nil) }()
-	if out == nil {
-		err = argError("out is NULL")
+//export adprgo_nvml_memory
+func adprgo_nvml_memory(dev *C.char, out *C.adpr_memory_info, ebuf *C.char, elen C.size_t) C.adpr_status {
+	return guard("adpr_nvml_memory", ebuf, elen, func() (err error) {
+		if out == nil {
+			err = argError("out is NULL")
+			return
+		}
+		var m nvml.MemoryInfo
+		if m, err = readMemory(dev); err != nil {
+			return
+		}
+		*out = C.adpr_memory_info{
+			total_bytes:    C.uint64_t(m.TotalBytes),
+			free_bytes:     C.uint64_t(m.FreeBytes),
+			used_bytes:     C.uint64_t(m.UsedBytes),
+			reserved_bytes: C.uint64_t(m.ReservedBytes),
+		}
+		if m.HasReserved {
+			out.has_reserved = 1
+		}
 		return
-	}
-	var m nvml.MemoryInfo
-	if m, err = readMemory(dev); err != nil {
-		return
-	}
-	*out = C.adpr_memory_info{
-		total_bytes:    C.uint64_t(m.TotalBytes),
-		free_bytes:     C.uint64_t(m.FreeBytes),
-		used_bytes:     C.uint64_t(m.UsedBytes),
-		reserved_bytes: C.uint64_t(m.ReservedBytes),
-	}
-	if m.HasReserved {
-		out.has_reserved = 1
-	}
-	return
-}
-
-//export adpr_kv_bytes_per_token
-func adpr_kv_bytes_per_token(shape *C.adpr_kv_shape, out *C.uint64_t, ebuf *C.char, elen C.size_t) (status C.adpr_status) {
-	var err error
-	defer func() { finish(&status, &err, ebuf, elen, nil) }()
-	if shape == nil || out == nil {
-		err = argError("shape and out must not be NULL")
-		return
-	}
-	s := nvml.KVShape{
-		Attention:     nvml.Attention(shape.attention),
-		DType:         nvml.DType(shape.dtype),
-		Layers:        int(shape.layers),
-		KVHeads:       int(shape.kv_heads),
-		HeadDim:       int(shape.head_dim),
-		AttentionTP:   int(shape.attention_tp),
-		KVLoraRank:    int(shape.kv_lora_rank),
-		QKRopeHeadDim: int(shape.qk_rope_head_dim),
-	}
-	bpt, e := s.BytesPerToken()
-	if err = nvmlError(e); err == nil {
-		*out = C.uint64_t(bpt)
-	}
-	return
-}
-
-//export adpr_size_kv
-func adpr_size_kv(b *C.adpr_kv_budget, reason *C.char, rlen C.size_t, ebuf *C.char, elen C.size_t) (status C.adpr_status) {
-	var err error
-	defer func() { finish(&status, &err, ebuf, elen, nil) }()
-	if b == nil {
-		err = argError("budget is NULL")
-		return
-	}
-	if rlen > 0 && reason == nil {
-		err = argError("reason is NULL with reason_len = %d", uint64(rlen))
-		return
-	}
-	got, e := nvml.SizeKV(nvml.SizeInput{
-		FreeBytes:      uint64(b.free_bytes),
-		ReserveBytes:   uint64(b.reserve_bytes),
-		Fraction:       float64(b.fraction),
-		BytesPerToken:  uint64(b.bytes_per_token),
-		TokensPerBlock: uint64(b.tokens_per_block),
-		MaxTokens:      uint64(b.max_tokens),
 	})
-	if err = nvmlError(e); err != nil {
-		return
-	}
-	b.fraction = C.double(got.Fraction)
-	b.tokens_per_block = C.uint64_t(got.TokensPerBlock)
-	b.available_bytes = C.uint64_t(got.AvailableBytes)
-	b.usable_bytes = C.uint64_t(got.UsableBytes)
-	b.fit_tokens = C.uint64_t(got.FitTokens)
-	b.tokens = C.uint64_t(got.Tokens)
-	b.blocks = C.uint64_t(got.Blocks)
-	b.capped = 0
-	if got.Capped {
-		b.capped = 1
-	}
-	writeError(reason, rlen, got.Reason)
-	return
 }
 
-//export adpr_rank_state_fill_kv
-func adpr_rank_state_fill_kv(state *C.adpr_rank_state, capacity, free C.int64_t, dev *C.char,
-	guardBand, bytesPerToken C.uint64_t, intervalMS C.int32_t, ebuf *C.char, elen C.size_t) (status C.adpr_status) {
-	var err error
-	defer func() { finish(&status, &err, ebuf, elen, nil) }()
-	switch {
-	case state == nil:
-		err = argError("state is NULL")
-	case capacity < 0 || free < 0 || free > capacity:
-		err = argError("capacity_tokens = %d, free_tokens = %d, want 0 <= free <= capacity", int64(capacity), int64(free))
-	}
-	if err != nil {
+//export adprgo_kv_bytes_per_token
+func adprgo_kv_bytes_per_token(shape *C.adpr_kv_shape, out *C.uint64_t, ebuf *C.char, elen C.size_t) C.adpr_status {
+	return guard("adpr_kv_bytes_per_token", ebuf, elen, func() (err error) {
+		if shape == nil || out == nil {
+			err = argError("shape and out must not be NULL")
+			return
+		}
+		s := nvml.KVShape{
+			Attention:     nvml.Attention(shape.attention),
+			DType:         nvml.DType(shape.dtype),
+			Layers:        int(shape.layers),
+			KVHeads:       int(shape.kv_heads),
+			HeadDim:       int(shape.head_dim),
+			AttentionTP:   int(shape.attention_tp),
+			KVLoraRank:    int(shape.kv_lora_rank),
+			QKRopeHeadDim: int(shape.qk_rope_head_dim),
+		}
+		bpt, e := s.BytesPerToken()
+		if err = nvmlError(e); err == nil {
+			*out = C.uint64_t(bpt)
+		}
 		return
-	}
-	if dev == nil {
-		state.kv_capacity_tokens, state.free_kv_tokens = capacity, free
+	})
+}
+
+//export adprgo_size_kv
+func adprgo_size_kv(b *C.adpr_kv_budget, reason *C.char, rlen C.size_t, ebuf *C.char, elen C.size_t) C.adpr_status {
+	return guard("adpr_size_kv", ebuf, elen, func() (err error) {
+		if b == nil {
+			err = argError("budget is NULL")
+			return
+		}
+		if rlen > 0 && reason == nil {
+			err = argError("reason is NULL with reason_len = %d", uint64(rlen))
+			return
+		}
+		got, e := nvml.SizeKV(nvml.SizeInput{
+			FreeBytes:      uint64(b.free_bytes),
+			ReserveBytes:   uint64(b.reserve_bytes),
+			Fraction:       float64(b.fraction),
+			BytesPerToken:  uint64(b.bytes_per_token),
+			TokensPerBlock: uint64(b.tokens_per_block),
+			MaxTokens:      uint64(b.max_tokens),
+		})
+		if err = nvmlError(e); err != nil {
+			return
+		}
+		b.fraction = C.double(got.Fraction)
+		b.tokens_per_block = C.uint64_t(got.TokensPerBlock)
+		b.available_bytes = C.uint64_t(got.AvailableBytes)
+		b.usable_bytes = C.uint64_t(got.UsableBytes)
+		b.fit_tokens = C.uint64_t(got.FitTokens)
+		b.tokens = C.uint64_t(got.Tokens)
+		b.blocks = C.uint64_t(got.Blocks)
+		b.capped = 0
+		if got.Capped {
+			b.capped = 1
+		}
+		writeError(reason, rlen, got.Reason)
+		return
+	})
+}
+
+//export adprgo_rank_state_fill_kv
+func adprgo_rank_state_fill_kv(state *C.adpr_rank_state, capacity, free C.int64_t, dev *C.char,
+	guardBand, bytesPerToken C.uint64_t, intervalMS C.int32_t, ebuf *C.char, elen C.size_t) C.adpr_status {
+	return guard("adpr_rank_state_fill_kv", ebuf, elen, func() (err error) {
+		switch {
+		case state == nil:
+			err = argError("state is NULL")
+		case capacity < 0 || free < 0 || free > capacity:
+			err = argError("capacity_tokens = %d, free_tokens = %d, want 0 <= free <= capacity", int64(capacity), int64(free))
+		}
+		if err != nil {
+			return
+		}
+		if dev == nil {
+			state.kv_capacity_tokens, state.free_kv_tokens = capacity, free
+			state.flags &^= C.ADPR_RANK_MEMORY_PRESSURE
+			return
+		}
+		if bytesPerToken == 0 {
+			err = argError("bytes_per_token is 0; want the KV bytes of one token (adpr_kv_bytes_per_token)")
+			return
+		}
+		var name string
+		if name, err = deviceString(dev); err != nil {
+			return
+		}
+		var m *nvml.Monitor
+		if m, err = monitorFor(name, int32(intervalMS)); err != nil {
+			return
+		}
+		reading, e := m.Read()
+		if err = nvmlError(e); err != nil {
+			return
+		}
+		adm, e := nvml.Guard(nvml.GuardInput{
+			CapacityTokens:  uint64(capacity),
+			FreeTokens:      uint64(free),
+			DeviceFreeBytes: reading.Memory.FreeBytes,
+			GuardBandBytes:  uint64(guardBand),
+			BytesPerToken:   uint64(bytesPerToken),
+		})
+		if err = nvmlError(e); err != nil {
+			return
+		}
+		state.kv_capacity_tokens = C.int64_t(adm.CapacityTokens)
+		state.free_kv_tokens = C.int64_t(adm.FreeTokens)
 		state.flags &^= C.ADPR_RANK_MEMORY_PRESSURE
+		if adm.MemoryPressure {
+			state.flags |= C.ADPR_RANK_MEMORY_PRESSURE
+		}
 		return
-	}
-	if bytesPerToken == 0 {
-		err = argError("bytes_per_token is 0; want the KV bytes of one token (adpr_kv_bytes_per_token)")
-		return
-	}
-	var m *nvml.Monitor
-	if m, err = monitorFor(C.GoString(dev), int32(intervalMS)); err != nil {
-		return
-	}
-	reading, e := m.Read()
-	if err = nvmlError(e); err != nil {
-		return
-	}
-	adm, e := nvml.Guard(nvml.GuardInput{
-		CapacityTokens:  uint64(capacity),
-		FreeTokens:      uint64(free),
-		DeviceFreeBytes: reading.Memory.FreeBytes,
-		GuardBandBytes:  uint64(guardBand),
-		BytesPerToken:   uint64(bytesPerToken),
 	})
-	if err = nvmlError(e); err != nil {
-		return
-	}
-	state.kv_capacity_tokens = C.int64_t(adm.CapacityTokens)
-	state.free_kv_tokens = C.int64_t(adm.FreeTokens)
-	state.flags &^= C.ADPR_RANK_MEMORY_PRESSURE
-	if adm.MemoryPressure {
-		state.flags |= C.ADPR_RANK_MEMORY_PRESSURE
-	}
-	return
 }
 
 // monitorFor returns the rate-limited reader of device's memory.
@@ -257,6 +287,9 @@ func monitorFor(device string, intervalMS int32) (*nvml.Monitor, error) {
 	}
 	if monitors.m == nil {
 		monitors.m = make(map[monitorKey]*nvml.Monitor)
+	}
+	if len(monitors.m) >= maxMonitors {
+		clear(monitors.m)
 	}
 	m := nvml.NewMonitor(d, interval)
 	monitors.m[key] = m

@@ -12,27 +12,22 @@ import (
 	"github.com/adprouter/adprouter/router"
 )
 
-//export adpr_route
-func adpr_route(h C.adpr_router, batch *C.adpr_batch, out *C.adpr_route_result, ebuf *C.char, elen C.size_t) (status C.adpr_status) {
-	var err error
-	var e *entry
-	defer func() { finish(&status, &err, ebuf, elen, e) }()
-	if e, err = handles.acquire(uint64(h)); err != nil {
-		return
-	}
-	defer e.mu.Unlock()
-	switch {
-	case e.poisoned:
-		err = &callError{statusInternal, "router is unusable after an earlier internal error: destroy it and create a new one"}
-	case batch == nil:
-		err = argError("batch is NULL")
-	case out == nil:
-		err = argError("result is NULL")
-	default:
-		err = e.route(batch, out)
-	}
-	return
+//export adprgo_route
+func adprgo_route(h C.adpr_router, batch *C.adpr_batch, out *C.adpr_route_result, ebuf *C.char, elen C.size_t) C.adpr_status {
+	return guardRouter("adpr_route", h, ebuf, elen, func(e *entry) error {
+		switch {
+		case batch == nil:
+			return argError("batch is NULL")
+		case out == nil:
+			return argError("result is NULL")
+		}
+		return e.route(batch, out)
+	})
 }
+
+// maxRequests bounds adpr_batch.num_requests: far above any iteration's
+// batch, low enough that a corrupt count is an error, not gigabytes.
+const maxRequests = 1 << 22
 
 // route converts one C batch, routes it and writes the outputs. Caller
 // memory is viewed in place for the duration of the call only: every view is
@@ -42,8 +37,10 @@ func (e *entry) route(b *C.adpr_batch, out *C.adpr_route_result) error {
 	switch {
 	case ns < 0 || (ns > 0 && b.states == nil):
 		return argError("batch.states = %p with num_states = %d, want a non-NULL array of num_states >= 0 states", b.states, ns)
-	case nr < 0 || (nr > 0 && b.requests == nil):
-		return argError("batch.requests = %p with num_requests = %d, want a non-NULL array of num_requests >= 0 requests", b.requests, nr)
+	case ns != e.r.Config().DPSize:
+		return argError("got %d rank states (batch.num_states), want dp_size = %d", ns, e.r.Config().DPSize)
+	case nr < 0 || nr > maxRequests || (nr > 0 && b.requests == nil):
+		return argError("batch.requests = %p with num_requests = %d, want a non-NULL array of 0..%d requests", b.requests, nr, maxRequests)
 	case b.tokens_len < 0 || (b.tokens_len > 0 && b.tokens == nil):
 		return argError("batch.tokens = %p with tokens_len = %d, want a non-NULL buffer when tokens_len > 0", b.tokens, int64(b.tokens_len))
 	case b.tokens_len > math.MaxInt32*16:

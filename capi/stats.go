@@ -11,29 +11,26 @@ import (
 	"github.com/adprouter/adprouter/router/prefix"
 )
 
-//export adpr_router_stats
-func adpr_router_stats(h C.adpr_router, out *C.adpr_stats, ranks *C.adpr_rank_stats, nranks C.int32_t,
-	groups *C.adpr_hot_group, maxGroups C.int32_t, ebuf *C.char, elen C.size_t) (status C.adpr_status) {
-	var err error
-	var e *entry
-	defer func() { finish(&status, &err, ebuf, elen, e) }()
-	if out == nil {
-		err = argError("stats is NULL")
-		return
-	}
-	if maxGroups < 0 || (maxGroups > 0 && groups == nil) {
-		err = argError("groups = %p with max_groups = %d, want a non-NULL array when max_groups > 0", groups, int32(maxGroups))
-		return
-	}
-	if e, err = handles.acquire(uint64(h)); err != nil {
-		return
-	}
-	defer e.mu.Unlock()
+//export adprgo_router_stats
+func adprgo_router_stats(h C.adpr_router, out *C.adpr_stats, ranks *C.adpr_rank_stats, nranks C.int32_t,
+	groups *C.adpr_hot_group, maxGroups C.int32_t, ebuf *C.char, elen C.size_t) C.adpr_status {
+	return guardRouter("adpr_router_stats", h, ebuf, elen, func(e *entry) error {
+		switch size := e.r.Config().DPSize; {
+		case out == nil:
+			return argError("stats is NULL")
+		case maxGroups < 0 || (maxGroups > 0 && groups == nil):
+			return argError("groups = %p with max_groups = %d, want a non-NULL array when max_groups > 0", groups, int32(maxGroups))
+		case ranks != nil && int(nranks) != size:
+			return argError("num_ranks = %d, want dp_size = %d", int32(nranks), size)
+		}
+		e.stats(out, ranks, groups, maxGroups)
+		return nil
+	})
+}
+
+// stats copies the router's counters into the caller's structs.
+func (e *entry) stats(out *C.adpr_stats, ranks *C.adpr_rank_stats, groups *C.adpr_hot_group, maxGroups C.int32_t) {
 	size := e.r.Config().DPSize
-	if ranks != nil && int(nranks) != size {
-		err = argError("num_ranks = %d, want dp_size = %d", int32(nranks), size)
-		return
-	}
 	s := e.r.Stats(int(maxGroups))
 	*out = C.adpr_stats{
 		decisions:         C.uint64_t(s.Decisions),
@@ -75,17 +72,25 @@ func adpr_router_stats(h C.adpr_router, out *C.adpr_stats, ranks *C.adpr_rank_st
 			}
 		}
 	}
-	return
 }
 
-//export adpr_block_hashes
-func adpr_block_hashes(tokens *C.int32_t, n C.int64_t, tpb C.int32_t, lora, salt C.uint64_t,
-	out *C.uint64_t, outCap C.int64_t, nOut *C.int64_t, ebuf *C.char, elen C.size_t) (status C.adpr_status) {
-	var err error
-	defer func() { finish(&status, &err, ebuf, elen, nil) }()
+//export adprgo_block_hashes
+func adprgo_block_hashes(tokens *C.int32_t, n C.int64_t, tpb C.int32_t, lora, salt C.uint64_t,
+	out *C.uint64_t, outCap C.int64_t, nOut *C.int64_t, ebuf *C.char, elen C.size_t) C.adpr_status {
+	return guard("adpr_block_hashes", ebuf, elen, func() error {
+		return blockHashes(tokens, n, tpb, lora, salt, out, outCap, nOut)
+	})
+}
+
+// maxHashTokens bounds adpr_block_hashes' num_tokens (2^31: far beyond any
+// context window).
+const maxHashTokens = 1 << 31
+
+func blockHashes(tokens *C.int32_t, n C.int64_t, tpb C.int32_t, lora, salt C.uint64_t,
+	out *C.uint64_t, outCap C.int64_t, nOut *C.int64_t) (err error) {
 	switch {
-	case n < 0 || (n > 0 && tokens == nil):
-		err = argError("tokens = %p with num_tokens = %d, want a non-NULL buffer when num_tokens > 0", tokens, int64(n))
+	case n < 0 || n > maxHashTokens || (n > 0 && tokens == nil):
+		err = argError("tokens = %p with num_tokens = %d, want a non-NULL buffer of 0..%d tokens", tokens, int64(n), maxHashTokens)
 	case tpb < 1 || tpb > 1<<16:
 		err = argError("tokens_per_block = %d, want 1..65536", int32(tpb))
 	case outCap < 0 || (outCap > 0 && out == nil):
@@ -94,7 +99,7 @@ func adpr_block_hashes(tokens *C.int32_t, n C.int64_t, tpb C.int32_t, lora, salt
 		err = argError("num_out is NULL")
 	}
 	if err != nil {
-		return
+		return err
 	}
 	var toks []int32
 	if n > 0 {
@@ -103,12 +108,12 @@ func adpr_block_hashes(tokens *C.int32_t, n C.int64_t, tpb C.int32_t, lora, salt
 	blocks := int64(n) / int64(tpb)
 	*nOut = C.int64_t(blocks)
 	if outCap == 0 {
-		return
+		return nil
 	}
 	dst := unsafe.Slice((*uint64)(unsafe.Pointer(out)), int(outCap))
 	// Hash only the blocks that fit; appending within dst's capacity writes
 	// straight into the caller's buffer.
 	k := min(blocks, int64(outCap)) * int64(tpb)
 	prefix.AppendHashes(dst[:0:outCap], toks[:k], int(tpb), uint64(lora), uint64(salt))
-	return
+	return nil
 }

@@ -33,10 +33,17 @@
  *    host; the router concerned then refuses further routing (its state may be
  *    half-updated) and must be destroyed.
  *
- * Host caveats (Go runtime): do not call the library in a child after fork()
- * without exec (it hangs; Python multiprocessing must use "spawn" or
- * "forkserver"); dlclose never unloads it; do not load two Go c-shared
- * libraries into one process.
+ *  - Internal errors include faults on wild caller pointers that the library
+ *    could detect (e.g. a near-NULL struct pointer): they are recovered too.
+ *  - Bounds: at most 256 options of at most 4096 bytes each; dp_size and
+ *    conversation ids as the router documents; at most 2^22 requests per
+ *    batch; device selectors of at most 256 bytes. Beyond them a call fails
+ *    with ADPR_ERR_INVALID_ARGUMENT or ADPR_ERR_CONFIG instead of taking the
+ *    host's memory.
+ * Host caveats (Go runtime): in a child after fork() without exec every
+ * call returns ADPR_ERR_FORKED (the Go runtime would hang there; Python
+ * multiprocessing must use "spawn" or "forkserver"); dlclose never unloads
+ * the library; do not load two Go c-shared libraries into one process.
  */
 #ifndef ADPROUTER_H
 #define ADPROUTER_H
@@ -67,6 +74,14 @@ typedef int32_t adpr_status;
 #define ADPR_ERR_NOT_SUPPORTED 7    /* the GPU or driver lacks the query */
 #define ADPR_ERR_NO_PERMISSION 8    /* the caller may not make the query */
 #define ADPR_ERR_NOT_FOUND 9        /* no GPU matches the device selector */
+#define ADPR_ERR_NVML 10            /* any other NVML failure; the message
+                                       carries NVML's own code and text */
+/* The process is a child that fork()ed after loading the library and did
+ * not exec: the Go runtime inside does not survive fork, so every call
+ * (but adpr_abi_version, adpr_version and adpr_strerror) returns this before
+ * entering it. Start workers with exec (Python multiprocessing "spawn" or
+ * "forkserver"); the parent is unaffected. */
+#define ADPR_ERR_FORKED 11
 
 /* A router handle. 0 is never a valid handle. */
 typedef uint64_t adpr_router;
@@ -313,8 +328,6 @@ typedef struct adpr_kv_budget {
     int32_t reserved;
 } adpr_kv_budget;
 
-#ifndef ADPR_BUILDING_LIBRARY
-
 /* ADPR_ABI_VERSION of the loaded library: compare with the header's. */
 uint32_t adpr_abi_version(void);
 
@@ -421,8 +434,6 @@ adpr_status adpr_rank_state_fill_kv(adpr_rank_state *state, int64_t capacity_tok
                                     int64_t free_tokens, const char *device,
                                     uint64_t guard_band_bytes, uint64_t bytes_per_token,
                                     int32_t min_interval_ms, char *err, size_t err_len);
-
-#endif /* ADPR_BUILDING_LIBRARY */
 
 #ifdef __cplusplus
 }

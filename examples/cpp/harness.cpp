@@ -398,7 +398,7 @@ void check_basics(void *lib) {
     std::vector<std::string> texts;
     for (adpr_status s : {ADPR_OK, ADPR_ERR_INVALID_ARGUMENT, ADPR_ERR_INVALID_HANDLE, ADPR_ERR_CONFIG, ADPR_ERR_INTERNAL,
                           ADPR_ERR_NVML_UNAVAILABLE, ADPR_ERR_GPU_LOST, ADPR_ERR_NOT_SUPPORTED,
-                          ADPR_ERR_NO_PERMISSION, ADPR_ERR_NOT_FOUND}) {
+                          ADPR_ERR_NO_PERMISSION, ADPR_ERR_NOT_FOUND, ADPR_ERR_NVML, ADPR_ERR_FORKED}) {
         const char *t = A.strerror(s);
         check(t != nullptr && t[0] != 0 && std::strcmp(t, "unknown status") != 0, fmt("adpr_strerror(%d)", s),
               t ? fmt("\"%s\"", t) : "(null)");
@@ -407,14 +407,14 @@ void check_basics(void *lib) {
     std::vector<std::string> sorted = texts;
     std::sort(sorted.begin(), sorted.end());
     check(std::unique(sorted.begin(), sorted.end()) == sorted.end(), "adpr_strerror texts are distinct");
-    for (adpr_status s : {10, -1, 1000}) {
+    for (adpr_status s : {12, -1, 1000}) {
         const char *t = A.strerror(s);
         check(t != nullptr && std::strcmp(t, "unknown status") == 0, fmt("adpr_strerror(%d) is \"unknown status\"", s),
               t ? t : "(null)");
     }
 
     // Only adpr_* symbols are exported (version script): Go/cgo internals stay local.
-    for (const char *name : {"crosscall2", "_cgo_panic", "_cgo_topofstack", "capi_status_text", "main"}) {
+    for (const char *name : {"crosscall2", "_cgo_panic", "_cgo_topofstack", "capi_status_text", "adprgo_route", "main"}) {
         check(dlsym(lib, name) == nullptr, fmt("symbol %s is not exported", name));
     }
 }

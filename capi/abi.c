@@ -1,0 +1,136 @@
+// The public functions of include/adprouter.h, defined in C with the
+// header's own prototypes, so that the compiler checks the header against the
+// implementation: a parameter that changes on one side and not the other
+// fails the build. Each forwards to its Go export adprgo_* (declared in
+// cgo's _cgo_export.h from the Go signatures, which the compiler checks
+// here too), after refusing to run in a child after fork().
+//
+// Why the fork check lives here: the Go runtime does not survive fork()
+// without exec (its other threads are gone, and the child hangs as soon as
+// the garbage collector needs them). A pthread_atfork child handler marks the
+// child, and every call returns ADPR_ERR_FORKED before it enters Go.
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "adprouter.h"
+#include "_cgo_export.h"
+
+// capi.c: static text.
+const char *capi_version(void);
+const char *capi_status_text(int32_t status);
+
+static volatile int forked;
+
+static void mark_forked(void) { forked = 1; }
+
+__attribute__((constructor)) static void adpr_register_atfork(void) {
+    pthread_atfork(NULL, NULL, mark_forked);
+}
+
+static const char forked_message[] =
+    "adprouter: called in a child process after fork() without exec; the Go "
+    "runtime inside the library does not survive fork. Create workers with "
+    "exec (Python multiprocessing: the \"spawn\" or \"forkserver\" start "
+    "method) and load the library there";
+
+static adpr_status refuse_forked(char *err, size_t err_len) {
+    if (err != NULL && err_len > 0) {
+        size_t n = sizeof forked_message - 1;
+        if (n > err_len - 1) n = err_len - 1;
+        memcpy(err, forked_message, n);
+        err[n] = 0;
+    }
+    return ADPR_ERR_FORKED;
+}
+
+#define FORK_GUARD(err, err_len) \
+    if (forked) return refuse_forked(err, err_len)
+
+uint32_t adpr_abi_version(void) { return ADPR_ABI_VERSION; }
+
+const char *adpr_version(void) { return capi_version(); }
+
+const char *adpr_strerror(adpr_status status) { return capi_status_text(status); }
+
+adpr_status adpr_router_create(const adpr_option *options, int32_t num_options,
+                               adpr_router *out, char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_router_create((adpr_option *)options, num_options, out, err, err_len);
+}
+
+adpr_status adpr_router_destroy(adpr_router router) {
+    FORK_GUARD(NULL, 0);
+    return adprgo_router_destroy(router);
+}
+
+adpr_status adpr_route(adpr_router router, const adpr_batch *batch,
+                       adpr_route_result *result, char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_route(router, (adpr_batch *)batch, result, err, err_len);
+}
+
+adpr_status adpr_router_state_digest(adpr_router router, uint64_t *out) {
+    FORK_GUARD(NULL, 0);
+    return adprgo_router_state_digest(router, out);
+}
+
+adpr_status adpr_router_stats(adpr_router router, adpr_stats *stats,
+                              adpr_rank_stats *ranks, int32_t num_ranks,
+                              adpr_hot_group *groups, int32_t max_groups,
+                              char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_router_stats(router, stats, ranks, num_ranks, groups, max_groups, err, err_len);
+}
+
+adpr_status adpr_block_hashes(const int32_t *tokens, int64_t num_tokens,
+                              int32_t tokens_per_block, uint64_t lora_id,
+                              uint64_t cache_salt, uint64_t *out, int64_t out_cap,
+                              int64_t *num_out, char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_block_hashes((int32_t *)tokens, num_tokens, tokens_per_block, lora_id,
+                               cache_salt, out, out_cap, num_out, err, err_len);
+}
+
+adpr_status adpr_nvml_init(char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_nvml_init(err, err_len);
+}
+
+adpr_status adpr_nvml_shutdown(char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_nvml_shutdown(err, err_len);
+}
+
+adpr_status adpr_nvml_device_count(int32_t *out, char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_nvml_device_count(out, err, err_len);
+}
+
+adpr_status adpr_nvml_memory(const char *device, adpr_memory_info *out,
+                             char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_nvml_memory((char *)device, out, err, err_len);
+}
+
+adpr_status adpr_kv_bytes_per_token(const adpr_kv_shape *shape, uint64_t *out,
+                                    char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_kv_bytes_per_token((adpr_kv_shape *)shape, out, err, err_len);
+}
+
+adpr_status adpr_size_kv(adpr_kv_budget *budget, char *reason, size_t reason_len,
+                         char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_size_kv(budget, reason, reason_len, err, err_len);
+}
+
+adpr_status adpr_rank_state_fill_kv(adpr_rank_state *state, int64_t capacity_tokens,
+                                    int64_t free_tokens, const char *device,
+                                    uint64_t guard_band_bytes, uint64_t bytes_per_token,
+                                    int32_t min_interval_ms, char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_rank_state_fill_kv(state, capacity_tokens, free_tokens, (char *)device,
+                                     guard_band_bytes, bytes_per_token, min_interval_ms,
+                                     err, err_len);
+}
