@@ -6,12 +6,17 @@
 #   ./build.sh test     everything CI checks: gofmt, go vet, go test ./...,
 #                       the C++ harness and the Python tests (via router_test.go)
 #   ./build.sh bench    Go, C and Python benchmarks and a simulator sweep
+#   ./build.sh soak [N] millions of good and bad calls on every export, with
+#                       resident memory checked flat (default N = 200000
+#                       rounds of ~15 calls; not part of test)
 #
-# Environment: GO (default: go on PATH, else /usr/local/go/bin/go), CXX (g++).
+# Environment: GO (default: go on PATH, else /usr/local/go/bin/go), CXX (g++),
+# ADPR_BUILD_DIR (where the library goes; default build/), ADPR_BUILD_TAGS
+# (Go build tags; the tests use adpr_faultinject for a fault-injection build).
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$PWD
-BUILD=$ROOT/build
+BUILD=${ADPR_BUILD_DIR:-$ROOT/build}
 if [ -z "${GO:-}" ]; then
   if command -v go >/dev/null 2>&1; then GO=go; else GO=/usr/local/go/bin/go; fi
 fi
@@ -25,7 +30,7 @@ build_lib() {
   mkdir -p "$BUILD"
   # -trimpath and -s -w: reproducible, stripped release build. The soname and
   # the version script (export only adpr_*) are passed to the external linker.
-  CGO_ENABLED=1 "$GO" build -buildmode=c-shared -trimpath \
+  CGO_ENABLED=1 "$GO" build -buildmode=c-shared -trimpath -tags "${ADPR_BUILD_TAGS:-}" \
     -ldflags "-s -w -extldflags '-Wl,-soname,libadprouter.so.1 -Wl,--version-script=$ROOT/capi/exports.map'" \
     -o "$BUILD/libadprouter.so.1" ./capi
   rm -f "$BUILD/libadprouter.so.h" # cgo's generated header; include/adprouter.h is the public one
@@ -94,8 +99,14 @@ case "$cmd" in
     awk '$1 == "kv_cache_aware" && $2 == 256 && $3 == 16 {printf "%-28s %11.1f us  %s\n%-28s %11.1f us  %s\n", "Python binding end to end", $4, cmd, "pure-Python reference", $9, cmd}' cmd="$py_cmd" "$out/python.txt"
     echo "(per-workload routing quality and routing time per decision: $out/sim.txt, $out/sim.json)"
     ;;
+  soak)
+    build_lib
+    cc=${CC:-gcc}
+    "$cc" -std=c11 -D_DEFAULT_SOURCE -O2 -Wall -Wextra -Werror -Iinclude -o "$BUILD/faults" capi/testdata/faults.c -ldl
+    "$BUILD/faults" "$BUILD/libadprouter.so" soak "${2:-200000}"
+    ;;
   *)
-    echo "usage: $0 [build|run|test|bench]" >&2
+    echo "usage: $0 [build|run|test|bench|soak [N]]" >&2
     exit 2
     ;;
 esac

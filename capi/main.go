@@ -14,8 +14,7 @@
 package main
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../include -Werror=incompatible-pointer-types -Werror=int-conversion -Werror=discarded-qualifiers -Werror=implicit-function-declaration
-#include <string.h>
+#cgo CFLAGS: -Werror=incompatible-pointer-types -Werror=int-conversion -Werror=discarded-qualifiers -Werror=implicit-function-declaration
 #include "adprouter.h"
 */
 import "C"
@@ -116,13 +115,17 @@ const (
 )
 
 // boundedString copies the NUL-terminated string p, reading at most max
-// bytes; a longer one is an argError naming what (a format with args).
+// bytes; a longer one is an argError naming what (a format with args). It
+// reads in Go, byte by byte, so that a wild pointer faults where guard can
+// recover it and a short string at the end of a page is never over-read.
 func boundedString(p *C.char, max int, what string, args ...any) (string, error) {
-	n := int(C.strnlen(p, C.size_t(max+1)))
-	if n > max {
-		return "", argError(what+" is longer than %d bytes (or not NUL-terminated)", append(args, max)...)
+	base := unsafe.Pointer(p)
+	for n := 0; n <= max; n++ {
+		if *(*byte)(unsafe.Add(base, n)) == 0 {
+			return string(unsafe.Slice((*byte)(base), n)), nil
+		}
 	}
-	return C.GoStringN(p, C.int(n)), nil
+	return "", argError(what+" is longer than %d bytes (or not NUL-terminated)", append(args, max)...)
 }
 
 //export adprgo_router_destroy

@@ -16,9 +16,12 @@ func textOpt(field func(*router.Config) *string) option {
 
 func intOpt(field func(*router.Config) *int) option {
 	return func(cfg *router.Config, v string) error {
+		if !isDecimal(v, false) {
+			return fmt.Errorf("want a decimal integer (digits with an optional leading -)")
+		}
 		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil {
-			return fmt.Errorf("want a decimal integer")
+			return fmt.Errorf("want a decimal integer that fits in 32 bits")
 		}
 		*field(cfg) = int(n)
 		return nil
@@ -27,13 +30,52 @@ func intOpt(field func(*router.Config) *int) option {
 
 func floatOpt(field func(*router.Config) *float64) option {
 	return func(cfg *router.Config, v string) error {
+		if !isDecimal(v, true) {
+			return fmt.Errorf("want a finite decimal number such as 0.5 or 1e-05")
+		}
 		f, err := strconv.ParseFloat(v, 64) // correctly rounded: repr() round-trips
 		if err != nil {
-			return fmt.Errorf("want a decimal number")
+			return fmt.Errorf("want a decimal number within float64 range")
 		}
 		*field(cfg) = f
 		return nil
 	}
+}
+
+// isDecimal reports whether v is plain decimal text: an optional "-", digits,
+// and for a float an optional fraction and exponent ("-12", "0.5", "1e-05",
+// "2.", ".5"). It rejects what strconv would also take but a C or Python
+// user would not mean: "+4", "0x1p1", "1_0", "inf", "nan", spaces.
+func isDecimal(v string, float bool) bool {
+	i := 0
+	if i < len(v) && v[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		j := i
+		for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+			i++
+		}
+		return i - j
+	}
+	n := digits()
+	if float && i < len(v) && v[i] == '.' {
+		i++
+		n += digits()
+	}
+	if n == 0 {
+		return false
+	}
+	if float && i < len(v) && (v[i] == 'e' || v[i] == 'E') {
+		i++
+		if i < len(v) && (v[i] == '-' || v[i] == '+') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(v)
 }
 
 func boolOpt(field func(*router.Config) *bool) option {

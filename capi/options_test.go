@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -48,7 +49,13 @@ func TestParseOptions(t *testing.T) {
 		{"bad int", kv("dp_size", "two"), `dp_size = "two"`},
 		{"int overflow", kv("dp_size", "99999999999"), "dp_size"},
 		{"bad float", kv("dp_size", "2", "load_balance_weight", "x"), "load_balance_weight"},
-		{"NaN weight", kv("dp_size", "2", "load_balance_weight", "NaN"), "load_balance_weight = NaN"},
+		{"NaN weight", kv("dp_size", "2", "load_balance_weight", "NaN"), `load_balance_weight = "NaN"`},
+		{"plus sign", kv("dp_size", "+4"), `dp_size = "+4"`},
+		{"underscore", kv("dp_size", "1_0"), `dp_size = "1_0"`},
+		{"hex float", kv("dp_size", "2", "warmup_factor", "0x1p1"), `warmup_factor = "0x1p1"`},
+		{"inf", kv("dp_size", "2", "load_balance_weight", "inf"), `load_balance_weight = "inf"`},
+		{"space", kv("dp_size", " 2"), `dp_size = " 2"`},
+		{"float overflow", kv("dp_size", "2", "warmup_factor", "1e999"), "float64 range"},
 		{"bad bool", kv("dp_size", "2", "capacity_aware", "yes"), "capacity_aware"},
 		{"bad policy", kv("dp_size", "2", "policy", "random"), `policy = "random"`},
 		{"contradictory warmup", kv("dp_size", "2", "cold_start_warmup", "true", "warmup", "off"), "contradicts"},
@@ -62,6 +69,51 @@ func TestParseOptions(t *testing.T) {
 			t.Errorf("%s: status %d, want ADPR_ERR_CONFIG", tc.name, statusOf(err))
 		}
 	}
+}
+
+func TestIsDecimal(t *testing.T) {
+	for _, tc := range []struct {
+		v            string
+		isInt, isNum bool
+	}{
+		{"0", true, true}, {"-12", true, true}, {"4096", true, true},
+		{"0.5", false, true}, {"1e-05", false, true}, {"2.", false, true}, {".5", false, true},
+		{"1E+16", false, true}, {"-0.0", false, true},
+		{"", false, false}, {"-", false, false}, {"+4", false, false}, {"1_0", false, false},
+		{"0x10", false, false}, {"0x1p1", false, false}, {"inf", false, false}, {"NaN", false, false},
+		{" 1", false, false}, {"1 ", false, false}, {".", false, false}, {"1e", false, false},
+		{"e5", false, false}, {"1.2.3", false, false}, {"--1", false, false},
+	} {
+		if got := isDecimal(tc.v, false); got != tc.isInt {
+			t.Errorf("isDecimal(%q, int) = %v, want %v", tc.v, got, tc.isInt)
+		}
+		if got := isDecimal(tc.v, true); got != tc.isNum {
+			t.Errorf("isDecimal(%q, float) = %v, want %v", tc.v, got, tc.isNum)
+		}
+	}
+}
+
+func FuzzIsDecimal(f *testing.F) {
+	for _, s := range []string{"1", "-0.5e3", "+1", "0x1p1", "1_0", "inf"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		// Whatever isDecimal accepts, strconv parses (to a value or a range
+		// error), and an accepted float text holds no letters but e/E.
+		if isDecimal(v, false) {
+			if _, err := strconv.ParseInt(v, 10, 64); err != nil && !errors.Is(err, strconv.ErrRange) {
+				t.Errorf("isDecimal(%q, int) but ParseInt: %v", v, err)
+			}
+		}
+		if isDecimal(v, true) {
+			if _, err := strconv.ParseFloat(v, 64); err != nil && !errors.Is(err, strconv.ErrRange) {
+				t.Errorf("isDecimal(%q, float) but ParseFloat: %v", v, err)
+			}
+			if strings.ContainsAny(strings.ToLower(v), "abcdfghijklmnopqrstuvwxyz_+ ") && !strings.Contains(v, "e+") && !strings.Contains(v, "E+") {
+				t.Errorf("isDecimal(%q, float) accepted a non-decimal character", v)
+			}
+		}
+	})
 }
 
 func TestStatusOf(t *testing.T) {

@@ -148,6 +148,11 @@ func Lookup(lib Library, r DeviceRef) (Device, error) {
 	}
 }
 
+// MaxDeviceIndex is the largest NVML index ParseDeviceRef accepts. NVML
+// takes an unsigned int; bounding it here keeps a huge index from wrapping
+// to a real GPU on its way there.
+const MaxDeviceIndex = 1<<16 - 1
+
 // ParseDeviceRef parses a device selector as the C and Python front ends
 // take it: "uuid:ID", "pci:BUS_ID" or "index:N"; without a prefix, a UUID
 // ("GPU-..." or "MIG-..."), a PCI bus id (anything with a ':') or a decimal
@@ -156,8 +161,8 @@ func Lookup(lib Library, r DeviceRef) (Device, error) {
 func ParseDeviceRef(s string) (DeviceRef, error) {
 	index := func(v string) (DeviceRef, error) {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return DeviceRef{}, invalidf("device %q: want a non-negative NVML index after \"index:\"", s)
+		if err != nil || v == "" || strings.Trim(v, "0123456789") != "" || n > MaxDeviceIndex {
+			return DeviceRef{}, invalidf("device %q: want an NVML index 0..%d (decimal digits)", s, MaxDeviceIndex)
 		}
 		return ByIndex(n), nil
 	}

@@ -23,6 +23,11 @@ func TestParseDeviceRef(t *testing.T) {
 		{"index:-1", DeviceRef{}, true},
 		{"index:x", DeviceRef{}, true},
 		{"uuid:", DeviceRef{}, true},
+		{"65535", ByIndex(65535), false},
+		{"index:65536", DeviceRef{}, true},
+		{"4294967296", DeviceRef{}, true}, // 2^32 would wrap to GPU 0 in NVML's unsigned int
+		{"index:+1", DeviceRef{}, true},
+		{"index:99999999999999999999", DeviceRef{}, true},
 	} {
 		got, err := ParseDeviceRef(tc.in)
 		if tc.err {

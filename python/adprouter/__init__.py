@@ -16,7 +16,8 @@ The library is found at ``$ADPROUTER_LIBRARY`` when set, else at
 loaded on first use, not at import.
 
 The Go runtime inside the library does not survive ``fork()`` without exec:
-use the "spawn" or "forkserver" start method with ``multiprocessing``.
+use the "spawn" or "forkserver" start method with ``multiprocessing``. Calls
+in a forked child raise ForkedError instead of hanging.
 """
 
 import ctypes
@@ -30,7 +31,7 @@ __all__ = [
     "Error", "InvalidArgumentError", "ConfigError", "InvalidHandleError", "InternalError",
     "library_path", "abi_version", "version", "block_hashes",
     "NVMLError", "NVMLUnavailableError", "GPULostError", "NVMLNotSupportedError",
-    "NVMLPermissionError", "GPUNotFoundError",
+    "NVMLPermissionError", "GPUNotFoundError", "ForkedError",
     "nvml_init", "nvml_shutdown", "nvml_device_count", "read_memory",
     "kv_bytes_per_token", "size_kv", "fill_rank_state",
 ]
@@ -41,6 +42,7 @@ NO_TARGET = -1
 # Status codes (include/adprouter.h).
 _OK, _INVALID_ARGUMENT, _INVALID_HANDLE, _CONFIG, _INTERNAL = 0, 1, 2, 3, 4
 _NVML_UNAVAILABLE, _GPU_LOST, _NOT_SUPPORTED, _NO_PERMISSION, _NOT_FOUND = 5, 6, 7, 8, 9
+_NVML, _FORKED = 10, 11
 
 # The KV-aware policy groups requests by their first PREFIX_TOKENS tokens and
 # reads no others; the other policies read none.
@@ -71,6 +73,13 @@ class InternalError(Error):
     """A bug inside the library; the router concerned must be recreated."""
 
 
+class ForkedError(Error, RuntimeError):
+    """The library was called in a child after os.fork() without exec: the Go
+    runtime inside does not survive fork, so the library refuses. Start
+    worker processes with multiprocessing's "spawn" or "forkserver" method
+    and use adprouter there; the parent is unaffected."""
+
+
 class NVMLError(Error):
     """A GPU memory query failed (see the subclasses)."""
 
@@ -94,6 +103,8 @@ class NVMLPermissionError(NVMLError):
 class GPUNotFoundError(NVMLError, LookupError):
     """No GPU matches the device selector."""
 
+# Any other NVML failure is an NVMLError whose message carries NVML's code.
+
 
 _ERRORS = {
     _INVALID_ARGUMENT: InvalidArgumentError,
@@ -104,6 +115,8 @@ _ERRORS = {
     _NOT_SUPPORTED: NVMLNotSupportedError,
     _NO_PERMISSION: NVMLPermissionError,
     _NOT_FOUND: GPUNotFoundError,
+    _NVML: NVMLError,
+    _FORKED: ForkedError,
 }
 
 
@@ -330,9 +343,15 @@ def block_hashes(tokens, tokens_per_block=32, lora_id=0, cache_salt=0):
     partial last block is not hashed). The router hashes a prompt without its
     last token, as engines cache it."""
     lib = _load()
-    buf = tokens if isinstance(tokens, array) and tokens.typecode == "i" else array("i", tokens)
+    _int("tokens_per_block", tokens_per_block, 1, 65536)
+    _int("lora_id", lora_id, 0, _U64)
+    _int("cache_salt", cache_salt, 0, _U64)
+    try:
+        buf = tokens if isinstance(tokens, array) and tokens.typecode == "i" else array("i", tokens)
+    except (TypeError, OverflowError) as e:
+        raise InvalidArgumentError("tokens: %s (want int32 token ids)" % (e,), _INVALID_ARGUMENT) from None
     n = len(buf)
-    cap = n // tokens_per_block if tokens_per_block > 0 else 0
+    cap = n // tokens_per_block
     out = array("Q", bytes(8 * max(cap, 1)))
     got = ctypes.c_int64(0)
     errbuf = ctypes.create_string_buffer(_ERRBUF)
@@ -416,6 +435,7 @@ def _int(name, v, lo, hi):
 
 
 _I32, _I64, _U64 = 2**31 - 1, 2**63 - 1, 2**64 - 1
+_MAX_GROUPS = 1 << 16
 
 
 def _device(device):
@@ -528,16 +548,29 @@ def fill_rank_state(state, capacity_tokens, free_tokens, device=None, guard_band
 
 
 def _raise(status, errbuf):
-    msg = errbuf.value.decode("utf-8", "replace") or _load().adpr_strerror(status).decode()
+    msg = errbuf is not None and errbuf.value.decode("utf-8", "replace")
+    msg = msg or _load().adpr_strerror(status).decode()
     raise _ERRORS.get(status, InternalError)(msg, status)
 
 
-def _option_text(value):
+def _option_text(key, value):
+    """The text the library parses for option key: the binding formats, the
+    library alone parses, so both layers read an option the same way."""
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return b"true" if value else b"false"
+    if isinstance(value, int):
+        return str(value).encode()
     if isinstance(value, float):
-        return repr(value)  # round-trips exactly
-    return str(value)
+        return repr(value).encode()  # round-trips exactly; inf and nan are refused by the library
+    if isinstance(value, str):
+        if "\0" in value:
+            raise ConfigError("option %s = %r contains a NUL character" % (key, value), _CONFIG)
+        try:
+            return value.encode()
+        except UnicodeError as e:
+            raise ConfigError("option %s = %r: %s" % (key, value, e), _CONFIG) from None
+    raise ConfigError("option %s = %r: want a str, int, float or bool, not %s"
+                      % (key, value, type(value).__name__), _CONFIG)
 
 
 # --- the router ---------------------------------------------------------------
@@ -564,7 +597,7 @@ class Router:
         arr = (_Option * len(opts))()
         for i, (k, v) in enumerate(opts):
             arr[i].key = k.encode()
-            arr[i].value = _option_text(v).encode()
+            arr[i].value = _option_text(k, v)
         handle = ctypes.c_uint64(0)
         errbuf = ctypes.create_string_buffer(_ERRBUF)
         status = lib.adpr_router_create(arr, len(opts), ctypes.byref(handle), errbuf, _ERRBUF)
@@ -586,10 +619,15 @@ class Router:
         self._lock = threading.Lock()
 
     def close(self):
-        """Destroys the router; further calls raise InvalidHandleError."""
-        h, self._handle = getattr(self, "_handle", 0), 0
-        if h:
-            self._lib.adpr_router_destroy(h)
+        """Destroys the router; further calls raise InvalidHandleError.
+        Closing a closed router does nothing."""
+        h = getattr(self, "_handle", 0)
+        if not h:
+            return
+        status = self._lib.adpr_router_destroy(h)
+        if status not in (_OK, _INVALID_HANDLE, _FORKED):
+            _raise(status, None)  # the handle is kept: close() may be retried
+        self._handle = 0
 
     def __enter__(self):
         return self
@@ -618,7 +656,11 @@ class Router:
         if not isinstance(maxn, int) or not 1 <= maxn <= 0x7FFFFFFF:
             raise InvalidArgumentError("max_num_active_requests = %r, want an integer >= 1" % (maxn,),
                                        _INVALID_ARGUMENT)
-        ns, nr = len(states), len(requests)
+        try:
+            ns, nr = len(states), len(requests)
+        except TypeError as e:
+            raise InvalidArgumentError("states and requests must be sequences: %s" % (e,),
+                                       _INVALID_ARGUMENT) from None
 
         sbuf = array("B", bytes(_STATE.size * ns))
         pack = _STATE.pack_into
@@ -722,8 +764,7 @@ class Router:
         with self._lock:
             status = self._lib.adpr_router_state_digest(self._handle, ctypes.byref(out))
         if status != _OK:
-            raise _ERRORS.get(status, InternalError)(
-                self._lib.adpr_strerror(status).decode(), status)
+            _raise(status, None)
         return out.value
 
     def stats(self, max_groups=16):
@@ -735,6 +776,7 @@ class Router:
         requests, share, replicas, target; most requested first)."""
         if not self._handle:
             raise InvalidHandleError("the router is closed", _INVALID_HANDLE)
+        _int("max_groups", max_groups, 0, _MAX_GROUPS)
         st = _Stats()
         ranks = (_RankStats * self.dp_size)()
         groups = (_HotGroup * max(max_groups, 1))()
@@ -756,6 +798,9 @@ class Router:
         return out
 
     def _match_table(self, match_lens, requests, ns, nr):
+        if not hasattr(match_lens, "__len__"):
+            raise InvalidArgumentError("match_lens is a %s, want one entry per rank"
+                                       % type(match_lens).__name__, _INVALID_ARGUMENT)
         if len(match_lens) != ns:
             raise InvalidArgumentError("match_lens has %d entries, want one per rank (%d)"
                                        % (len(match_lens), ns), _INVALID_ARGUMENT)
