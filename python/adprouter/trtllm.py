@@ -63,6 +63,7 @@ serves every configuration ``create`` may choose.
 
 import hashlib
 import os
+from array import array
 from itertools import repeat
 from operator import itemgetter
 
@@ -540,9 +541,12 @@ class KVCacheAwareADPRouter(ADPRouter):
             if not dicts:
                 return None
             rows = [list(map(d.get, ids, repeat(0))) for d in dicts]
-        if len(rows) < self._dp:
-            rows += [[0] * n for _ in range(self._dp - len(rows))]
-        return rows[:self._dp] if len(rows) > self._dp else rows
+        # One request-major array('i') for the binding, a strided store per rank.
+        dp = self._dp
+        table = array("i", bytes(4 * n * dp))
+        for r, row in enumerate(rows[:dp]):
+            table[r::dp] = array("i", row)
+        return table
 
 
 # ---- install into TensorRT-LLM ---------------------------------------------------------

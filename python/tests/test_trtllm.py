@@ -312,6 +312,20 @@ class OracleTest(unittest.TestCase):
                          ids(slow.route_requests(states, batch, 64)[0]))
 
 
+class MatchTableTest(unittest.TestCase):
+    def test_binding_takes_a_request_major_array(self):
+        from array import array
+        reqs = [adprouter.Request(id=i, tokens=list(range(100))) for i in range(3)]
+        states = [adprouter.RankState(r) for r in range(2)]
+        rows = [[0, 96, 0], [64, 0, 32]]
+        flat = array("i", [v for col in zip(*rows) for v in col])
+        with adprouter.Router(policy="kv_cache_aware", dp_size=2, match_rate_threshold=0.0) as r:
+            want = r.route(states, reqs, 8, rows).assignment
+            self.assertEqual(r.route(states, reqs, 8, flat).assignment, want)
+            with self.assertRaisesRegex(adprouter.InvalidArgumentError, "requests x ranks"):
+                r.route(states, reqs, 8, flat[:-1])
+
+
 class SemanticsTest(unittest.TestCase):
     def test_relax_false_without_target_sorts_first(self):
         """TensorRT-LLM sorts by attention_dp_relax alone: an untargeted
