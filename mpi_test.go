@@ -250,3 +250,63 @@ func TestMPIDivergenceDetected(t *testing.T) {
 		})
 	}
 }
+
+var mpiTrtllmLine = regexp.MustCompile(`(?m)^\[(\S+)\] OK iterations=(\d+) requests=(\d+) routed=(\d+) carried=(\d+) digest=(0x[0-9a-f]{16})$`)
+
+// adprouter.trtllm on 4 MPI ranks the way TensorRT-LLM's PyExecutor runs it
+// (python/tests/mpi_trtllm.py under Debian's /usr/bin/python3 and its
+// python3-mpi4py): every policy and option, each rank with its own fake KV
+// cache and active requests, real allgathers of rank states and prefix
+// matches; the ranks agree every iteration, every request is admitted by
+// exactly one rank, none is lost, and a second run reproduces the digests.
+// Skipped outside CI when mpi4py or OpenMPI is missing; a failure under CI.
+func TestMPITrtllm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("MPI end-to-end test: skipped with -short")
+	}
+	const py = "/usr/bin/python3" // python3-mpi4py is built for Debian's interpreter
+	if out, err := exec.Command(py, "-c", "import mpi4py").CombinedOutput(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s -c 'import mpi4py': %v\n%s\nCI must install it (.ci/run installs python3-mpi4py)", py, err, out)
+		}
+		t.Skipf("mpi4py not installed for %s: skipped (apt-get install python3-mpi4py)", py)
+	}
+	mpiTool(t, "mpirun")
+	lib, err := filepath.Abs(library(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PYTHONPATH", "python")
+	t.Setenv("ADPROUTER_LIBRARY", lib)
+	digests := map[string]string{}
+	for run := range 2 {
+		out, code := mpiRun(t, mpiRanks, py, "python/tests/mpi_trtllm.py", "--iters", "40")
+		if code != 0 {
+			t.Fatalf("run %d: exit %d, want 0\n%s", run, code, out)
+		}
+		lines := mpiTrtllmLine.FindAllStringSubmatch(out, -1)
+		if len(lines) < 10 || !strings.Contains(out, "ALL OK: "+strconv.Itoa(len(lines))+" configurations, "+mpiRanks+" ranks") {
+			t.Fatalf("run %d: want an OK line for each of >= 10 configurations and an ALL OK line:\n%s", run, out)
+		}
+		carried := 0
+		for _, m := range lines {
+			name := m[1]
+			if m[3] != m[4] || m[3] == "0" {
+				t.Errorf("run %d [%s]: requests=%s routed=%s, want every request routed once", run, name, m[3], m[4])
+			}
+			c, _ := strconv.Atoi(m[5])
+			carried += c
+			if run == 0 {
+				digests[name] = m[6]
+			} else if digests[name] != m[6] {
+				t.Errorf("[%s]: digest %s in run 0, %s in run 1: not reproducible", name, digests[name], m[6])
+			}
+		}
+		if carried == 0 {
+			t.Errorf("run %d: no request was ever carried over: the carry-over went untested", run)
+		}
+		if run == 0 {
+			t.Logf("mpi_trtllm.py:\n%s", mpiReport(out))
+		}
+	}
+}

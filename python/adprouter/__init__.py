@@ -647,7 +647,8 @@ class Router:
         states: one RankState per rank, in rank order. requests: Request
         objects. match_lens (KV-aware policy): None, or one entry per rank,
         each a dict {request_id: matched tokens} or a sequence aligned with
-        requests. Raises InvalidArgumentError (a ValueError) for bad input,
+        requests; or the whole table as one array('i') of len(requests) x
+        len(states) values, request-major (no copy). Raises InvalidArgumentError (a ValueError) for bad input,
         after which the router is unchanged.
         """
         if not self._handle:
@@ -798,6 +799,11 @@ class Router:
         return out
 
     def _match_table(self, match_lens, requests, ns, nr):
+        if isinstance(match_lens, array) and match_lens.typecode == "i":
+            if len(match_lens) != ns * nr:
+                raise InvalidArgumentError("match_lens array has %d values, want requests x ranks (%d)"
+                                           % (len(match_lens), ns * nr), _INVALID_ARGUMENT)
+            return match_lens
         if not hasattr(match_lens, "__len__"):
             raise InvalidArgumentError("match_lens is a %s, want one entry per rank"
                                        % type(match_lens).__name__, _INVALID_ARGUMENT)
