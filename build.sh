@@ -6,12 +6,21 @@
 #   ./build.sh test     everything CI checks: gofmt, go vet, go test ./...,
 #                       the C++ harness and the Python tests (via router_test.go)
 #   ./build.sh bench    Go, C and Python benchmarks and a simulator sweep
+#   ./build.sh install PREFIX
+#                       install the library, headers, pkg-config file and CMake
+#                       package under PREFIX (relocatable)
+#   ./build.sh wheel    build the Python wheel (library inside) into build/dist/
+#   ./build.sh sdist    build the Python source distribution into build/dist/
 #
-# Environment: GO (default: go on PATH, else /usr/local/go/bin/go), CXX (g++).
+# Environment: GO (default: go on PATH, else /usr/local/go/bin/go), CXX (g++),
+# PYTHON (python3), ADPROUTER_BUILD_DIR (default build/; the Python build
+# backend builds the library through this script into a temporary one).
 set -euo pipefail
+CALLER_PWD=$PWD # relative PREFIX arguments are relative to the caller
 cd "$(dirname "$0")"
 ROOT=$PWD
-BUILD=$ROOT/build
+BUILD=${ADPROUTER_BUILD_DIR:-$ROOT/build}
+PYTHON=${PYTHON:-python3}
 if [ -z "${GO:-}" ]; then
   if command -v go >/dev/null 2>&1; then GO=go; else GO=/usr/local/go/bin/go; fi
 fi
@@ -34,7 +43,40 @@ build_lib() {
 
 build_examples() {
   mkdir -p "$BUILD"
-  "$CXX" -std=c++17 -O2 -Wall -Wextra -I"$ROOT/include" -o "$BUILD/quickstart" examples/cpp/quickstart.cpp -ldl
+  "$CXX" -std=c++17 -O2 -Wall -Wextra -I"$ROOT/include" -o "$BUILD/quickstart" examples/cpp/quickstart.cpp \
+    -L"$BUILD" -ladprouter -Wl,-rpath,"$BUILD"
+}
+
+# version prints ADPR_VERSION of include/adprouter.h, the one home of the
+# release version.
+version() {
+  sed -n 's/^#define ADPR_VERSION "\(.*\)"$/\1/p' "$ROOT/include/adprouter.h"
+}
+
+# install_to PREFIX: the library with its soname link and development link,
+# both headers, and the pkg-config and CMake files, which find everything
+# relative to themselves, so the tree can be moved or packaged as is.
+install_to() {
+  local prefix=$1 v
+  v=$(version)
+  [ -n "$v" ] || { echo "no ADPR_VERSION in include/adprouter.h" >&2; exit 1; }
+  install -d "$prefix/lib/pkgconfig" "$prefix/lib/cmake/adprouter" "$prefix/include"
+  install -m 0755 "$BUILD/libadprouter.so.1" "$prefix/lib/libadprouter.so.1"
+  ln -sfn libadprouter.so.1 "$prefix/lib/libadprouter.so"
+  install -m 0644 include/adprouter.h include/adprouter.hpp "$prefix/include/"
+  sed "s/@VERSION@/$v/g" packaging/adprouter.pc.in >"$prefix/lib/pkgconfig/adprouter.pc"
+  sed "s/@VERSION@/$v/g" packaging/adprouterConfig.cmake.in >"$prefix/lib/cmake/adprouter/adprouterConfig.cmake"
+  sed "s/@VERSION@/$v/g" packaging/adprouterConfigVersion.cmake.in \
+    >"$prefix/lib/cmake/adprouter/adprouterConfigVersion.cmake"
+}
+
+# backend HOOK: runs a PEP 517 hook of python/build_backend (the same code
+# pip runs) writing into build/dist/, and prints the file it wrote.
+backend() {
+  mkdir -p "$ROOT/build/dist"
+  PYTHONPATH="$ROOT/python/build_backend" "$PYTHON" -c \
+    'import sys, adprouter_build as b; print(sys.argv[2] + "/" + getattr(b, sys.argv[1])(sys.argv[2]))' \
+    "$1" "$ROOT/build/dist"
 }
 
 cmd=${1:-build}
@@ -49,7 +91,7 @@ case "$cmd" in
     build_lib
     build_examples
     echo "== C++ quickstart (examples/cpp/quickstart.cpp) =="
-    "$BUILD/quickstart" "$BUILD/libadprouter.so"
+    "$BUILD/quickstart"
     echo
     echo "== Python quickstart (examples/python/quickstart.py) =="
     PYTHONPATH="$ROOT/python" python3 examples/python/quickstart.py
@@ -94,8 +136,30 @@ case "$cmd" in
     awk '$1 == "kv_cache_aware" && $2 == 256 && $3 == 16 {printf "%-28s %11.1f us  %s\n%-28s %11.1f us  %s\n", "Python binding end to end", $4, cmd, "pure-Python reference", $9, cmd}' cmd="$py_cmd" "$out/python.txt"
     echo "(per-workload routing quality and routing time per decision: $out/sim.txt, $out/sim.json)"
     ;;
+  install)
+    if [ $# -ne 2 ]; then
+      echo "usage: $0 install PREFIX" >&2
+      exit 2
+    fi
+    prefix=$2
+    case "$prefix" in /*) ;; *) prefix=$CALLER_PWD/$prefix ;; esac
+    build_lib
+    install_to "$prefix"
+    echo "installed adprouter $(version) under $prefix"
+    echo "  pkg-config: PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs adprouter"
+    echo "  CMake:      cmake -DCMAKE_PREFIX_PATH=$prefix ...   (find_package(adprouter))"
+    ;;
+  wheel)
+    backend build_wheel
+    ;;
+  sdist)
+    backend build_sdist
+    ;;
+  version)
+    version
+    ;;
   *)
-    echo "usage: $0 [build|run|test|bench]" >&2
+    echo "usage: $0 [build|run|test|bench|install PREFIX|wheel|sdist|version]" >&2
     exit 2
     ;;
 esac
