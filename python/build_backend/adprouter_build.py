@@ -75,7 +75,7 @@ def project(root=ROOT):
                 continue
             if table != "[project]":
                 continue
-            m = re.fullmatch(r'([A-Za-z0-9_-]+)\s*=\s*(".*"|\[.*\])', line)
+            m = re.fullmatch(r'([A-Za-z0-9_-]+)\s*=\s*("[^"\\]*"|\[\s*(?:"[^"\\]*"\s*,?\s*)*\])', line)
             if not m:
                 raise RuntimeError("pyproject.toml:%d: the build backend reads only key = \"text\" "
                                    "or key = [\"text\", ...] in [project], got %r" % (n, line))
