@@ -33,7 +33,7 @@ func faultLibrary(t *testing.T) string {
 			return
 		}
 		cmd := exec.Command("./build.sh", "build")
-		cmd.Env = append(os.Environ(), "ADPR_BUILD_DIR="+dir, "ADPR_BUILD_TAGS=adpr_faultinject")
+		cmd.Env = append(os.Environ(), "ADPROUTER_BUILD_DIR="+dir, "ADPROUTER_BUILD_TAGS=adpr_faultinject")
 		faultOut, faultErr = cmd.CombinedOutput()
 		faultLib = filepath.Join(dir, "libadprouter.so")
 	})

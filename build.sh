@@ -9,14 +9,23 @@
 #   ./build.sh soak [N] millions of good and bad calls on every export, with
 #                       resident memory checked flat (default N = 200000
 #                       rounds of ~15 calls; not part of test)
+#   ./build.sh install PREFIX
+#                       install the library, headers, pkg-config file and CMake
+#                       package under PREFIX (relocatable)
+#   ./build.sh wheel    build the Python wheel (library inside) into build/dist/
+#   ./build.sh sdist    build the Python source distribution into build/dist/
 #
 # Environment: GO (default: go on PATH, else /usr/local/go/bin/go), CXX (g++),
-# ADPR_BUILD_DIR (where the library goes; default build/), ADPR_BUILD_TAGS
-# (Go build tags; the tests use adpr_faultinject for a fault-injection build).
+# PYTHON (python3), ADPROUTER_BUILD_DIR (default build/; the Python build
+# backend builds the library through this script into a temporary one, the
+# tests a fault-injection build), ADPROUTER_BUILD_TAGS (Go build tags; the
+# tests use adpr_faultinject).
 set -euo pipefail
+CALLER_PWD=$PWD # relative PREFIX arguments are relative to the caller
 cd "$(dirname "$0")"
 ROOT=$PWD
-BUILD=${ADPR_BUILD_DIR:-$ROOT/build}
+BUILD=${ADPROUTER_BUILD_DIR:-$ROOT/build}
+PYTHON=${PYTHON:-python3}
 if [ -z "${GO:-}" ]; then
   if command -v go >/dev/null 2>&1; then GO=go; else GO=/usr/local/go/bin/go; fi
 fi
@@ -30,7 +39,7 @@ build_lib() {
   mkdir -p "$BUILD"
   # -trimpath and -s -w: reproducible, stripped release build. The soname and
   # the version script (export only adpr_*) are passed to the external linker.
-  CGO_ENABLED=1 "$GO" build -buildmode=c-shared -trimpath -tags "${ADPR_BUILD_TAGS:-}" \
+  CGO_ENABLED=1 "$GO" build -buildmode=c-shared -trimpath -tags "${ADPROUTER_BUILD_TAGS:-}" \
     -ldflags "-s -w -extldflags '-Wl,-soname,libadprouter.so.1 -Wl,--version-script=$ROOT/capi/exports.map'" \
     -o "$BUILD/libadprouter.so.1" ./capi
   rm -f "$BUILD/libadprouter.so.h" # cgo's generated header; include/adprouter.h is the public one
@@ -39,7 +48,40 @@ build_lib() {
 
 build_examples() {
   mkdir -p "$BUILD"
-  "$CXX" -std=c++17 -O2 -Wall -Wextra -I"$ROOT/include" -o "$BUILD/quickstart" examples/cpp/quickstart.cpp -ldl
+  "$CXX" -std=c++17 -O2 -Wall -Wextra -I"$ROOT/include" -o "$BUILD/quickstart" examples/cpp/quickstart.cpp \
+    -L"$BUILD" -ladprouter -Wl,-rpath,"$BUILD"
+}
+
+# version prints ADPR_VERSION of include/adprouter.h, the one home of the
+# release version.
+version() {
+  sed -n 's/^#define ADPR_VERSION "\(.*\)"$/\1/p' "$ROOT/include/adprouter.h"
+}
+
+# install_to PREFIX: the library with its soname link and development link,
+# both headers, and the pkg-config and CMake files, which find everything
+# relative to themselves, so the tree can be moved or packaged as is.
+install_to() {
+  local prefix=$1 v
+  v=$(version)
+  [ -n "$v" ] || { echo "no ADPR_VERSION in include/adprouter.h" >&2; exit 1; }
+  install -d "$prefix/lib/pkgconfig" "$prefix/lib/cmake/adprouter" "$prefix/include"
+  install -m 0755 "$BUILD/libadprouter.so.1" "$prefix/lib/libadprouter.so.1"
+  ln -sfn libadprouter.so.1 "$prefix/lib/libadprouter.so"
+  install -m 0644 include/adprouter.h include/adprouter.hpp "$prefix/include/"
+  sed "s/@VERSION@/$v/g" packaging/adprouter.pc.in >"$prefix/lib/pkgconfig/adprouter.pc"
+  sed "s/@VERSION@/$v/g" packaging/adprouterConfig.cmake.in >"$prefix/lib/cmake/adprouter/adprouterConfig.cmake"
+  sed "s/@VERSION@/$v/g" packaging/adprouterConfigVersion.cmake.in \
+    >"$prefix/lib/cmake/adprouter/adprouterConfigVersion.cmake"
+}
+
+# backend HOOK: runs a PEP 517 hook of python/build_backend (the same code
+# pip runs) writing into build/dist/, and prints the file it wrote.
+backend() {
+  mkdir -p "$ROOT/build/dist"
+  PYTHONPATH="$ROOT/python/build_backend" "$PYTHON" -c \
+    'import sys, adprouter_build as b; print(sys.argv[2] + "/" + getattr(b, sys.argv[1])(sys.argv[2]))' \
+    "$1" "$ROOT/build/dist"
 }
 
 cmd=${1:-build}
@@ -54,7 +96,7 @@ case "$cmd" in
     build_lib
     build_examples
     echo "== C++ quickstart (examples/cpp/quickstart.cpp) =="
-    "$BUILD/quickstart" "$BUILD/libadprouter.so"
+    "$BUILD/quickstart"
     echo
     echo "== Python quickstart (examples/python/quickstart.py) =="
     PYTHONPATH="$ROOT/python" python3 examples/python/quickstart.py
@@ -105,8 +147,30 @@ case "$cmd" in
     "$cc" -std=c11 -D_DEFAULT_SOURCE -O2 -Wall -Wextra -Werror -Iinclude -o "$BUILD/faults" capi/testdata/faults.c -ldl
     "$BUILD/faults" "$BUILD/libadprouter.so" soak "${2:-200000}"
     ;;
+  install)
+    if [ $# -ne 2 ]; then
+      echo "usage: $0 install PREFIX" >&2
+      exit 2
+    fi
+    prefix=$2
+    case "$prefix" in /*) ;; *) prefix=$CALLER_PWD/$prefix ;; esac
+    build_lib
+    install_to "$prefix"
+    echo "installed adprouter $(version) under $prefix"
+    echo "  pkg-config: PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs adprouter"
+    echo "  CMake:      cmake -DCMAKE_PREFIX_PATH=$prefix ...   (find_package(adprouter))"
+    ;;
+  wheel)
+    backend build_wheel
+    ;;
+  sdist)
+    backend build_sdist
+    ;;
+  version)
+    version
+    ;;
   *)
-    echo "usage: $0 [build|run|test|bench|soak [N]]" >&2
+    echo "usage: $0 [build|run|test|bench|soak [N]|install PREFIX|wheel|sdist|version]" >&2
     exit 2
     ;;
 esac

@@ -20,4 +20,4 @@ const char *capi_status_text(int32_t status) {
     }
 }
 
-const char *capi_version(void) { return "0.1.0"; }
+const char *capi_version(void) { return ADPR_VERSION; }

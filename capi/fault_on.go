@@ -1,7 +1,7 @@
 //go:build adpr_faultinject
 
 // The fault-injection build (go build -tags adpr_faultinject, as
-// ADPR_BUILD_TAGS=adpr_faultinject ./build.sh build does for the tests) adds
+// ADPROUTER_BUILD_TAGS=adpr_faultinject ./build.sh build does for the tests) adds
 // one test-only export, adpr_test_inject_panic, that makes a named fault
 // point panic. It proves that every export recovers panics; the release
 // build has neither the export nor the fault points.

@@ -60,6 +60,12 @@ extern "C" {
  * layouts of development commits before it are not covered). */
 #define ADPR_ABI_VERSION 1
 
+/* Release version, the project's one home for it: adpr_version returns it,
+ * and the Python wheel, pkg-config file and CMake package are stamped with
+ * it (build.sh and python/build_backend read it from this line). The Go
+ * module's release tag is "v" followed by it. */
+#define ADPR_VERSION "0.1.0"
+
 /* Status codes. */
 typedef int32_t adpr_status;
 #define ADPR_OK 0
@@ -331,7 +337,8 @@ typedef struct adpr_kv_budget {
 /* ADPR_ABI_VERSION of the loaded library: compare with the header's. */
 uint32_t adpr_abi_version(void);
 
-/* Library version, e.g. "0.1.0"; static storage. */
+/* Library version, e.g. "0.1.0"; static storage. Compare with the header's
+ * ADPR_VERSION to detect a header/library mismatch. */
 const char *adpr_version(void);
 
 /* Static text for a status code ("unknown status" for others). */

@@ -11,9 +11,10 @@ back in ``RouteResult.unassigned`` instead of being lost.
                       max_num_active_requests=8)
         res.assignment  # {0: [...], 1: [...], 2: [...], 3: [...]}
 
-The library is found at ``$ADPROUTER_LIBRARY`` when set, else at
-``build/libadprouter.so`` of the source tree this package lives in. It is
-loaded on first use, not at import.
+The library is found at ``$ADPROUTER_LIBRARY`` when set, else inside the
+package (``pip install`` puts it there), else at ``build/libadprouter.so`` of
+the source tree this package lives in. It is loaded on first use, not at
+import.
 
 The Go runtime inside the library does not survive ``fork()`` without exec:
 use the "spawn" or "forkserver" start method with ``multiprocessing``. Calls
@@ -270,12 +271,16 @@ _lib_lock = threading.Lock()
 
 
 def library_path():
-    """Where the library is loaded from: $ADPROUTER_LIBRARY, or the source
-    tree's build/libadprouter.so."""
+    """Where the library is loaded from: $ADPROUTER_LIBRARY when set; else the
+    libadprouter.so inside this package (an installed wheel carries one);
+    else build/libadprouter.so of the source tree this package lives in."""
     p = os.environ.get("ADPROUTER_LIBRARY")
     if p:
         return p
     here = os.path.dirname(os.path.abspath(__file__))
+    bundled = os.path.join(here, "libadprouter.so")
+    if os.path.exists(bundled):
+        return bundled
     return os.path.join(os.path.dirname(os.path.dirname(here)), "build", "libadprouter.so")
 
 

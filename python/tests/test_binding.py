@@ -1151,12 +1151,43 @@ class LoadingTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(json.loads(p.stdout)["assignment"], EXAMPLE_7)
 
-    def test_default_path_is_build_dir(self):
+    def test_default_path(self):
+        # An installed package carries its library; a source tree's package
+        # has none and uses the tree's build/.
         p = run_python(ROUTE_SNIPPET, env_remove=("ADPROUTER_LIBRARY",))
         self.assertEqual(p.returncode, 0, p.stderr)
         out = json.loads(p.stdout)
-        want = os.path.join(os.path.dirname(PYTHON_DIR), "build", "libadprouter.so")
+        bundled = os.path.join(PYTHON_DIR, "adprouter", "libadprouter.so")
+        if os.path.exists(bundled):
+            want = bundled
+        else:
+            want = os.path.join(os.path.dirname(PYTHON_DIR), "build", "libadprouter.so")
         self.assertEqual(os.path.realpath(out["path"]), os.path.realpath(want))
+        self.assertIn(os.path.realpath(want), [os.path.realpath(m) for m in out["maps"]])
+
+    def test_bundled_library_is_preferred(self):
+        # A copy of the package with a library inside, next to a build/ that
+        # has none: the bundled one loads, and ADPROUTER_LIBRARY still wins.
+        with tempfile.TemporaryDirectory() as d:
+            pkg = os.path.join(d, "python", "adprouter")
+            shutil.copytree(os.path.join(PYTHON_DIR, "adprouter"), pkg,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+            bundled = os.path.join(pkg, "libadprouter.so")
+            shutil.copyfile(os.path.realpath(LIB), bundled)
+            other = os.path.join(d, "other-adprouter.so")
+            shutil.copyfile(os.path.realpath(LIB), other)
+            for override, want in ((None, bundled), (other, other)):
+                env = {k: v for k, v in os.environ.items() if k != "ADPROUTER_LIBRARY"}
+                env["PYTHONPATH"] = os.path.dirname(pkg)
+                if override:
+                    env["ADPROUTER_LIBRARY"] = override
+                p = subprocess.run([sys.executable, "-c", ROUTE_SNIPPET], capture_output=True,
+                                   text=True, timeout=120, env=env, cwd=d)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                out = json.loads(p.stdout)
+                self.assertEqual(out["path"], want)
+                self.assertEqual(set(out["maps"]), {want})  # that file alone was mapped
+                self.assertEqual(out["assignment"], EXAMPLE_7)
 
     def test_env_var_path_is_honoured(self):
         with tempfile.TemporaryDirectory() as d:

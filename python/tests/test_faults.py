@@ -2,7 +2,7 @@
 dead interpreter, and a router poisoned by one refuses further calls but
 close().
 
-Needs the fault-injection build of the library (ADPR_BUILD_TAGS=adpr_faultinject
+Needs the fault-injection build of the library (ADPROUTER_BUILD_TAGS=adpr_faultinject
 ./build.sh build), which exports adpr_test_inject_panic; abi_safety_test.go at
 the repository root builds it and runs this module with
 ADPROUTER_FAULT_INJECTION=1. Skipped otherwise.
