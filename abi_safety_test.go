@@ -148,3 +148,19 @@ func TestHeaderCompiledAgainstImplementation(t *testing.T) {
 		t.Errorf("a header prototype that differs from the implementation built (err %v):\n%s", err, out)
 	}
 }
+
+// The C++17 wrapper include/adprouter.hpp: RAII moves, typed options, errors
+// with status and message, span size checks, results equal to the C API's.
+func TestCppWrapper(t *testing.T) {
+	lib := library(t)
+	cxx := need(t, "g++")
+	dir := filepath.Dir(lib)
+	bin := filepath.Join(t.TempDir(), "hpp_test")
+	run(t, nil, cxx, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-Iinclude",
+		"-o", bin, "capi/testdata/hpp_test.cpp", "-L"+dir, "-ladprouter", "-Wl,-rpath,"+dir)
+	out := run(t, nil, bin)
+	if !regexp.MustCompile(`(?m)^\d+ passed, 0 failed$`).MatchString(out) {
+		t.Errorf("hpp_test:\n%s", out)
+	}
+	t.Log(lastLines(out, 1))
+}
