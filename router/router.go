@@ -47,6 +47,7 @@ type Router struct {
 	row      []int // one request's match length per rank
 	room     kvRoom
 	idSort   []uint64
+	groups   groupSorter
 	seeds    seedCache
 }
 
