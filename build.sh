@@ -32,6 +32,20 @@ build_lib() {
   ln -sf libadprouter.so.1 "$BUILD/libadprouter.so"
 }
 
+# The Python binding's optional C packer (python/adprouter/_speedups.c), built
+# into build/python/adprouter/ where the binding looks for it in a source tree.
+# Optional: without a C compiler or Python headers the binding runs its
+# pure-Python path, with identical results.
+build_speedups() {
+  local py=${PYTHON:-python3} out=$BUILD/python/adprouter suffix includes
+  suffix=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null) || return 0
+  includes=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null) || return 0
+  mkdir -p "$out"
+  if ! ${CC:-cc} -O2 -shared -fPIC -I"$includes" -o "$out/_speedups$suffix" python/adprouter/_speedups.c 2>"$out/build.log"; then
+    echo "note: adprouter._speedups not built (see $out/build.log); the binding uses pure Python" >&2
+  fi
+}
+
 build_examples() {
   mkdir -p "$BUILD"
   "$CXX" -std=c++17 -O2 -Wall -Wextra -I"$ROOT/include" -o "$BUILD/quickstart" examples/cpp/quickstart.cpp -ldl
@@ -41,6 +55,7 @@ cmd=${1:-build}
 case "$cmd" in
   build)
     build_lib
+    build_speedups
     echo "library: $BUILD/libadprouter.so (soname libadprouter.so.1)"
     echo "header:  $ROOT/include/adprouter.h"
     echo "python:  PYTHONPATH=$ROOT/python python3 -c 'import adprouter'"
@@ -67,6 +82,7 @@ case "$cmd" in
     ;;
   bench)
     build_lib
+    build_speedups
     mkdir -p "$BUILD/bench"
     out=$BUILD/bench
     go_cmd="$GO test ./router/... -run ^\$ -bench . -benchtime 1000x"
