@@ -30,6 +30,7 @@ type groupSorter struct {
 	rank  []uint64 // per group: its position in order
 	gid   []int32  // per position in rest: its group
 	keys  []uint64
+	spare []uint64
 	tmp   []int
 }
 
@@ -97,11 +98,44 @@ func (g *groupSorter) sort(reqs []Request, rest []int) {
 		shorter := uint64(maxLen - reqs[i].Len())
 		g.keys[p] = g.rank[g.gid[p]]<<(lenBits+posBits) | shorter<<posBits | uint64(p)
 	}
-	slices.Sort(g.keys)
+	g.sortKeys(posBits + lenBits + groupBits)
 	g.tmp = append(g.tmp[:0], rest...)
 	posMask := uint64(1)<<posBits - 1
 	for p, key := range g.keys {
 		rest[p] = g.tmp[key&posMask]
+	}
+}
+
+// sortKeys sorts g.keys, whose values fit in the low bits bits: an LSD
+// radix sort, a byte per pass, for batches large enough to pay for its
+// counting passes; pdqsort for small ones.
+func (g *groupSorter) sortKeys(bits int) {
+	keys := g.keys
+	passes := (bits + 7) / 8
+	if len(keys) < 128 || passes*256 > 2*len(keys) {
+		slices.Sort(keys)
+		return
+	}
+	g.spare = slices.Grow(g.spare[:0], len(keys))[:len(keys)]
+	src, dst := keys, g.spare
+	for p := range passes {
+		shift := 8 * p
+		var count [257]int
+		for _, k := range src {
+			count[(k>>shift)&0xff+1]++
+		}
+		for d := 1; d < 257; d++ {
+			count[d] += count[d-1]
+		}
+		for _, k := range src {
+			d := (k >> shift) & 0xff
+			dst[count[d]] = k
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	if passes%2 == 1 {
+		copy(keys, src)
 	}
 }
 
