@@ -102,12 +102,13 @@ case "$cmd" in
     echo "== Simulator: $sim_cmd"
     $GO run ./cmd/adprouter-sim -workload all -policies all -timing -json "$out/sim.json" | tee "$out/sim.txt"
     echo
-    echo "== Summary: one 256-request x 16-rank kv_cache_aware decision, 2k-token prompts (median)"
+    echo "== Summary: one 256-request x 16-rank kv_cache_aware decision, prompts 2048 +-10% tokens (median)"
     printf '%-28s %14s  %s\n' "path" "time" "command"
     awk '/BenchmarkRoute\/kv_cache_aware\/no_matches\/256req_x_16ranks/ {printf "%-28s %11.1f us  %s\n", "Go router (no matches)", $3/1000, cmd}' cmd="$go_cmd" "$out/go.txt"
     awk '/BenchmarkRoute\/kv_cache_aware\/matches\/256req_x_16ranks/ {printf "%-28s %11.1f us  %s\n", "Go router (matches)", $3/1000, cmd}' cmd="$go_cmd" "$out/go.txt"
     awk '$1 == 256 && $2 == 16 && $3 == "no" {printf "%-28s %11.1f us  %s\n", "C ABI call (no matches)", $4/1000, cmd}' cmd="$c_cmd" "$out/c.txt"
     awk '$1 == "kv_cache_aware" && $2 == 256 && $3 == 16 {printf "%-28s %11.1f us  %s\n%-28s %11.1f us  %s\n", "Python binding end to end", $4, cmd, "pure-Python reference", $9, cmd}' cmd="$py_cmd" "$out/python.txt"
+    awk '$1 == "kv_cache_aware" && $2 == "+match" && $3 == 256 && $4 == 16 {printf "%-28s %11.1f us  %s\n%-28s %11.1f us  %s\n", "Python, dense match dicts", $5, cmd, "pure-Python reference", $10, cmd}' cmd="$py_cmd" "$out/python.txt"
     echo "(per-workload routing quality and routing time per decision: $out/sim.txt, $out/sim.json)"
     ;;
   *)
