@@ -213,6 +213,13 @@ print(os.path.realpath(adprouter.__file__), os.path.realpath(adprouter.library_p
 	if got[2] != version || got[3] != version {
 		t.Errorf("adpr_version() %s and the distribution's version %s, want %s", got[2], got[3], version)
 	}
+	// A wheel built with the extension must use it once installed.
+	if !strings.Contains(filepath.Base(wheels[0]), "-py3-none-") {
+		got := strings.TrimSpace(runIn(t, dir, env, vpy, "-c", "import adprouter; print(adprouter._speedups is not None)"))
+		if got != "True" {
+			t.Errorf("%s carries adprouter._speedups but the installed package does not load it", filepath.Base(wheels[0]))
+		}
+	}
 	testsDir, modules := pythonTests(t, dir)
 	out := runIn(t, testsDir, env, vpy, append([]string{"-m", "unittest"}, modules...)...)
 	t.Log(lastLines(out, 3))

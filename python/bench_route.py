@@ -7,20 +7,23 @@ pure-Python reference router on the same batch.
     ... --cpu-time: time with time.thread_time_ns (this thread's CPU time; the Go code
     runs on the calling thread) instead of time.perf_counter_ns: steadier on a busy host.
 
-Workload (issue 3): 64 and 256 requests x 8 and 16 ranks; ~2k-token prompts held as
-Python lists of ints, built from 4 shared system prompts (so KV-aware grouping by the
-first 64 tokens matters) plus a per-request suffix; ranks already carry some load.
-Policies: kv_cache_aware without and with match lengths (one list per rank, aligned
-with the requests), default and conversation. Warmup is off, so the KV-aware and default
-routers hold no state between calls and one router serves all runs (as in an engine);
-the conversation routers (both) are created afresh, outside the timed region, for every
-run so that every run routes new conversations.
+Workload (issue #12): 64 x 8, 256 x 16, 1024 x 16 and 1024 x 64 requests x ranks;
+prompts of 2048 tokens +-10% held as Python lists of ints, 7 in 8 starting with one of 4
+shared system prompts (so KV-aware grouping by the first 64 tokens matters), the eighth
+unique; ranks carrying uneven load. Match lengths are dense, the way an allgather of
+per-rank probes builds them: one dict {request id: matched tokens} per rank naming every
+request. The timed region of both routers starts from those lists: it builds the Request
+objects, routes, and reads the assignment. One extra row repeats 256 x 16 with every
+prompt exactly 2048 tokens (the shape older benchmarks used). Warmup is off, so the
+KV-aware and default routers hold no state between calls and one router serves all runs
+(as in an engine); the conversation routers (both) are created afresh, outside the timed
+region, for every run so that every run routes new conversations.
 
-Columns (microseconds, time.perf_counter_ns): "route" is Router.route end to end;
+Columns (microseconds, time.perf_counter_ns): "route" is the binding end to end;
 "C call" is the adpr_route call inside it (ctypes overhead included; measured by
 wrapping the binding's library object); "py pack"/"py unpack" are the Python work
-before and after it; "reference" is ReferenceRouter.route. speed-up = reference
-median / route median.
+before and after it (building the Request objects counts as packing); "reference" is
+the same with ReferenceRouter. speed-up = reference median / route median.
 """
 
 import argparse
@@ -60,47 +63,54 @@ class _TimedLib:
         return getattr(self._lib, name)
 
 
-def workload(n_req, dp, seed=1):
+def workload(n_req, dp, seed=1, equal_len=False):
     rng = random.Random(seed * 1000 + n_req * 10 + dp)
-    systems = [[rng.randrange(32000) for _ in range(rng.choice((256, 512, 1024, 1500)))] for _ in range(SYSTEM_PROMPTS)]
-    prompts = []
+    systems = [[rng.randrange(32000) for _ in range(rng.choice((256, 512, 1024, 1500)))]
+               for _ in range(SYSTEM_PROMPTS)]
+    prompts, sys_of = [], []
     for i in range(n_req):
-        sysp = systems[rng.randrange(SYSTEM_PROMPTS)]
-        n = PROMPT_LEN + rng.randrange(-200, 200)
+        n = PROMPT_LEN if equal_len else PROMPT_LEN + rng.randrange(-PROMPT_LEN // 10, PROMPT_LEN // 10 + 1)
+        sysp = systems[rng.randrange(SYSTEM_PROMPTS)] if rng.randrange(8) else []
         prompts.append(sysp + [rng.randrange(32000) for _ in range(n - len(sysp))])
+        sys_of.append(sysp)
     ids = [rng.randrange(2 ** 63) for _ in range(n_req)]
     maxn = 2 * n_req // dp + 16
-    loads = [(rng.randrange(0, maxn // 2), 0) for _ in range(dp)]
-    loads = [(a, a * rng.randrange(500, 3000)) for a, _ in loads]
-    # Match lengths: the rank that served a system prompt caches it (block-aligned).
+    loads = [rng.randrange(0, maxn // 2) for _ in range(dp)]
+    loads = [(a, a * rng.randrange(500, 3000)) for a in loads]
+    # Dense match lengths: every rank reports every request; the rank that served a
+    # system prompt caches it (block-aligned), the others hold short hits or nothing.
     owner = {id(s): rng.randrange(dp) for s in systems}
-    sys_of = []
-    for p in prompts:
-        s = next(s for s in systems if p[: len(s)] == s)
-        sys_of.append(s)
-    matches = [[(len(s) // 32 * 32 if owner[id(s)] == r else rng.choice((0, 0, 32, 64)))
+    matches = [[(len(s) // 32 * 32 if s and owner[id(s)] == r else rng.choice((0, 0, 32, 64)))
                 for s in sys_of] for r in range(dp)]
     convs = ["conv-%d" % rng.randrange(n_req // 2) for _ in range(n_req)]
     return dict(prompts=prompts, ids=ids, maxn=maxn, loads=loads, matches=matches, convs=convs)
 
 
-def binding_inputs(w, policy):
-    states = [adprouter.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
-    conv = policy == "conversation"
-    reqs = [adprouter.Request(i, tokens=p, conversation_id=c if conv else None)
-            for i, p, c in zip(w["ids"], w["prompts"], w["convs"])]
-    return states, reqs
+def match_dicts(w):
+    """One dict per rank naming every request, as gathered probes produce them."""
+    return [dict(zip(w["ids"], row)) for row in w["matches"]]
 
 
-def reference_inputs(w, policy, with_matches):
-    states = [ref.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
-    conv = policy == "conversation"
-    reqs = [ref.Request(i, p, conversation_id=c if conv else None)
-            for i, p, c in zip(w["ids"], w["prompts"], w["convs"])]
-    matches = None
-    if with_matches:
-        matches = [dict(zip(w["ids"], row)) for row in w["matches"]]
-    return states, reqs, matches
+def binding_route(router, w, policy, states, matches):
+    """The binding's timed region: Request objects from the lists, route, read."""
+    Request = adprouter.Request
+    if policy == "conversation":
+        reqs = [Request(i, tokens=p, conversation_id=c) for i, p, c in zip(w["ids"], w["prompts"], w["convs"])]
+    else:
+        reqs = [Request(i, tokens=p) for i, p in zip(w["ids"], w["prompts"])]
+    res = router.route(states, reqs, w["maxn"], matches)
+    return res.assignment, res.expected, res.unassigned
+
+
+def reference_route(oracle, w, policy, states, matches):
+    """The same for the pure-Python reference."""
+    Request = ref.Request
+    if policy == "conversation":
+        reqs = [Request(i, p, conversation_id=c) for i, p, c in zip(w["ids"], w["prompts"], w["convs"])]
+    else:
+        reqs = [Request(i, p) for i, p in zip(w["ids"], w["prompts"])]
+    res = oracle.route(states, reqs, w["maxn"], matches)
+    return res.assignment, res.expected, res.unassigned
 
 
 def pct(xs, q):
@@ -108,18 +118,19 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
-def bench_one(policy, with_matches, n_req, dp, runs):
-    w = workload(n_req, dp)
-    b_states, b_reqs = binding_inputs(w, policy)
-    r_states, r_reqs, r_matches = reference_inputs(w, policy, with_matches)
-    b_matches = w["matches"] if with_matches else None
+def bench_one(policy, with_matches, n_req, dp, runs, equal_len=False):
+    w = workload(n_req, dp, equal_len=equal_len)
+    b_states = [adprouter.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
+    r_states = [ref.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
+    b_matches = match_dicts(w) if with_matches else None
+    r_matches = match_dicts(w) if with_matches else None
     cfg = dict(policy=policy, dp_size=dp)
 
     # Same decision from both, or the comparison is meaningless.
     with adprouter.Router(**cfg) as r:
-        got = r.route(b_states, b_reqs, w["maxn"], b_matches)
-    want = ref.ReferenceRouter(**cfg).route(r_states, r_reqs, w["maxn"], r_matches)
-    if (got.assignment, got.expected, got.unassigned) != (want.assignment, want.expected, want.unassigned):
+        got = binding_route(r, w, policy, b_states, b_matches)
+    want = reference_route(ref.ReferenceRouter(**cfg), w, policy, r_states, r_matches)
+    if got != want:
         raise SystemExit("binding and reference disagree on %s %d x %d" % (policy, n_req, dp))
 
     fresh = policy == "conversation"
@@ -135,12 +146,12 @@ def bench_one(policy, with_matches, n_req, dp, runs):
         timed = _TimedLib(router._lib)
         router._lib = timed
         t0 = _now()
-        router.route(b_states, b_reqs, w["maxn"], b_matches)
+        binding_route(router, w, policy, b_states, b_matches)
         t1 = _now()
         router._lib = timed._lib
 
         t2 = _now()
-        oracle.route(r_states, r_reqs, w["maxn"], r_matches)
+        reference_route(oracle, w, policy, r_states, r_matches)
         t3 = _now()
         if k < 3:
             continue  # warm-up
@@ -152,7 +163,8 @@ def bench_one(policy, with_matches, n_req, dp, runs):
     router.close()
     us = lambda ns: ns / 1000.0  # noqa: E731
     return dict(
-        policy=policy + (" +match" if with_matches else ""), n_req=n_req, dp=dp,
+        policy=policy + (" +match" if with_matches else "") + (" =len" if equal_len else ""),
+        n_req=n_req, dp=dp,
         route=us(statistics.median(e2e)), route_p90=us(pct(e2e, 0.9)),
         ccall=us(statistics.median(ccall)), pack=us(statistics.median(pack)), unpack=us(statistics.median(unpack)),
         ref=us(statistics.median(refs)), ref_p90=us(pct(refs, 0.9)),
@@ -160,18 +172,21 @@ def bench_one(policy, with_matches, n_req, dp, runs):
 
 
 CASES = [("kv_cache_aware", False), ("kv_cache_aware", True), ("default", False), ("conversation", False)]
+SIZES = [(64, 8), (256, 16), (1024, 16), (1024, 64)]
 
 
 def run_profile(n_req=256, dp=16, calls=300):
     w = workload(n_req, dp)
-    states, reqs = binding_inputs(w, "kv_cache_aware")
+    states = [adprouter.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
+    matches = match_dicts(w)
     with adprouter.Router(policy="kv_cache_aware", dp_size=dp) as r:
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(calls):
-            r.route(states, reqs, w["maxn"], w["matches"])
+            binding_route(r, w, "kv_cache_aware", states, matches)
         prof.disable()
-    print("cProfile: %d x Router.route, kv_cache_aware + match_lens, %d requests x %d ranks" % (calls, n_req, dp))
+    print("cProfile: %d x Router.route, kv_cache_aware + dense match dicts, %d requests x %d ranks"
+          % (calls, n_req, dp))
     pstats.Stats(prof).sort_stats("tottime").print_stats(12)
 
 
@@ -181,6 +196,10 @@ def main():
     ap.add_argument("--runs", type=int, help="timed runs per cell (default 200, --quick 15)")
     ap.add_argument("--profile", action="store_true", help="cProfile the binding and exit")
     ap.add_argument("--cpu-time", action="store_true", help="time.thread_time_ns instead of perf_counter_ns")
+    ap.add_argument("--size", action="append", metavar="NxR",
+                    help="only this requests x ranks cell (repeatable), e.g. 256x16")
+    ap.add_argument("--policy", action="append", metavar="NAME",
+                    help="only this policy (repeatable): kv_cache_aware, kv_cache_aware+match, default, conversation")
     args = ap.parse_args()
     global _now
     if args.cpu_time:
@@ -194,7 +213,8 @@ def main():
     print("python %s on %s (%s), %d CPUs; library %s (adprouter %s)" % (
         platform.python_version(), platform.machine(), platform.processor() or platform.system(),
         os.cpu_count() or 0, adprouter.library_path(), adprouter.version()))
-    print("prompts: ~%d tokens as Python lists, %d shared system prompts; %d timed runs per cell; "
+    print("prompts: %d +-10%% tokens as Python lists, 7 in 8 from %d shared system prompts; dense match "
+          "dicts; %d timed runs per cell (fewer for big cells); "
           "times in microseconds (median, p90) of %s\n" % (
               PROMPT_LEN, SYSTEM_PROMPTS, runs, "thread CPU time" if args.cpu_time else "wall time"))
     head = ("policy", "reqs", "ranks", "route med", "route p90", "C call", "py pack", "py unpack",
@@ -202,14 +222,20 @@ def main():
     fmt = "%-22s %5s %5s %10s %10s %9s %9s %9s %14s %10s %9s"
     print(fmt % head)
     print("-" * 124)
-    for policy, with_matches in CASES:
-        for n_req in (64, 256):
-            for dp in (8, 16):
-                row = bench_one(policy, with_matches, n_req, dp, runs)
-                print(fmt % (row["policy"], n_req, dp, "%.1f" % row["route"], "%.1f" % row["route_p90"],
-                             "%.1f" % row["ccall"], "%.1f" % row["pack"], "%.1f" % row["unpack"],
-                             "%.1f" % row["ref"], "%.1f" % row["ref_p90"], "%.1fx" % (row["ref"] / row["route"])))
-                sys.stdout.flush()
+    cells = [(policy, m, n_req, dp, False) for policy, m in CASES for n_req, dp in SIZES]
+    cells.append(("kv_cache_aware", True, 256, 16, True))
+    if args.size:
+        cells = [c for c in cells if "%dx%d" % (c[2], c[3]) in args.size]
+    if args.policy:
+        cells = [c for c in cells if c[0] + ("+match" if c[1] else "") in args.policy]
+    for policy, with_matches, n_req, dp, equal_len in cells:
+        # The reference takes ~0.1 s per 1024 x 64 decision: fewer runs for big cells.
+        n_runs = max(5, runs * 256 // max(n_req * dp // 16, 256))
+        row = bench_one(policy, with_matches, n_req, dp, n_runs, equal_len)
+        print(fmt % (row["policy"], n_req, dp, "%.1f" % row["route"], "%.1f" % row["route_p90"],
+                     "%.1f" % row["ccall"], "%.1f" % row["pack"], "%.1f" % row["unpack"],
+                     "%.1f" % row["ref"], "%.1f" % row["ref_p90"], "%.1fx" % (row["ref"] / row["route"])))
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

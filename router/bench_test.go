@@ -2,14 +2,20 @@ package router
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 )
 
-// Benchmarks of one routing decision on a realistic batch: prompts of
-// promptLen tokens that start with one of four shared system prompts (512
-// tokens) followed by a per-request user turn, ranks carrying some load, and
-// for the KV-aware policy match lengths as a radix-tree probe would report
-// them (the system prompt cached on some ranks, a few longer hits).
+// Benchmarks of one routing decision on a realistic batch: prompt lengths
+// spread ±10% around promptLen, 7 in 8 prompts starting with one of four
+// shared 512-token system prompts (the eighth is unique from its first
+// token), ranks carrying uneven load, and for the KV-aware policy a dense
+// match table (every rank reports every request) as radix-tree probes would
+// fill it: the system prompt cached on the ranks that served its family,
+// short hits elsewhere. Equal prompt lengths used to hide the cost of
+// grouping by prefix (every comparison of two prompts of one family ran
+// through all 64 tokens and then found the lengths equal), so they survive
+// only as one row of BenchmarkRouteShape.
 
 const benchSystemPrompt = 512
 
@@ -20,43 +26,60 @@ type benchBatch struct {
 	maxn    int
 }
 
-func newBenchBatch(nreq, size, promptLen int, withMatches bool) benchBatch {
+// benchOpts shapes a benchmark batch beyond its size.
+type benchOpts struct {
+	matches  bool // a dense match table
+	equalLen bool // every prompt exactly promptLen tokens
+}
+
+func newBenchBatch(nreq, size, promptLen int, o benchOpts) benchBatch {
+	rng := rand.New(rand.NewPCG(uint64(nreq), uint64(size)))
 	b := benchBatch{maxn: 4 * (nreq/size + 8)}
 	for k := range size {
+		active := rng.IntN(b.maxn / 4)
 		b.states = append(b.states, RankState{
 			Rank:              k,
-			NumActiveRequests: (k * 5) % 9,
-			NumActiveTokens:   int64(20000 + (k*7919)%60000),
+			NumActiveRequests: active,
+			NumActiveTokens:   int64(active * (500 + rng.IntN(1500))),
 		})
 	}
+	family := make([]int, nreq) // 0..3: a shared system prompt; -1: none
 	for i := range nreq {
-		family := int32(i*i%7) % 4 // skewed over four system prompts
-		tokens := make([]int32, promptLen)
+		family[i] = -1
+		if rng.IntN(8) != 0 {
+			family[i] = rng.IntN(4)
+		}
+		n := promptLen
+		if !o.equalLen {
+			n += rng.IntN(promptLen/5+1) - promptLen/10
+		}
+		tokens := make([]int32, n)
 		for t := range tokens {
-			if t < benchSystemPrompt {
-				tokens[t] = 1000*family + int32(t)
+			if t < benchSystemPrompt && family[i] >= 0 {
+				tokens[t] = int32(1000*family[i] + t)
 			} else {
-				tokens[t] = int32((i*131 + t*31) % 32000)
+				tokens[t] = rng.Int32N(32000)
 			}
 		}
 		b.reqs = append(b.reqs, Request{
-			ID:             uint64(1_000_003 * (i + 1)),
+			ID:             rng.Uint64(),
 			Tokens:         tokens,
 			TargetRank:     NoTarget,
-			ConversationID: fmt.Sprintf("conv-%d", i%(nreq/2+1)),
+			ConversationID: fmt.Sprintf("conv-%d", rng.IntN(nreq/2+1)),
 		})
 	}
-	if withMatches {
+	if o.matches {
 		b.matches = make([]int32, nreq*size)
 		for i := range nreq {
-			family := (i * i % 7) % 4
 			for k := range size {
 				var m int32
 				switch {
-				case k%4 == family:
-					m = benchSystemPrompt // the shared system prompt is cached here
-				case (i+k)%11 == 0:
-					m = int32(promptLen-1) / 32 * 32 // an earlier turn, block-aligned
+				case family[i] >= 0 && k%4 == family[i]:
+					m = benchSystemPrompt // its family's system prompt is cached here
+				case rng.IntN(16) == 0:
+					m = int32(b.reqs[i].Len()-1) / 32 * 32 // an earlier turn, block-aligned
+				default:
+					m = []int32{0, 0, 32, 64}[rng.IntN(4)]
 				}
 				b.matches[i*size+k] = m
 			}
@@ -89,8 +112,9 @@ func benchRoute(b *testing.B, cfg Config, batch benchBatch) {
 	}
 }
 
-// BenchmarkRoute: one decision, 2k-token prompts, 64 and 256 requests over 8,
-// 16 and 64 ranks, for every policy (KV-aware with and without matches).
+// BenchmarkRoute: one decision, 2k-token prompts, 64, 256 and 1024 requests
+// over 8, 16 and 64 ranks, for every policy (KV-aware with and without
+// matches).
 func BenchmarkRoute(b *testing.B) {
 	for _, pol := range []struct {
 		name    string
@@ -102,9 +126,9 @@ func BenchmarkRoute(b *testing.B) {
 		{"default", PolicyDefault, false},
 		{"conversation", PolicyConversation, false},
 	} {
-		for _, nreq := range []int{64, 256} {
+		for _, nreq := range []int{64, 256, 1024} {
 			for _, size := range []int{8, 16, 64} {
-				batch := newBenchBatch(nreq, size, 2048, pol.matches)
+				batch := newBenchBatch(nreq, size, 2048, benchOpts{matches: pol.matches})
 				b.Run(fmt.Sprintf("%s/%dreq_x_%dranks", pol.name, nreq, size), func(b *testing.B) {
 					benchRoute(b, DefaultConfig(pol.policy, size), batch)
 				})
@@ -113,11 +137,54 @@ func BenchmarkRoute(b *testing.B) {
 	}
 }
 
+// BenchmarkRouteScaling: the KV-aware decision with matches, growing
+// requests at 16 ranks and growing ranks at 256 requests. ns/req must stay
+// flat along requests (no super-linear term such as pairwise prefix
+// comparisons) and grow at most linearly along ranks.
+func BenchmarkRouteScaling(b *testing.B) {
+	run := func(nreq, size int) {
+		batch := newBenchBatch(nreq, size, 2048, benchOpts{matches: true})
+		b.Run(fmt.Sprintf("%dreq_x_%dranks", nreq, size), func(b *testing.B) {
+			benchRoute(b, DefaultConfig(PolicyKVCacheAware, size), batch)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(nreq), "ns/req")
+		})
+	}
+	for _, nreq := range []int{64, 256, 1024, 4096} {
+		run(nreq, 16)
+	}
+	for _, size := range []int{8, 32, 64, 256} {
+		run(256, size)
+	}
+}
+
+// BenchmarkRouteShape: the KV-aware 256x16 decision with matches on batches
+// shaped to stress one part of it: equal prompt lengths (the old benchmark
+// shape), no shared prefixes, one shared prefix for all.
+func BenchmarkRouteShape(b *testing.B) {
+	equal := newBenchBatch(256, 16, 2048, benchOpts{matches: true, equalLen: true})
+	distinct := newBenchBatch(256, 16, 2048, benchOpts{matches: true})
+	for i := range distinct.reqs {
+		distinct.reqs[i].Tokens[0] = int32(100_000 + i)
+	}
+	shared := newBenchBatch(256, 16, 2048, benchOpts{matches: true})
+	for i := range shared.reqs {
+		copy(shared.reqs[i].Tokens[:PrefixTokens], shared.reqs[0].Tokens)
+	}
+	for _, c := range []struct {
+		name  string
+		batch benchBatch
+	}{{"equal_len", equal}, {"distinct_prefixes", distinct}, {"one_prefix", shared}} {
+		b.Run(c.name+"/256req_x_16ranks", func(b *testing.B) {
+			benchRoute(b, DefaultConfig(PolicyKVCacheAware, 16), c.batch)
+		})
+	}
+}
+
 // BenchmarkRouteTies is the KV-aware worst case for the tie-break: idle
 // ranks and identical prompts, so most requests tie and need a seeded shuffle.
 func BenchmarkRouteTies(b *testing.B) {
 	for _, size := range []int{16, 64} {
-		batch := newBenchBatch(256, size, 2048, false)
+		batch := newBenchBatch(256, size, 2048, benchOpts{})
 		for k := range batch.states {
 			batch.states[k] = RankState{Rank: k}
 		}
@@ -135,7 +202,7 @@ func BenchmarkRouteTies(b *testing.B) {
 // PrefixTokens tokens are read).
 func BenchmarkPromptLength(b *testing.B) {
 	for _, n := range []int{2048, 32768} {
-		batch := newBenchBatch(256, 16, n, true)
+		batch := newBenchBatch(256, 16, n, benchOpts{matches: true})
 		b.Run(fmt.Sprintf("kv_cache_aware/256req_x_16ranks/%dtok", n), func(b *testing.B) {
 			benchRoute(b, DefaultConfig(PolicyKVCacheAware, 16), batch)
 		})
@@ -151,7 +218,7 @@ func TestAllocsIndependentOfPromptLength(t *testing.T) {
 	for _, policy := range []string{PolicyKVCacheAware, PolicyDefault, PolicyConversation} {
 		allocs := map[int]float64{}
 		for _, n := range []int{2048, 32768} {
-			batch := newBenchBatch(256, 16, n, policy == PolicyKVCacheAware)
+			batch := newBenchBatch(256, 16, n, benchOpts{matches: policy == PolicyKVCacheAware})
 			r := mustNew(t, DefaultConfig(policy, 16))
 			res := new(Result)
 			route := func() {

@@ -1,9 +1,6 @@
 package router
 
-import (
-	"cmp"
-	"slices"
-)
+import "slices"
 
 // routeKVAware is TensorRT-LLM's KV-cache-aware ADP policy: explicit targets
 // and cold-start warmup first, then each request (grouped by prompt prefix) to
@@ -53,13 +50,7 @@ func (r *Router) routeKVAware(b *batch) {
 	r.rest = rest
 
 	// Group requests that share a prompt prefix; longer prompts first.
-	slices.SortStableFunc(rest, func(x, y int) int {
-		qx, qy := &b.reqs[x], &b.reqs[y]
-		if c := slices.Compare(prefixOf(qx), prefixOf(qy)); c != 0 {
-			return c
-		}
-		return cmp.Compare(qy.Len(), qx.Len())
-	})
+	r.groups.sort(b.reqs, rest)
 
 	expected := softCap(count, len(rest), r.cfg.FairShareMultiplier, b.maxn)
 	b.res.Expected = expected

@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -46,7 +47,8 @@ type Router struct {
 	shuffled []int
 	row      []int // one request's match length per rank
 	room     kvRoom
-	idSort   []uint64
+	ids      idSet
+	groups   groupSorter
 	seeds    seedCache
 }
 
@@ -161,18 +163,8 @@ func (r *Router) validate(states []RankState, reqs []Request, maxActive int, mat
 			return inputError("requests[%d] (id %d): %d tokens, want at most %d", i, q.ID, len(q.Tokens), int64(MaxTokens))
 		}
 	}
-	if len(reqs) > 1 {
-		ids := r.idSort[:0]
-		for i := range reqs {
-			ids = append(ids, reqs[i].ID)
-		}
-		slices.Sort(ids)
-		r.idSort = ids
-		for i := 1; i < len(ids); i++ {
-			if ids[i] == ids[i-1] {
-				return inputError("request id %d appears more than once in the batch", ids[i])
-			}
-		}
+	if id, dup := r.ids.duplicate(reqs); dup {
+		return inputError("request id %d appears more than once in the batch", id)
 	}
 	if matches != nil {
 		if len(matches) != len(reqs)*size {
@@ -185,6 +177,39 @@ func (r *Router) validate(states []RankState, reqs []Request, maxActive int, mat
 		}
 	}
 	return nil
+}
+
+// idSet finds duplicate request ids in linear time: an open-addressing
+// table of the ids seen so far (sorting them cost more than the rest of a
+// small decision).
+type idSet struct {
+	slots []uint64
+	used  []bool
+}
+
+// duplicate returns the first id, in request order, that an earlier
+// request already has.
+func (s *idSet) duplicate(reqs []Request) (uint64, bool) {
+	if len(reqs) < 2 {
+		return 0, false
+	}
+	size := 1 << bits.Len(uint(2*len(reqs)-1))
+	s.slots = slices.Grow(s.slots[:0], size)[:size]
+	s.used = slices.Grow(s.used[:0], size)[:size]
+	clear(s.used)
+	shift := 64 - bits.Len(uint(size-1))
+	mask := uint64(size - 1)
+	for i := range reqs {
+		id := reqs[i].ID
+		h := (id * 0x9e3779b97f4a7c15) >> shift // Fibonacci hashing
+		for ; s.used[h]; h = (h + 1) & mask {
+			if s.slots[h] == id {
+				return id, true
+			}
+		}
+		s.slots[h], s.used[h] = id, true
+	}
+	return 0, false
 }
 
 // batch is one Route call in progress.

@@ -646,15 +646,28 @@ class Router:
         except Exception:
             pass
 
-    def route(self, states, requests, max_num_active_requests, match_lens=None):
+    def route(self, states, requests, max_num_active_requests, match_lens=None, match_format="auto"):
         """Places one batch of new requests; returns a RouteResult.
 
         states: one RankState per rank, in rank order. requests: Request
-        objects. match_lens (KV-aware policy): None, or one entry per rank,
-        each a dict {request_id: matched tokens} or a sequence aligned with
-        requests; or the whole table as one array('i') of len(requests) x
-        len(states) values, request-major (no copy). Raises InvalidArgumentError (a ValueError) for bad input,
+        objects. Raises InvalidArgumentError (a ValueError) for bad input,
         after which the router is unchanged.
+
+        match_lens (KV-aware policy): None (nothing cached), or one entry per
+        rank, in rank order, giving how many prompt tokens of each request
+        that rank already caches. With match_format="auto" each entry is
+        either a dict {request_id: matched tokens} (requests it omits count
+        0; ids not in the batch are an error) or a sequence aligned with
+        requests (a list, tuple or 1-D int32 buffer of len(requests)
+        values: rank-major rows); or the whole table as one array('i') of
+        len(requests) x len(states) values, request-major as adpr_batch
+        takes it (passed without a copy). With match_format="pairs" each entry is
+        the rank's raw allgathered row [id, matched, id, matched, ...]
+        (a list or tuple, or any sequence: an even number of values, each id
+        in the batch and at most once per row, omitted requests count 0).
+        All forms give the same decision for the same lengths; dicts that
+        name every request in batch order and pairs in batch order are the
+        fastest.
         """
         if not self._handle:
             raise InvalidHandleError("the router is closed", _INVALID_HANDLE)
@@ -662,91 +675,35 @@ class Router:
         if not isinstance(maxn, int) or not 1 <= maxn <= 0x7FFFFFFF:
             raise InvalidArgumentError("max_num_active_requests = %r, want an integer >= 1" % (maxn,),
                                        _INVALID_ARGUMENT)
+        if match_format not in ("auto", "pairs"):
+            raise InvalidArgumentError("match_format = %r, want \"auto\" or \"pairs\"" % (match_format,),
+                                       _INVALID_ARGUMENT)
         try:
             ns, nr = len(states), len(requests)
         except TypeError as e:
             raise InvalidArgumentError("states and requests must be sequences: %s" % (e,),
                                        _INVALID_ARGUMENT) from None
-
-        sbuf = array("B", bytes(_STATE.size * ns))
-        pack = _STATE.pack_into
-        try:
-            for i, s in enumerate(states):
-                pack(sbuf, 40 * i, s.rank, s.num_active_requests, s.num_active_tokens,
-                     getattr(s, "kv_capacity_tokens", 0), getattr(s, "free_kv_tokens", 0),
-                     1 if getattr(s, "memory_pressure", False) else 0, 0)
-        except (struct.error, TypeError, AttributeError) as e:
-            raise InvalidArgumentError("states[%d]: %s" % (i, e), _INVALID_ARGUMENT) from None
-
-        rbuf = array("B", bytes(_REQ_SIZE * nr))
-        chunks = []
-        ntok = 0
-        ints = _INTS
-        text = []
-        text_len = 0
-        send_tokens = self._send_tokens
-        pack = _REQUEST.pack_into
-        i = 0
-        try:
-            for i, q in enumerate(requests):
-                toks = q.tokens
-                n = q.num_tokens
-                off = ntok
-                if toks is not None:
-                    if n is None:
-                        n = len(toks)
-                    elif n < len(toks):
-                        raise ValueError("num_tokens = %r is less than the %d tokens given" % (n, len(toks)))
-                    if send_tokens != 0:
-                        if isinstance(toks, (list, tuple)):
-                            head = toks[:send_tokens]
-                            k = len(head)
-                            chunks.append(ints[k].pack(*head) if k <= PREFIX_TOKENS
-                                          else struct.pack("=%di" % k, *head))
-                            ntok += k
-                        else:
-                            mv = memoryview(toks)
-                            if mv.ndim != 1 or mv.itemsize != 4 or mv.format not in ("i", "l", "=i", "<i"):
-                                raise TypeError("tokens buffer has format %r and %d dimensions, want a 1-D int32 buffer"
-                                                % (mv.format, mv.ndim))
-                            head = mv[:send_tokens].cast("B")
-                            chunks.append(head)
-                            ntok += len(head) // 4
-                elif n is None:
-                    n = 0
-                cid = q.conversation_id
-                coff, clen = text_len, 0
-                if cid is not None and not isinstance(cid, (str, bytes, bytearray)):
-                    raise TypeError("conversation_id must be str, bytes or None, not %s" % type(cid).__name__)
-                if cid:
-                    b = cid.encode() if isinstance(cid, str) else bytes(cid)
-                    text.append(b)
-                    clen = len(b)
-                    text_len += clen
-                t = q.target_rank
-                if t is not None and t < 0:
-                    raise ValueError("target_rank = %r, want None or 0..dp_size-1" % (t,))
-                pack(rbuf, _REQ_SIZE * i, q.id, off, ntok - off, n, coff, clen,
-                     NO_TARGET if t is None else t, 1 if q.relax else 0,
-                     getattr(q, "lora_id", 0), getattr(q, "cache_salt", 0))
-        except (struct.error, TypeError, OverflowError, ValueError, AttributeError, BufferError) as e:
-            raise InvalidArgumentError("requests[%d]: %s" % (i, e), _INVALID_ARGUMENT) from None
-
+        sp = _speedups
+        sbuf = sp.pack_states(states) if sp else None
+        if sbuf is None:
+            sbuf = _pack_states(states)
+        packed = sp.pack_requests(requests, self._send_tokens) if sp else None
+        if packed is None:
+            packed = _pack_requests(requests, self._send_tokens)
+        rbuf, tokens, ntok, text = packed
         matches = None
         if match_lens is not None:
-            matches = self._match_table(match_lens, requests, ns, nr)
+            matches = _match_table(match_lens, requests, ns, nr, match_format == "pairs")
 
-        text = b"".join(text)
-        tokens = b"".join(chunks)
         ranks = array("i", bytes(4 * nr))
         order = array("Q", bytes(8 * nr))
         offsets = array("i", bytes(4 * (ns + 1)))
         batch = _Batch(
-            sbuf.buffer_info()[0] if ns else None, ns, nr,
-            rbuf.buffer_info()[0] if nr else None,
-            ctypes.cast(ctypes.c_char_p(tokens), ctypes.c_void_p).value if ntok else None, ntok,
-            ctypes.cast(ctypes.c_char_p(text), ctypes.c_void_p).value if text else None, len(text),
-            matches.buffer_info()[0] if matches is not None and len(matches) else None,
+            _address(sbuf) if ns else None, ns, nr,
+            _address(rbuf) if nr else None,
+            _address(tokens) if ntok else None, ntok,
+            _address(text) if text else None, len(text),
+            _address(matches) if matches is not None and len(matches) else None,
             maxn)
         out = _Result(ranks.buffer_info()[0], order.buffer_info()[0], offsets.buffer_info()[0], 0, 0)
         with self._lock:
@@ -756,10 +713,7 @@ class Router:
                                           self._errbuf, _ERRBUF)
             if status != _OK:
                 _raise(status, self._errbuf)
-        order = order.tolist()
-        offsets = offsets.tolist()
-        assignment = {r: order[offsets[r]:offsets[r + 1]] for r in range(ns)}
-        return RouteResult(assignment, out.expected, order[offsets[ns]:], ranks.tolist())
+        return _LazyResult(order, offsets, ranks, out.expected)
 
     def state_digest(self):
         """A 64-bit digest of the router state that determines future
@@ -803,41 +757,266 @@ class Router:
                              for g in groups[:st.num_hot_groups]]
         return out
 
-    def _match_table(self, match_lens, requests, ns, nr):
-        if isinstance(match_lens, array) and match_lens.typecode == "i":
-            if len(match_lens) != ns * nr:
-                raise InvalidArgumentError("match_lens array has %d values, want requests x ranks (%d)"
-                                           % (len(match_lens), ns * nr), _INVALID_ARGUMENT)
-            return match_lens
-        if not hasattr(match_lens, "__len__"):
-            raise InvalidArgumentError("match_lens is a %s, want one entry per rank"
-                                       % type(match_lens).__name__, _INVALID_ARGUMENT)
-        if len(match_lens) != ns:
-            raise InvalidArgumentError("match_lens has %d entries, want one per rank (%d)"
-                                       % (len(match_lens), ns), _INVALID_ARGUMENT)
-        rows = list(match_lens)
-        ids = idset = None
-        r = 0
-        try:
-            for r, m in enumerate(rows):
-                if isinstance(m, dict):
-                    if ids is None:
-                        ids = [q.id for q in requests]
-                        idset = set(ids)
-                    if not m.keys() <= idset:
-                        rid = next(k for k in m if k not in idset)
-                        raise InvalidArgumentError(
-                            "match_lens[%d] names request id %r, which is not in the batch"
-                            % (r, rid), _INVALID_ARGUMENT)
-                    get = m.get
-                    rows[r] = [get(rid, 0) for rid in ids]
-                elif len(m) != nr:
+
+# --- the packing hot path -------------------------------------------------------
+#
+# Router.route turns states, requests and match lengths into adpr_batch's flat
+# buffers. The functions below are the reference implementation, in Python;
+# adprouter._speedups (optional, C) does the same for the plain case, byte for
+# byte, and returns None for anything else, which then comes here and raises
+# the documented errors.
+
+def _pack_states(states):
+    """adpr_rank_state records of states, as bytes-like."""
+    sbuf = array("B", bytes(_STATE.size * len(states)))
+    pack = _STATE.pack_into
+    i = 0
+    try:
+        for i, s in enumerate(states):
+            pack(sbuf, 40 * i, s.rank, s.num_active_requests, s.num_active_tokens,
+                 getattr(s, "kv_capacity_tokens", 0), getattr(s, "free_kv_tokens", 0),
+                 1 if getattr(s, "memory_pressure", False) else 0, 0)
+    except (struct.error, TypeError, AttributeError) as e:
+        raise InvalidArgumentError("states[%d]: %s" % (i, e), _INVALID_ARGUMENT) from None
+    return sbuf
+
+
+def _pack_requests(requests, send_tokens):
+    """(adpr_request records, int32 tokens, token count, conversation text) of
+    requests, sending send_tokens leading tokens of each (None: all)."""
+    rbuf = array("B", bytes(_REQ_SIZE * len(requests)))
+    chunks = []
+    ntok = 0
+    ints = _INTS
+    text = []
+    text_len = 0
+    pack = _REQUEST.pack_into
+    i = 0
+    try:
+        for i, q in enumerate(requests):
+            toks = q.tokens
+            n = q.num_tokens
+            off = ntok
+            if toks is not None:
+                if n is None:
+                    n = len(toks)
+                elif n < len(toks):
+                    raise ValueError("num_tokens = %r is less than the %d tokens given" % (n, len(toks)))
+                if send_tokens != 0:
+                    if isinstance(toks, (list, tuple)):
+                        head = toks[:send_tokens]
+                        k = len(head)
+                        chunks.append(ints[k].pack(*head) if k <= PREFIX_TOKENS
+                                      else struct.pack("=%di" % k, *head))
+                        ntok += k
+                    else:
+                        mv = memoryview(toks)
+                        if mv.ndim != 1 or mv.itemsize != 4 or mv.format not in ("i", "l", "=i", "<i"):
+                            raise TypeError("tokens buffer has format %r and %d dimensions, want a 1-D int32 buffer"
+                                            % (mv.format, mv.ndim))
+                        head = mv[:send_tokens].cast("B")
+                        chunks.append(head)
+                        ntok += len(head) // 4
+            elif n is None:
+                n = 0
+            cid = q.conversation_id
+            coff, clen = text_len, 0
+            if cid is not None and not isinstance(cid, (str, bytes, bytearray)):
+                raise TypeError("conversation_id must be str, bytes or None, not %s" % type(cid).__name__)
+            if cid:
+                b = cid.encode() if isinstance(cid, str) else bytes(cid)
+                text.append(b)
+                clen = len(b)
+                text_len += clen
+            t = q.target_rank
+            if t is not None and t < 0:
+                raise ValueError("target_rank = %r, want None or 0..dp_size-1" % (t,))
+            pack(rbuf, _REQ_SIZE * i, q.id, off, ntok - off, n, coff, clen,
+                 NO_TARGET if t is None else t, 1 if q.relax else 0,
+                 getattr(q, "lora_id", 0), getattr(q, "cache_salt", 0))
+    except (struct.error, TypeError, OverflowError, ValueError, AttributeError, BufferError) as e:
+        raise InvalidArgumentError("requests[%d]: %s" % (i, e), _INVALID_ARGUMENT) from None
+    return rbuf, b"".join(chunks), ntok, b"".join(text)
+
+
+def _match_table(match_lens, requests, ns, nr, pairs):
+    """The int32 match table, row-major by request (adpr_batch.match_lens),
+    from match_lens in the dict/row form or, with pairs, the raw
+    [id, len, ...] form (see Router.route)."""
+    if isinstance(match_lens, array) and match_lens.typecode == "i" and not pairs:
+        if len(match_lens) != ns * nr:
+            raise InvalidArgumentError("match_lens array has %d values, want requests x ranks (%d)"
+                                       % (len(match_lens), ns * nr), _INVALID_ARGUMENT)
+        return match_lens
+    if not hasattr(match_lens, "__len__"):
+        raise InvalidArgumentError("match_lens is a %s, want one entry per rank"
+                                   % type(match_lens).__name__, _INVALID_ARGUMENT)
+    if len(match_lens) != ns:
+        raise InvalidArgumentError("match_lens has %d entries, want one per rank (%d)"
+                                   % (len(match_lens), ns), _INVALID_ARGUMENT)
+    sp = _speedups
+    if sp:
+        table = sp.match_table(match_lens, requests, pairs)
+        if table is not None:
+            return table
+    out = [0] * (ns * nr)
+    ids = pos = None
+    r = 0
+    try:
+        for r, m in enumerate(match_lens):
+            if pairs or isinstance(m, dict):
+                if ids is None:
+                    ids = [q.id for q in requests]
+                    pos = {rid: i for i, rid in enumerate(ids)}
+            if pairs:
+                _fill_pairs(out, m, r, ns, nr, ids, pos)
+            elif isinstance(m, dict):
+                if len(m) == nr and list(m) == ids:
+                    out[r::ns] = m.values()  # names every request, in batch order
+                    continue
+                try:
+                    for rid, v in m.items():
+                        out[pos[rid] * ns + r] = v
+                except KeyError:
+                    rid = next(k for k in m if k not in pos)
                     raise InvalidArgumentError(
-                        "match_lens[%d] has %d values, want one per request (%d)"
-                        % (r, len(m), nr), _INVALID_ARGUMENT)
-            flat = []
-            for column in zip(*rows):  # row-major by request, as adpr_batch wants
-                flat += column
-            return array("i", flat)
-        except (TypeError, OverflowError) as e:
-            raise InvalidArgumentError("match_lens: %s" % (e,), _INVALID_ARGUMENT) from None
+                        "match_lens[%d] names request id %r, which is not in the batch"
+                        % (r, rid), _INVALID_ARGUMENT) from None
+            elif len(m) != nr:
+                raise InvalidArgumentError(
+                    "match_lens[%d] has %d values, want one per request (%d)"
+                    % (r, len(m), nr), _INVALID_ARGUMENT)
+            else:
+                out[r::ns] = m
+        return array("i", out)
+    except (TypeError, OverflowError) as e:
+        raise InvalidArgumentError("match_lens: %s" % (e,), _INVALID_ARGUMENT) from None
+
+
+def _fill_pairs(out, row, r, ns, nr, ids, pos):
+    """Rank r's column of the match table from its raw row [id, len, ...]."""
+    if len(row) % 2:
+        raise InvalidArgumentError(
+            "match_lens[%d] has %d values, want [id, matched, id, matched, ...] pairs"
+            % (r, len(row)), _INVALID_ARGUMENT)
+    seen = bytearray(nr)
+    it = iter(row)
+    for rid, v in zip(it, it):
+        k = pos.get(rid)
+        if k is None:
+            raise InvalidArgumentError(
+                "match_lens[%d] names request id %r, which is not in the batch" % (r, rid),
+                _INVALID_ARGUMENT)
+        if seen[k]:
+            raise InvalidArgumentError(
+                "match_lens[%d] names request id %r twice" % (r, rid), _INVALID_ARGUMENT)
+        seen[k] = 1
+        out[k * ns + r] = v
+
+
+def _address(buf):
+    """The address of a bytes object's or an array's contents."""
+    if isinstance(buf, array):
+        return buf.buffer_info()[0]
+    return ctypes.cast(ctypes.c_char_p(buf), ctypes.c_void_p).value
+
+
+class _LazyResult(RouteResult):
+    """A RouteResult decoded from the library's output arrays on first use of
+    each field: routing code that reads only its own rank's list or only
+    ``expected`` does not pay for building the rest."""
+
+    __slots__ = ("_order", "_offsets", "_ranks")
+
+    def __init__(self, order, offsets, ranks, expected):
+        self._order, self._offsets, self._ranks = order, offsets, ranks
+        self.expected = expected
+
+    @property
+    def assignment(self):
+        try:
+            return RouteResult.assignment.__get__(self)
+        except AttributeError:
+            order, offsets = self._order, self._offsets
+            lists = [order[offsets[r]:offsets[r + 1]].tolist() for r in range(len(offsets) - 1)]
+            value = dict(enumerate(lists))
+            RouteResult.assignment.__set__(self, value)
+            return value
+
+    @assignment.setter
+    def assignment(self, value):
+        RouteResult.assignment.__set__(self, value)
+
+    @property
+    def unassigned(self):
+        try:
+            return RouteResult.unassigned.__get__(self)
+        except AttributeError:
+            value = self._order[self._offsets[-1]:].tolist()
+            RouteResult.unassigned.__set__(self, value)
+            return value
+
+    @unassigned.setter
+    def unassigned(self, value):
+        RouteResult.unassigned.__set__(self, value)
+
+    @property
+    def ranks(self):
+        try:
+            return RouteResult.ranks.__get__(self)
+        except AttributeError:
+            value = self._ranks.tolist()
+            RouteResult.ranks.__set__(self, value)
+            return value
+
+    @ranks.setter
+    def ranks(self, value):
+        RouteResult.ranks.__set__(self, value)
+
+
+def _load_speedups():
+    """adprouter._speedups if it was built (by the package build next to this
+    file, or by build.sh into the source tree's build/python/), else None;
+    ADPROUTER_NO_SPEEDUPS=1 forces the pure-Python path."""
+    if os.environ.get("ADPROUTER_NO_SPEEDUPS"):
+        return None
+    import importlib
+    try:
+        # Not "from . import _speedups": that would find this module's own
+        # _speedups attribute (None) before looking for the submodule.
+        mod = importlib.import_module(__name__ + "._speedups")
+    except ImportError:
+        mod = None
+    if mod is None:
+        import importlib.machinery
+        import importlib.util
+        here = os.path.dirname(os.path.abspath(__file__))
+        folder = os.path.join(os.path.dirname(os.path.dirname(here)), "build", "python", "adprouter")
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(folder, "_speedups" + suffix)
+            if os.path.exists(path):
+                try:
+                    spec = importlib.util.spec_from_file_location(__name__ + "._speedups", path)
+                    mod = importlib.util.module_from_spec(spec)
+                    spec.loader.exec_module(mod)
+                except ImportError:
+                    mod = None
+                break
+    if mod is not None:
+        _use_speedups(mod)
+    return mod
+
+
+def _use_speedups(mod):
+    """Makes the binding pack through mod (None: pure Python)."""
+    global _speedups
+    if mod is not None:
+        mod.configure(Request, ("id", "tokens", "num_tokens", "target_rank", "relax", "conversation_id",
+                                "lora_id", "cache_salt"),
+                      RankState, ("rank", "num_active_requests", "num_active_tokens", "kv_capacity_tokens",
+                                  "free_kv_tokens", "memory_pressure"))
+    _speedups = mod
+
+
+_speedups = None
+_load_speedups()

@@ -1,0 +1,606 @@
+/*
+ * adprouter._speedups: optional C versions of the binding's packing hot path.
+ *
+ * Router.route spends most of its Python time turning Request objects, their
+ * token lists and per-rank match dicts into the flat buffers of adpr_batch
+ * (include/adprouter.h). This module does the same work in C for the common,
+ * well-formed case and produces byte-for-byte the buffers the pure-Python
+ * code in adprouter/__init__.py produces. Whenever an input is anything but
+ * the plain case (a subclass, an int out of range, a missing attribute, an
+ * id not in the batch, ...) a function returns None and the binding redoes
+ * the work in Python, which raises the documented errors: this module never
+ * raises for bad input and has no error messages of its own.
+ *
+ * Self-contained, CPython C API only (not the limited API: it reads slot
+ * offsets from member descriptors and small ints directly). Built by the
+ * package build when a compiler is present; without it the binding runs the
+ * pure-Python path with identical results.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <stdint.h>
+#include <string.h>
+
+/* adpr_request: uint64 id, int64 token_offset, token_count, num_tokens,
+ * conversation_offset, conversation_len, int32 target_rank, int32 relax,
+ * uint64 lora_id, uint64 cache_salt: 72 bytes, no padding. */
+typedef struct {
+    uint64_t id;
+    int64_t token_offset, token_count, num_tokens, conv_offset, conv_len;
+    int32_t target_rank, relax;
+    uint64_t lora_id, cache_salt;
+} adpr_request;
+
+/* adpr_rank_state: int32 rank, num_active_requests, int64
+ * num_active_tokens, kv_capacity_tokens, free_kv_tokens, uint32 flags,
+ * reserved: 40 bytes, no padding. */
+typedef struct {
+    int32_t rank, num_active_requests;
+    int64_t num_active_tokens, kv_capacity_tokens, free_kv_tokens;
+    uint32_t flags, reserved;
+} adpr_rank_state;
+
+/* Slot layout of adprouter.Request and adprouter.RankState, set by
+ * configure(): objects of exactly these types are read through their slot
+ * offsets; any other object makes a function return None. */
+enum { R_ID, R_TOKENS, R_NUM_TOKENS, R_TARGET, R_RELAX, R_CONV, R_LORA, R_SALT, R_SLOTS };
+enum { S_RANK, S_ACTIVE, S_TOKENS, S_CAP, S_FREE, S_PRESSURE, S_SLOTS };
+static PyTypeObject *request_type, *state_type;
+static Py_ssize_t request_off[R_SLOTS], state_off[S_SLOTS];
+
+/* Sentinel for "not the plain case": the caller returns None. */
+#define FALLBACK 1
+
+static int slot_offsets(PyTypeObject *type, PyObject *names, Py_ssize_t *off, Py_ssize_t n)
+{
+    if (!PyTuple_Check(names) || PyTuple_GET_SIZE(names) != n) {
+        PyErr_Format(PyExc_ValueError, "want a tuple of %zd slot names", n);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *d = PyObject_GetAttr((PyObject *)type, PyTuple_GET_ITEM(names, i));
+        if (d == NULL)
+            return -1;
+        if (!Py_IS_TYPE(d, &PyMemberDescr_Type) ||
+            ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+            Py_DECREF(d);
+            PyErr_Format(PyExc_TypeError, "%R is not a __slots__ attribute", PyTuple_GET_ITEM(names, i));
+            return -1;
+        }
+        off[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+    }
+    return 0;
+}
+
+static PyObject *configure(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyTypeObject *rt, *st;
+    PyObject *rnames, *snames;
+    if (!PyArg_ParseTuple(args, "O!OO!O", &PyType_Type, &rt, &rnames, &PyType_Type, &st, &snames))
+        return NULL;
+    if (slot_offsets(rt, rnames, request_off, R_SLOTS) < 0 || slot_offsets(st, snames, state_off, S_SLOTS) < 0)
+        return NULL;
+    Py_INCREF(rt);
+    Py_INCREF(st);
+    Py_XSETREF(request_type, rt);
+    Py_XSETREF(state_type, st);
+    Py_RETURN_NONE;
+}
+
+static inline PyObject *slot(PyObject *o, Py_ssize_t off) { return *(PyObject **)((char *)o + off); }
+
+/* Reads an int the way struct.pack reads it for a format with bounds
+ * [lo, hi]; only exact ints and bools, anything else (including an
+ * __index__ object) is FALLBACK. */
+static inline int read_int(PyObject *o, long long lo, long long hi, long long *out)
+{
+    long long v;
+    if (PyLong_CheckExact(o)) {
+#if PY_VERSION_HEX >= 0x030C0000
+        if (PyUnstable_Long_IsCompact((PyLongObject *)o)) {
+            v = (long long)PyUnstable_Long_CompactValue((PyLongObject *)o);
+            goto check;
+        }
+#else
+        Py_ssize_t size = Py_SIZE(o);
+        if (size >= -1 && size <= 1) {
+            v = (long long)size * (long long)((PyLongObject *)o)->ob_digit[0];
+            goto check;
+        }
+#endif
+    } else if (!PyLong_Check(o)) {
+        return FALLBACK;
+    }
+    {
+        int overflow;
+        v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (overflow || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return FALLBACK;
+        }
+    }
+check:
+    if (v < lo || v > hi)
+        return FALLBACK;
+    *out = v;
+    return 0;
+}
+
+/* uint64 as struct's "Q": exact ints (and bools) in 0..2^64-1. */
+static inline int read_u64(PyObject *o, uint64_t *out)
+{
+    long long v;
+    if (read_int(o, 0, INT64_MAX, &v) == 0) {
+        *out = (uint64_t)v;
+        return 0;
+    }
+    if (!PyLong_Check(o))
+        return FALLBACK;
+    unsigned long long u = PyLong_AsUnsignedLongLong(o);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return FALLBACK;
+    }
+    *out = u;
+    return 0;
+}
+
+/* A growable byte buffer. */
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} growbuf;
+
+static int grow(growbuf *b, Py_ssize_t more)
+{
+    if (b->len + more <= b->cap)
+        return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more)
+        cap *= 2;
+    char *p = PyMem_Realloc(b->p, cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int is_int32_format(const char *f)
+{
+    return f != NULL && (!strcmp(f, "i") || !strcmp(f, "l") || !strcmp(f, "=i") || !strcmp(f, "<i"));
+}
+
+/* Whether view is a contiguous 1-D vector of int32, as the Python path's
+ * memoryview checks accept it. */
+static int int32_vector(const Py_buffer *view)
+{
+    return view->ndim == 1 && view->shape != NULL && view->itemsize == 4 && is_int32_format(view->format) &&
+           (view->strides == NULL || view->strides[0] == 4);
+}
+
+/* Appends the first `limit` tokens of toks (limit < 0: all) as int32 to b.
+ * Sets *len to len(toks). Returns 0, FALLBACK or -1 (memory error). */
+static int append_tokens(growbuf *b, PyObject *toks, Py_ssize_t limit, Py_ssize_t *len)
+{
+    if (PyList_CheckExact(toks) || PyTuple_CheckExact(toks)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(toks);
+        PyObject **items = PySequence_Fast_ITEMS(toks);
+        Py_ssize_t k = limit < 0 || limit > n ? n : limit;
+        *len = n;
+        if (grow(b, 4 * k) < 0)
+            return -1;
+        int32_t *out = (int32_t *)(b->p + b->len);
+        for (Py_ssize_t i = 0; i < k; i++) {
+            long long v;
+            if (read_int(items[i], INT32_MIN, INT32_MAX, &v))
+                return FALLBACK;
+            out[i] = (int32_t)v;
+        }
+        b->len += 4 * k;
+        return 0;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(toks, &view, PyBUF_FORMAT | PyBUF_STRIDES) < 0) {
+        PyErr_Clear();
+        return FALLBACK;
+    }
+    int rc = FALLBACK;
+    if (int32_vector(&view)) {
+        Py_ssize_t n = view.shape[0];
+        Py_ssize_t k = limit < 0 || limit > n ? n : limit;
+        *len = n;
+        rc = grow(b, 4 * k);
+        if (rc == 0) {
+            memcpy(b->p + b->len, view.buf, 4 * k);
+            b->len += 4 * k;
+        }
+    }
+    PyBuffer_Release(&view);
+    return rc;
+}
+
+static int pack_request(PyObject *q, Py_ssize_t limit, adpr_request *out, growbuf *tok, growbuf *text)
+{
+    if (!Py_IS_TYPE(q, request_type))
+        return FALLBACK;
+    PyObject *id = slot(q, request_off[R_ID]), *toks = slot(q, request_off[R_TOKENS]),
+             *ntok = slot(q, request_off[R_NUM_TOKENS]), *target = slot(q, request_off[R_TARGET]),
+             *relax = slot(q, request_off[R_RELAX]), *cid = slot(q, request_off[R_CONV]),
+             *lora = slot(q, request_off[R_LORA]), *salt = slot(q, request_off[R_SALT]);
+    if (!id || !toks || !ntok || !target || !relax || !cid)
+        return FALLBACK;
+    memset(out, 0, sizeof *out);
+    if (read_u64(id, &out->id))
+        return FALLBACK;
+    long long n = 0;
+    if (ntok != Py_None && read_int(ntok, INT64_MIN, INT64_MAX, &n))
+        return FALLBACK;
+    out->token_offset = tok->len / 4;
+    if (toks != Py_None) {
+        Py_ssize_t len;
+        int rc = append_tokens(tok, toks, limit, &len);
+        if (rc)
+            return rc;
+        if (ntok == Py_None)
+            n = len;
+        else if (n < len)
+            return FALLBACK;
+    }
+    out->token_count = tok->len / 4 - out->token_offset;
+    out->num_tokens = n;
+    out->conv_offset = text->len;
+    if (cid != Py_None) {
+        const char *s;
+        Py_ssize_t len;
+        if (PyUnicode_CheckExact(cid)) {
+            s = PyUnicode_AsUTF8AndSize(cid, &len);
+            if (s == NULL) {
+                PyErr_Clear();
+                return FALLBACK;
+            }
+        } else if (PyBytes_CheckExact(cid)) {
+            s = PyBytes_AS_STRING(cid);
+            len = PyBytes_GET_SIZE(cid);
+        } else if (PyByteArray_CheckExact(cid)) {
+            s = PyByteArray_AS_STRING(cid);
+            len = PyByteArray_GET_SIZE(cid);
+        } else {
+            return FALLBACK;
+        }
+        if (grow(text, len) < 0)
+            return -1;
+        memcpy(text->p + text->len, s, len);
+        text->len += len;
+        out->conv_len = len;
+    }
+    long long t = -1;
+    if (target != Py_None && read_int(target, 0, INT32_MAX, &t))
+        return FALLBACK;
+    out->target_rank = (int32_t)t;
+    if (relax == Py_True || relax == Py_False) {
+        out->relax = relax == Py_True;
+    } else {
+        int r = PyObject_IsTrue(relax);
+        if (r < 0) {
+            PyErr_Clear();
+            return FALLBACK;
+        }
+        out->relax = r;
+    }
+    if (lora && read_u64(lora, &out->lora_id))
+        return FALLBACK;
+    if (salt && read_u64(salt, &out->cache_salt))
+        return FALLBACK;
+    return 0;
+}
+
+static PyObject *pack_requests(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *requests, *send;
+    if (!PyArg_ParseTuple(args, "OO", &requests, &send))
+        return NULL;
+    if (request_type == NULL || !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
+        Py_RETURN_NONE;
+    Py_ssize_t limit = -1; /* send None: whole prompts */
+    if (send != Py_None) {
+        limit = PyLong_AsSsize_t(send);
+        if (limit == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    Py_ssize_t nr = PySequence_Fast_GET_SIZE(requests);
+    PyObject **items = PySequence_Fast_ITEMS(requests);
+    PyObject *rbuf = PyBytes_FromStringAndSize(NULL, nr * (Py_ssize_t)sizeof(adpr_request));
+    if (rbuf == NULL)
+        return NULL;
+    adpr_request *reqs = (adpr_request *)PyBytes_AS_STRING(rbuf);
+    growbuf tok = {0}, text = {0};
+    PyObject *result = NULL;
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < nr && rc == 0; i++)
+        rc = pack_request(items[i], limit, &reqs[i], &tok, &text);
+    if (rc == FALLBACK) {
+        result = Py_None;
+        Py_INCREF(result);
+    } else if (rc == 0) {
+        result = Py_BuildValue("(Ny#ny#)", rbuf, tok.p ? tok.p : "", tok.len, tok.len / 4,
+                               text.p ? text.p : "", text.len);
+        rbuf = NULL; /* stolen by N, even on failure */
+    }
+    Py_XDECREF(rbuf);
+    PyMem_Free(tok.p);
+    PyMem_Free(text.p);
+    return result;
+}
+
+static PyObject *pack_states(PyObject *Py_UNUSED(self), PyObject *states)
+{
+    if (state_type == NULL || !(PyList_CheckExact(states) || PyTuple_CheckExact(states)))
+        Py_RETURN_NONE;
+    Py_ssize_t ns = PySequence_Fast_GET_SIZE(states);
+    PyObject **items = PySequence_Fast_ITEMS(states);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, ns * (Py_ssize_t)sizeof(adpr_rank_state));
+    if (out == NULL)
+        return NULL;
+    adpr_rank_state *st = (adpr_rank_state *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < ns; i++) {
+        PyObject *s = items[i];
+        if (!Py_IS_TYPE(s, state_type))
+            goto fallback;
+        PyObject *v[S_SLOTS];
+        for (int k = 0; k < S_SLOTS; k++) {
+            v[k] = slot(s, state_off[k]);
+            if (v[k] == NULL)
+                goto fallback;
+        }
+        long long rank, active, tokens, cap, free_;
+        if (read_int(v[S_RANK], INT32_MIN, INT32_MAX, &rank) ||
+            read_int(v[S_ACTIVE], INT32_MIN, INT32_MAX, &active) ||
+            read_int(v[S_TOKENS], INT64_MIN, INT64_MAX, &tokens) ||
+            read_int(v[S_CAP], INT64_MIN, INT64_MAX, &cap) ||
+            read_int(v[S_FREE], INT64_MIN, INT64_MAX, &free_))
+            goto fallback;
+        int pressure = PyObject_IsTrue(v[S_PRESSURE]);
+        if (pressure < 0) {
+            PyErr_Clear();
+            goto fallback;
+        }
+        adpr_rank_state r = {(int32_t)rank, (int32_t)active, tokens, cap, free_, (uint32_t)pressure, 0};
+        st[i] = r;
+    }
+    return out;
+fallback:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+}
+
+/* Reads a match length: an exact int in 0..2^31-1 (negative values go to
+ * the Python path, which lets the library reject them). */
+static inline int read_match(PyObject *o, int32_t *out)
+{
+    long long v;
+    if (read_int(o, INT32_MIN, INT32_MAX, &v))
+        return FALLBACK;
+    *out = (int32_t)v;
+    return 0;
+}
+
+/* Request ids of the batch, for the match tables. */
+static int request_ids(PyObject **items, Py_ssize_t nr, PyObject **ids)
+{
+    for (Py_ssize_t i = 0; i < nr; i++) {
+        if (!Py_IS_TYPE(items[i], request_type))
+            return FALLBACK;
+        ids[i] = slot(items[i], request_off[R_ID]);
+        if (ids[i] == NULL)
+            return FALLBACK;
+    }
+    return 0;
+}
+
+/* Whether a and b are the same object or equal exact ints. */
+static inline int same_int(PyObject *a, PyObject *b)
+{
+    if (a == b)
+        return 1;
+    if (!PyLong_CheckExact(a) || !PyLong_CheckExact(b))
+        return 0;
+    int eq = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (eq < 0)
+        PyErr_Clear();
+    return eq > 0;
+}
+
+/* {request id: position}, built on first need. */
+static PyObject *positions(PyObject **ids, Py_ssize_t nr)
+{
+    PyObject *pos = PyDict_New();
+    if (pos == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < nr; i++) {
+        PyObject *k = PyLong_FromSsize_t(i);
+        if (k == NULL || PyDict_SetItem(pos, ids[i], k) < 0) {
+            Py_XDECREF(k);
+            Py_DECREF(pos);
+            return NULL;
+        }
+        Py_DECREF(k);
+    }
+    return pos;
+}
+
+/* Looks id up in pos: 0 with *at set, FALLBACK when absent, -1 on error. */
+static int lookup(PyObject *pos, PyObject *id, Py_ssize_t *at)
+{
+    PyObject *k = PyDict_GetItemWithError(pos, id);
+    if (k == NULL) {
+        if (PyErr_Occurred())
+            PyErr_Clear(); /* an unhashable id: the Python path raises */
+        return FALLBACK;
+    }
+    *at = PyLong_AsSsize_t(k);
+    return 0;
+}
+
+/* Rank r's column from a dict {id: len}. The common dict names the batch's
+ * requests in batch order (built by zipping ids with a probe row): walk it
+ * alongside the ids, falling back to lookups from the first mismatch. */
+static int fill_dict(PyObject *m, int32_t *out, Py_ssize_t ns, Py_ssize_t r, PyObject **ids, Py_ssize_t nr,
+                     PyObject **pos)
+{
+    Py_ssize_t it = 0, i = 0;
+    PyObject *key, *value;
+    int in_order = PyDict_GET_SIZE(m) <= nr;
+    while (in_order && PyDict_Next(m, &it, &key, &value)) {
+        if (!same_int(key, ids[i])) {
+            in_order = 0;
+            break;
+        }
+        if (read_match(value, &out[i * ns + r]))
+            return FALLBACK;
+        i++;
+    }
+    if (in_order)
+        return 0;
+    if (*pos == NULL && (*pos = positions(ids, nr)) == NULL)
+        return -1;
+    for (Py_ssize_t k = 0; k < nr; k++)
+        out[k * ns + r] = 0;
+    it = 0;
+    while (PyDict_Next(m, &it, &key, &value)) {
+        Py_ssize_t at;
+        int rc = lookup(*pos, key, &at);
+        if (rc)
+            return rc;
+        if (read_match(value, &out[at * ns + r]))
+            return FALLBACK;
+    }
+    return 0;
+}
+
+/* Rank r's column from a row aligned with the requests: a list or tuple of
+ * ints, or a 1-D int32 buffer. */
+static int fill_row(PyObject *m, int32_t *out, Py_ssize_t ns, Py_ssize_t r, Py_ssize_t nr)
+{
+    if (PyList_CheckExact(m) || PyTuple_CheckExact(m)) {
+        if (PySequence_Fast_GET_SIZE(m) != nr)
+            return FALLBACK;
+        PyObject **items = PySequence_Fast_ITEMS(m);
+        for (Py_ssize_t i = 0; i < nr; i++)
+            if (read_match(items[i], &out[i * ns + r]))
+                return FALLBACK;
+        return 0;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(m, &view, PyBUF_FORMAT | PyBUF_STRIDES) < 0) {
+        PyErr_Clear();
+        return FALLBACK;
+    }
+    int rc = FALLBACK;
+    if (int32_vector(&view) && view.shape[0] == nr) {
+        for (Py_ssize_t i = 0; i < nr; i++)
+            memcpy(&out[i * ns + r], (char *)view.buf + 4 * i, 4);
+        rc = 0;
+    }
+    PyBuffer_Release(&view);
+    return rc;
+}
+
+/* Rank r's column from a raw allgathered row [id, len, id, len, ...]: a
+ * list or tuple of ints. Ids must be in the batch, each at most once. */
+static int fill_pairs(PyObject *m, int32_t *out, Py_ssize_t ns, Py_ssize_t r, PyObject **ids, Py_ssize_t nr,
+                      PyObject **pos, char *seen)
+{
+    if (!(PyList_CheckExact(m) || PyTuple_CheckExact(m)))
+        return FALLBACK;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(m);
+    if (n % 2)
+        return FALLBACK;
+    PyObject **items = PySequence_Fast_ITEMS(m);
+    if (*pos == NULL && (*pos = positions(ids, nr)) == NULL)
+        return -1;
+    memset(seen, 0, nr);
+    for (Py_ssize_t k = 0; k < n; k += 2) {
+        Py_ssize_t at = k / 2;
+        /* Fast path: pairs in batch order. */
+        if (!(at < nr && same_int(items[k], ids[at]))) {
+            int rc = lookup(*pos, items[k], &at);
+            if (rc)
+                return rc;
+        }
+        if (seen[at])
+            return FALLBACK;
+        seen[at] = 1;
+        if (read_match(items[k + 1], &out[at * ns + r]))
+            return FALLBACK;
+    }
+    return 0;
+}
+
+static PyObject *match_table(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *match_lens, *requests;
+    int pairs;
+    if (!PyArg_ParseTuple(args, "OOp", &match_lens, &requests, &pairs))
+        return NULL;
+    if (request_type == NULL || !(PyList_CheckExact(match_lens) || PyTuple_CheckExact(match_lens)) ||
+        !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
+        Py_RETURN_NONE;
+    Py_ssize_t ns = PySequence_Fast_GET_SIZE(match_lens), nr = PySequence_Fast_GET_SIZE(requests);
+    PyObject **rows = PySequence_Fast_ITEMS(match_lens);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 4 * ns * nr);
+    PyObject **ids = PyMem_Malloc((nr + 1) * sizeof *ids);
+    char *seen = PyMem_Malloc(nr + 1);
+    PyObject *pos = NULL;
+    if (out == NULL || ids == NULL || seen == NULL) {
+        Py_XDECREF(out);
+        PyMem_Free(ids);
+        PyMem_Free(seen);
+        return PyErr_NoMemory();
+    }
+    int32_t *table = (int32_t *)PyBytes_AS_STRING(out);
+    memset(table, 0, 4 * ns * nr);
+    int rc = request_ids(PySequence_Fast_ITEMS(requests), nr, ids);
+    for (Py_ssize_t r = 0; r < ns && rc == 0; r++) {
+        PyObject *m = rows[r];
+        if (pairs)
+            rc = fill_pairs(m, table, ns, r, ids, nr, &pos, seen);
+        else if (PyDict_CheckExact(m))
+            rc = fill_dict(m, table, ns, r, ids, nr, &pos);
+        else
+            rc = fill_row(m, table, ns, r, nr);
+    }
+    Py_XDECREF(pos);
+    PyMem_Free(ids);
+    PyMem_Free(seen);
+    if (rc == 0)
+        return out;
+    Py_DECREF(out);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(Request, request_slots, RankState, state_slots): the slot layout to read."},
+    {"pack_requests", pack_requests, METH_VARARGS,
+     "pack_requests(requests, send_tokens) -> (adpr_request bytes, int32 token bytes, token count, "
+     "conversation bytes), or None where the Python path must run."},
+    {"pack_states", pack_states, METH_O, "pack_states(states) -> adpr_rank_state bytes, or None."},
+    {"match_table", match_table, METH_VARARGS,
+     "match_table(match_lens, requests, pairs) -> int32 bytes, row-major by request, or None."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "adprouter._speedups",
+    "C versions of adprouter's packing hot path; identical results to the Python code.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }

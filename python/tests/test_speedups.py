@@ -1,0 +1,280 @@
+"""The optional C packer (python/adprouter/_speedups.c) against the pure-Python path,
+and the match-table input forms against the dict form.
+
+The extension is compiled here into a temporary folder (skipped without a C compiler
+or Python headers), then every check runs with the binding packing through it and
+through pure Python: the adpr_batch buffers must be identical bytes, decisions and
+error messages identical.
+"""
+
+import array
+import ctypes
+import importlib.util
+import os
+import random
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+import unittest
+
+import adprouter
+from adprouter import InvalidArgumentError, RankState, Request, Router
+
+import test_binding
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(os.path.dirname(HERE), "adprouter", "_speedups.c")
+
+_tmp = None
+_built = None
+_loaded = None
+
+
+def setUpModule():
+    global _tmp, _built, _loaded
+    test_binding.setUpModule()
+    _loaded = adprouter._speedups  # whatever the binding found; restored afterwards
+    if not os.path.exists(SOURCE):
+        # An installed package without its sources (the wheel test): check
+        # the extension the package was built with, if it has one.
+        _built = _loaded
+        return
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    include = sysconfig.get_paths()["include"]
+    if not cc or not os.path.exists(os.path.join(include, "Python.h")):
+        return
+    _tmp = tempfile.mkdtemp(prefix="adpr-speedups-")
+    path = os.path.join(_tmp, "_speedups" + sysconfig.get_config_var("EXT_SUFFIX"))
+    proc = subprocess.run([cc, "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers",
+                           "-shared", "-fPIC", "-I" + include, "-o", path, SOURCE],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise AssertionError("compiling _speedups.c failed:\n" + proc.stderr)
+    spec = importlib.util.spec_from_file_location("adprouter._speedups", path)
+    _built = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(_built)
+
+
+def tearDownModule():
+    adprouter._use_speedups(_loaded)
+    if _tmp:
+        shutil.rmtree(_tmp, ignore_errors=True)
+
+
+class BothPaths(unittest.TestCase):
+    def setUp(self):
+        if _built is None:
+            self.skipTest("no C compiler or Python headers to build _speedups.c")
+
+    def tearDown(self):
+        adprouter._use_speedups(_loaded)
+
+    def each_path(self):
+        """Yields "c" and "python" with the binding switched accordingly."""
+        for name, mod in (("c", _built), ("python", None)):
+            adprouter._use_speedups(mod)
+            with self.subTest(path=name):
+                yield name
+
+
+def batch(rng, n, dp, kinds=("list",)):
+    """Requests with every field exercised, tokens in the given container kinds."""
+    reqs = []
+    for i in range(n):
+        length = rng.choice((0, 1, 5, 63, 64, 65, 200))
+        toks = [rng.randrange(-2 ** 31, 2 ** 31) if rng.random() < 0.1 else rng.randrange(50)
+                for _ in range(length)]
+        kind = rng.choice(kinds)
+        if kind == "tuple":
+            toks = tuple(toks)
+        elif kind == "array":
+            toks = array.array("i", toks)
+        elif kind == "memoryview":
+            toks = memoryview(array.array("i", toks))
+        elif kind == "ctypes":
+            toks = (ctypes.c_int32 * len(toks))(*toks)
+        elif kind == "none":
+            toks = None
+        q = Request(rng.randrange(2 ** 64), tokens=toks,
+                    num_tokens=rng.choice((None, length + rng.randrange(3000))) if toks is not None
+                    else rng.randrange(3000),
+                    target_rank=rng.choice((None, None, rng.randrange(dp))),
+                    relax=rng.choice((True, False, 0, 1)),
+                    conversation_id=rng.choice((None, "", "c%d" % i, "ü-%d" % i, b"b%d" % i, bytearray(b"x"))),
+                    lora_id=rng.choice((0, 7, 2 ** 64 - 1)), cache_salt=rng.choice((0, 3)))
+        reqs.append(q)
+    sts = [RankState(r, rng.randrange(5), rng.randrange(10 ** 6), kv_capacity_tokens=rng.choice((0, 10 ** 6)),
+                     free_kv_tokens=rng.randrange(10 ** 5), memory_pressure=rng.choice((False, True)))
+           for r in range(dp)]
+    return sts, reqs
+
+
+def as_bytes(packed):
+    rbuf, tokens, ntok, text = packed
+    return bytes(rbuf), bytes(tokens), ntok, bytes(text)
+
+
+class PackingTest(BothPaths):
+    def test_identical_bytes(self):
+        rng = random.Random(5)
+        kinds = ("list", "tuple", "array", "memoryview", "ctypes", "none")
+        for it in range(60):
+            sts, reqs = batch(rng, rng.randrange(0, 40), 4, kinds)
+            with self.subTest(iteration=it):
+                self.assertEqual(bytes(_built.pack_states(sts)), bytes(adprouter._pack_states(sts)))
+                for send in (0, adprouter.PREFIX_TOKENS, None):
+                    got = _built.pack_requests(reqs, send)
+                    self.assertIsNotNone(got)
+                    self.assertEqual(as_bytes(got), as_bytes(adprouter._pack_requests(reqs, send)))
+
+    def test_unusual_input_goes_to_python(self):
+        class MyRequest(Request):
+            __slots__ = ()
+
+        class Index:
+            def __index__(self):
+                return 3
+
+        good = Request(1, tokens=[1, 2, 3])
+        for name, q in [
+            ("subclass", MyRequest(1, tokens=[1])),
+            ("__index__ token", Request(1, tokens=[1, Index()])),
+            ("float token", Request(1, tokens=[1, 2.0])),
+            ("token 2**31", Request(1, tokens=[2 ** 31])),
+            ("id -1", Request(-1, tokens=[1])),
+            ("target -1", Request(1, tokens=[1], target_rank=-1)),
+            ("array('q')", Request(1, tokens=array.array("q", [1]))),
+            ("strided buffer", Request(1, tokens=memoryview(array.array("i", [1, 2, 3, 4]))[::2])),
+            ("num_tokens < len", Request(1, tokens=[1, 2], num_tokens=1)),
+            ("conversation int", Request(1, tokens=[1], conversation_id=5)),
+            ("surrogate", Request(1, tokens=[1], conversation_id="\ud800")),
+        ]:
+            with self.subTest(name):
+                self.assertIsNone(_built.pack_requests([good, q], 64))
+        unset = Request(1, tokens=[1])
+        del unset.relax
+        self.assertIsNone(_built.pack_requests([unset], 64))
+        self.assertIsNone(_built.pack_states([RankState(0, 1.5, 0)]))
+
+    def test_same_errors(self):
+        for dp in (4, 3):
+            for name, bad in test_binding.bad_calls(dp):
+                messages = {}
+                for path in self.each_path():
+                    with Router(policy="kv_cache_aware", dp_size=dp) as r:
+                        with self.assertRaises(InvalidArgumentError) as cm:
+                            bad(r, 1)
+                        messages[path] = str(cm.exception)
+                self.assertEqual(messages["c"], messages["python"], name)
+
+    def test_same_decisions(self):
+        rng = random.Random(11)
+        for it in range(30):
+            dp = rng.choice((2, 4, 8))
+            sts, reqs = batch(rng, rng.randrange(1, 60), dp, ("list", "array"))
+            for q in reqs:
+                if q.target_rank is not None:
+                    q.target_rank %= dp
+            matches = [{q.id: rng.randrange(100) for q in reqs if rng.random() < 0.7} for _ in range(dp)]
+            outcomes = []
+            for _ in self.each_path():
+                with Router(policy="kv_cache_aware", dp_size=dp, capacity_aware=True) as r:
+                    res = r.route(sts, reqs, 16, matches)
+                    outcomes.append((res.assignment, res.expected, res.unassigned, res.ranks))
+            self.assertEqual(outcomes[0], outcomes[1], it)
+
+
+class MatchFormsTest(BothPaths):
+    """Every match-table form gives the dict form's table and decision."""
+
+    def forms(self, rng, ids, table):
+        """(name, match_lens, match_format) for one table {rank: {id: len}}."""
+        dp = len(table)
+        dicts_in_order = [{i: table[r].get(i, 0) for i in ids} for r in range(dp)]
+        shuffled = []
+        for r in range(dp):
+            items = list(table[r].items())
+            rng.shuffle(items)
+            shuffled.append(dict(items))
+        rows = [[table[r].get(i, 0) for i in ids] for r in range(dp)]
+        pairs_sparse = []
+        for r in range(dp):
+            items = list(table[r].items())
+            rng.shuffle(items)
+            pairs_sparse.append([x for kv in items for x in kv])
+        return [
+            ("dicts, sparse, shuffled", shuffled, "auto"),
+            ("dicts, dense, in order", dicts_in_order, "auto"),
+            ("dicts with equal int keys of other objects", [{int(str(k)): v for k, v in d.items()}
+                                                           for d in dicts_in_order], "auto"),
+            ("rows as lists", rows, "auto"),
+            ("rows as tuples", [tuple(x) for x in rows], "auto"),
+            ("rows as array('i')", [array.array("i", x) for x in rows], "auto"),
+            ("mixed rows and dicts", [rows[r] if r % 2 else shuffled[r] for r in range(dp)], "auto"),
+            ("pairs, dense, in order", [[x for i in ids for x in (i, table[r].get(i, 0))] for r in range(dp)], "pairs"),
+            ("pairs, sparse, shuffled", pairs_sparse, "pairs"),
+            ("pairs as tuples of array('q')", tuple(array.array("q", p) for p in pairs_sparse), "pairs"),
+        ]
+
+    def test_forms_agree(self):
+        rng = random.Random(3)
+        for it in range(25):
+            dp = rng.choice((1, 2, 4, 8))
+            n = rng.randrange(0, 40)
+            reqs = [Request(rng.randrange(2 ** 63), tokens=[rng.randrange(3) for _ in range(rng.randrange(1, 80))])
+                    for _ in range(n)]
+            ids = [q.id for q in reqs]
+            table = [{i: rng.randrange(80) for i in ids if rng.random() < 0.6} for _ in range(dp)]
+            sts = [RankState(r, rng.randrange(3), rng.randrange(500)) for r in range(dp)]
+            want_table = want = None
+            for path in self.each_path():
+                for name, m, fmt in self.forms(rng, ids, table):
+                    got_table = bytes(adprouter._match_table(m, reqs, dp, n, fmt == "pairs"))
+                    with Router(policy="kv_cache_aware", dp_size=dp) as r:
+                        res = r.route(sts, reqs, 64, m, match_format=fmt)
+                    got = (res.assignment, res.expected, res.unassigned)
+                    if want is None:
+                        want_table, want = got_table, got
+                    self.assertEqual(got_table, want_table, (it, path, name))
+                    self.assertEqual(got, want, (it, path, name))
+
+    def test_pairs_errors(self):
+        reqs = [Request(10, tokens=[1]), Request(20, tokens=[2])]
+        sts = test_binding.idle(2)
+        for name, m, fmt, needle in [
+            ("odd length", [[10, 1, 20], []], "pairs", "pairs"),
+            ("unknown id", [[10, 1, 30, 2], []], "pairs", "30, which is not in the batch"),
+            ("id twice", [[], [20, 1, 20, 2]], "pairs", "names request id 20 twice"),
+            ("negative length", [[10, -1], []], "pairs", "match"),
+            ("too few rows", [[10, 1]], "pairs", "one per rank"),
+            ("row None", [None, []], "pairs", "match_lens"),
+            ("unknown format", [[0, 0], [0, 0]], "rows", "match_format"),
+        ]:
+            messages = set()
+            for _ in self.each_path():
+                with Router(policy="kv_cache_aware", dp_size=2) as r:
+                    with self.assertRaises(InvalidArgumentError) as cm:
+                        r.route(sts, reqs, 8, m, match_format=fmt)
+                    self.assertIn(needle, str(cm.exception), name)
+                    messages.add(str(cm.exception))
+            self.assertEqual(len(messages), 1, (name, messages))
+
+
+class LazyResultTest(unittest.TestCase):
+    def test_fields_decode_on_use_and_can_be_set(self):
+        with Router(policy="kv_cache_aware", dp_size=2) as r:
+            res = r.route(test_binding.idle(2), [Request(i, tokens=[i]) for i in range(3)], 1)
+            self.assertIsInstance(res, adprouter.RouteResult)
+            self.assertEqual(res.expected, 1)
+            self.assertEqual(sorted(res.assignment), [0, 1])
+            self.assertEqual(len(res.unassigned), 1)
+            self.assertEqual(sorted(res.ranks), [-1, 0, 1])
+            self.assertIs(res.assignment, res.assignment)  # decoded once
+            res.assignment = {}
+            self.assertEqual(res.assignment, {})
+            self.assertIn("RouteResult(", repr(res))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,169 @@
+package router
+
+import (
+	"bytes"
+	"cmp"
+	"hash/maphash"
+	"math/bits"
+	"slices"
+	"unsafe"
+)
+
+// groupSorter orders the KV-aware policy's remaining requests by the
+// reference's grouping key — the first PrefixTokens tokens compared
+// lexicographically, then the longer prompt first, arrival order kept among
+// equals — without comparing prefixes pairwise. Comparing two prompts of one
+// family runs through all 64 tokens only to find them equal, and a stable
+// merge sort does that O(n log² n) times; it took most of a decision.
+//
+// Instead, requests are grouped by the bytes of their prefix (a hash table
+// finds the group, a byte comparison confirms it), only the distinct groups
+// are sorted by prefix, and the requests are then sorted on packed integer
+// keys (group rank, length, position). The order is exactly the stable
+// sort's: the position makes every key distinct and breaks ties by arrival.
+// The hash only places groups in the table; no result depends on it.
+type groupSorter struct {
+	table []int32  // open addressing: group index + 1, 0 = empty
+	hash  []uint64 // per group: its prefix hash
+	rep   []int    // per group: the request index whose prefix names it
+	order []int32  // groups sorted by prefix
+	rank  []uint64 // per group: its position in order
+	gid   []int32  // per position in rest: its group
+	keys  []uint64
+	spare []uint64
+	tmp   []int
+}
+
+// sort reorders rest (indices into reqs) by the grouping key, stably.
+func (g *groupSorter) sort(reqs []Request, rest []int) {
+	n := len(rest)
+	if n < 2 {
+		return
+	}
+	size := 1 << bits.Len(uint(2*n-1)) // a power of two >= 2n: load <= 1/2
+	g.table = slices.Grow(g.table[:0], size)[:size]
+	clear(g.table)
+	g.hash, g.rep = g.hash[:0], g.rep[:0]
+	g.gid = slices.Grow(g.gid[:0], n)[:n]
+	minLen, maxLen := reqs[rest[0]].Len(), reqs[rest[0]].Len()
+	for p, i := range rest {
+		q := &reqs[i]
+		minLen, maxLen = min(minLen, q.Len()), max(maxLen, q.Len())
+		pre := prefixBytes(prefixOf(q))
+		h := maphash.Bytes(prefixSeed, pre)
+		mask := uint64(size - 1)
+		for s := h & mask; ; s = (s + 1) & mask {
+			e := g.table[s]
+			if e == 0 {
+				g.hash = append(g.hash, h)
+				g.rep = append(g.rep, i)
+				g.table[s] = int32(len(g.rep))
+				g.gid[p] = int32(len(g.rep) - 1)
+				break
+			}
+			if k := e - 1; g.hash[k] == h && bytes.Equal(prefixBytes(prefixOf(&reqs[g.rep[k]])), pre) {
+				g.gid[p] = k
+				break
+			}
+		}
+	}
+
+	// Sort the distinct prefixes; no two are equal, so stability is moot.
+	groups := len(g.rep)
+	g.order = slices.Grow(g.order[:0], groups)[:groups]
+	for k := range g.order {
+		g.order[k] = int32(k)
+	}
+	if groups > 1 {
+		slices.SortFunc(g.order, func(a, b int32) int {
+			return slices.Compare(prefixOf(&reqs[g.rep[a]]), prefixOf(&reqs[g.rep[b]]))
+		})
+	}
+	g.rank = slices.Grow(g.rank[:0], groups)[:groups]
+	for pos, k := range g.order {
+		g.rank[k] = uint64(pos)
+	}
+
+	// Pack (group rank, maxLen - length, position) into one uint64 when
+	// the three fit; they do unless lengths spread over ~2^40.
+	posBits := bits.Len(uint(n - 1))
+	lenBits := bits.Len(uint(maxLen - minLen))
+	groupBits := bits.Len(uint(groups - 1))
+	if posBits+lenBits+groupBits > 64 {
+		g.sortWide(reqs, rest)
+		return
+	}
+	g.keys = slices.Grow(g.keys[:0], n)[:n]
+	for p, i := range rest {
+		shorter := uint64(maxLen - reqs[i].Len())
+		g.keys[p] = g.rank[g.gid[p]]<<(lenBits+posBits) | shorter<<posBits | uint64(p)
+	}
+	g.sortKeys(posBits + lenBits + groupBits)
+	g.tmp = append(g.tmp[:0], rest...)
+	posMask := uint64(1)<<posBits - 1
+	for p, key := range g.keys {
+		rest[p] = g.tmp[key&posMask]
+	}
+}
+
+// sortKeys sorts g.keys, whose values fit in the low bits bits: an LSD
+// radix sort, a byte per pass, for batches large enough to pay for its
+// counting passes; pdqsort for small ones.
+func (g *groupSorter) sortKeys(bits int) {
+	keys := g.keys
+	passes := (bits + 7) / 8
+	if len(keys) < 128 || passes*256 > 2*len(keys) {
+		slices.Sort(keys)
+		return
+	}
+	g.spare = slices.Grow(g.spare[:0], len(keys))[:len(keys)]
+	src, dst := keys, g.spare
+	for p := range passes {
+		shift := 8 * p
+		var count [257]int
+		for _, k := range src {
+			count[(k>>shift)&0xff+1]++
+		}
+		for d := 1; d < 257; d++ {
+			count[d] += count[d-1]
+		}
+		for _, k := range src {
+			d := (k >> shift) & 0xff
+			dst[count[d]] = k
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	if passes%2 == 1 {
+		copy(keys, src)
+	}
+}
+
+// sortWide is sort's fallback when the packed key would not fit in 64 bits:
+// a stable sort on (group rank, longer first), still without comparing
+// prefixes.
+func (g *groupSorter) sortWide(reqs []Request, rest []int) {
+	g.keys = slices.Grow(g.keys[:0], len(reqs))[:len(reqs)] // group rank by request index
+	for p, i := range rest {
+		g.keys[i] = g.rank[g.gid[p]]
+	}
+	slices.SortStableFunc(rest, func(x, y int) int {
+		if c := cmp.Compare(g.keys[x], g.keys[y]); c != 0 {
+			return c
+		}
+		return cmp.Compare(reqs[y].Len(), reqs[x].Len())
+	})
+}
+
+// prefixSeed keys groupSorter's hash table. It differs between processes,
+// which changes only where groups sit in the table, never an order.
+var prefixSeed = maphash.MakeSeed()
+
+// prefixBytes views a prefix's tokens as bytes: prefixes group by equal
+// bytes, which is equal tokens.
+func prefixBytes(pre []int32) []byte {
+	if len(pre) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&pre[0])), 4*len(pre))
+}
