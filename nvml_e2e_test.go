@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/adprouter/adprouter/kvsize"
 	"github.com/adprouter/adprouter/nvml"
 )
 
@@ -143,10 +144,10 @@ func fakeDevicesEnv() string {
 	return "FAKE_NVML_DEVICES=" + strings.Join(s, ";")
 }
 
-var budgetModels = map[string]nvml.KVShape{
-	"llama-3.1-8b":  {Attention: nvml.AttentionGQA, DType: nvml.DTypeBF16, Layers: 32, KVHeads: 8, HeadDim: 128},
-	"llama-3.1-70b": {Attention: nvml.AttentionGQA, DType: nvml.DTypeBF16, Layers: 80, KVHeads: 8, HeadDim: 128},
-	"deepseek-v3":   {Attention: nvml.AttentionMLA, DType: nvml.DTypeBF16, Layers: 61, KVLoraRank: 512, QKRopeHeadDim: 64},
+var budgetModels = map[string]kvsize.KVShape{
+	"llama-3.1-8b":  {Attention: kvsize.AttentionGQA, DType: kvsize.DTypeBF16, Layers: 32, KVHeads: 8, HeadDim: 128},
+	"llama-3.1-70b": {Attention: kvsize.AttentionGQA, DType: kvsize.DTypeBF16, Layers: 80, KVHeads: 8, HeadDim: 128},
+	"deepseek-v3":   {Attention: kvsize.AttentionMLA, DType: kvsize.DTypeBF16, Layers: 61, KVLoraRank: 512, QKRopeHeadDim: 64},
 }
 
 func TestNVMLBudgetCpp(t *testing.T) {
@@ -228,13 +229,13 @@ func TestNVMLBudgetCpp(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				b, err := nvml.SizeKV(nvml.SizeInput{FreeBytes: d.free, ReserveBytes: c.reserve, Fraction: c.frac, BytesPerToken: bpt})
+				b, err := kvsize.SizeKV(kvsize.SizeInput{FreeBytes: d.free, ReserveBytes: c.reserve, Fraction: c.frac, BytesPerToken: bpt})
 				if err != nil {
 					t.Fatal(err)
 				}
 				capacity := b.Tokens
 				free := b.Blocks / 2 * b.TokensPerBlock
-				adm, err := nvml.Guard(nvml.GuardInput{CapacityTokens: capacity, FreeTokens: free, DeviceFreeBytes: d.free,
+				adm, err := kvsize.Guard(kvsize.GuardInput{CapacityTokens: capacity, FreeTokens: free, DeviceFreeBytes: d.free,
 					GuardBandBytes: c.guard, BytesPerToken: bpt})
 				if err != nil {
 					t.Fatal(err)

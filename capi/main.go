@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/adprouter/adprouter/kvsize"
 	"github.com/adprouter/adprouter/router"
 )
 
@@ -60,7 +61,7 @@ func statusOf(err error) C.adpr_status {
 		return ce.status
 	case errors.Is(err, router.ErrInvalidConfig):
 		return statusConfig
-	case errors.Is(err, router.ErrInvalidInput):
+	case errors.Is(err, router.ErrInvalidInput), errors.Is(err, kvsize.ErrInvalid):
 		return statusInvalidArgument
 	case errors.Is(err, errBadHandle):
 		return statusInvalidHandle

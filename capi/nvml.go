@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/adprouter/adprouter/kvsize"
 	"github.com/adprouter/adprouter/nvml"
 )
 
@@ -155,9 +156,9 @@ func adprgo_kv_bytes_per_token(shape *C.adpr_kv_shape, out *C.uint64_t, ebuf *C.
 			err = argError("shape and out must not be NULL")
 			return
 		}
-		s := nvml.KVShape{
-			Attention:     nvml.Attention(shape.attention),
-			DType:         nvml.DType(shape.dtype),
+		s := kvsize.KVShape{
+			Attention:     kvsize.Attention(shape.attention),
+			DType:         kvsize.DType(shape.dtype),
 			Layers:        int(shape.layers),
 			KVHeads:       int(shape.kv_heads),
 			HeadDim:       int(shape.head_dim),
@@ -166,7 +167,7 @@ func adprgo_kv_bytes_per_token(shape *C.adpr_kv_shape, out *C.uint64_t, ebuf *C.
 			QKRopeHeadDim: int(shape.qk_rope_head_dim),
 		}
 		bpt, e := s.BytesPerToken()
-		if err = nvmlError(e); err == nil {
+		if err = e; err == nil {
 			*out = C.uint64_t(bpt)
 		}
 		return
@@ -184,7 +185,7 @@ func adprgo_size_kv(b *C.adpr_kv_budget, reason *C.char, rlen C.size_t, ebuf *C.
 			err = argError("reason is NULL with reason_len = %d", uint64(rlen))
 			return
 		}
-		got, e := nvml.SizeKV(nvml.SizeInput{
+		got, e := kvsize.SizeKV(kvsize.SizeInput{
 			FreeBytes:      uint64(b.free_bytes),
 			ReserveBytes:   uint64(b.reserve_bytes),
 			Fraction:       float64(b.fraction),
@@ -192,7 +193,7 @@ func adprgo_size_kv(b *C.adpr_kv_budget, reason *C.char, rlen C.size_t, ebuf *C.
 			TokensPerBlock: uint64(b.tokens_per_block),
 			MaxTokens:      uint64(b.max_tokens),
 		})
-		if err = nvmlError(e); err != nil {
+		if err = e; err != nil {
 			return
 		}
 		b.fraction = C.double(got.Fraction)
@@ -245,14 +246,14 @@ func adprgo_rank_state_fill_kv(state *C.adpr_rank_state, capacity, free C.int64_
 		if err = nvmlError(e); err != nil {
 			return
 		}
-		adm, e := nvml.Guard(nvml.GuardInput{
+		adm, e := kvsize.Guard(kvsize.GuardInput{
 			CapacityTokens:  uint64(capacity),
 			FreeTokens:      uint64(free),
 			DeviceFreeBytes: reading.Memory.FreeBytes,
 			GuardBandBytes:  uint64(guardBand),
 			BytesPerToken:   uint64(bytesPerToken),
 		})
-		if err = nvmlError(e); err != nil {
+		if err = e; err != nil {
 			return
 		}
 		state.kv_capacity_tokens = C.int64_t(adm.CapacityTokens)

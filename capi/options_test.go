@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/adprouter/adprouter/kvsize"
 	"github.com/adprouter/adprouter/router"
 )
 
@@ -124,6 +125,7 @@ func TestStatusOf(t *testing.T) {
 		{nil, int(statusOK)},
 		{argError("x"), int(statusInvalidArgument)},
 		{router.ErrInvalidInput, int(statusInvalidArgument)},
+		{kvsize.ErrInvalid, int(statusInvalidArgument)},
 		{router.ErrInvalidConfig, int(statusConfig)},
 		{errBadHandle, int(statusInvalidHandle)},
 		{errors.New("anything else"), int(statusInternal)},

@@ -1,6 +1,9 @@
-// Package nvml turns a GPU's live memory into a per-rank KV-cache budget.
+// Package nvml reads a GPU's live memory for per-rank KV-cache budgets; the
+// arithmetic that turns those readings into budgets (bytes per token,
+// start-up sizing, the run-time guard) is package kvsize, which needs no
+// driver.
 //
-// It has four parts:
+// It has two parts:
 //
 //   - A small interface of its own, [Library] and [Device], in front of
 //     github.com/NVIDIA/go-nvml, so that everything above it is testable
@@ -10,13 +13,9 @@
 //     [DeviceRef]; the package-level [Init], [Shutdown], [DeviceCount],
 //     [DeviceFor] and [ReadMemory] use a process-wide Client over
 //     [NewLibrary].
-//   - Model KV shape to bytes per token: [KVShape.BytesPerToken].
-//   - Start-up sizing ([SizeKV]): how many KV tokens, in whole blocks, a rank
-//     can allocate from the free memory of its GPU, returned as a [Budget]
-//     that records every input and intermediate figure.
-//   - A run-time guard ([Guard]) that shrinks a rank's admissible KV when
-//     free device memory falls below a guard band, and a rate-limited
-//     [Monitor] that supplies the free-memory reading.
+//   - A rate-limited [Monitor] that supplies the free-memory reading that
+//     kvsize.SizeKV (start-up budget) and kvsize.Guard (run-time guard band)
+//     take.
 //
 // # Units
 //

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/adprouter/adprouter/kvsize"
+
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
@@ -274,7 +276,7 @@ var scenarios = map[string]func(t *testing.T){
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := SizeKV(SizeInput{FreeBytes: mustMem(t, d).FreeBytes, ReserveBytes: 2 << 30, BytesPerToken: 131072})
+		b, err := kvsize.SizeKV(kvsize.SizeInput{FreeBytes: mustMem(t, d).FreeBytes, ReserveBytes: 2 << 30, BytesPerToken: 131072})
 		if err != nil || b.Tokens == 0 {
 			t.Errorf("SizeKV from the fake's reading: %v, %v", b, err)
 		}

@@ -25,7 +25,7 @@ type Reading struct {
 // once per MinInterval and otherwise returns the cached reading. Failed reads
 // are cached too, so a lost GPU is not hammered either.
 //
-// Use it in the executor's loop to feed [Guard], never inside a routing
+// Use it in the executor's loop to feed kvsize.Guard, never inside a routing
 // decision: readings differ between ranks and over time, and routing must
 // be a pure function of the allgathered rank states.
 //

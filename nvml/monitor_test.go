@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adprouter/adprouter/kvsize"
 	"github.com/adprouter/adprouter/nvml"
 	"github.com/adprouter/adprouter/nvml/nvmltest"
 )
@@ -152,7 +153,7 @@ func ExampleMonitor() {
 	if err != nil {
 		panic(err)
 	}
-	a, err := nvml.Guard(nvml.GuardInput{
+	a, err := kvsize.Guard(kvsize.GuardInput{
 		CapacityTokens:  500000, // from the engine's KV pool
 		FreeTokens:      120000,
 		DeviceFreeBytes: r.Memory.FreeBytes,

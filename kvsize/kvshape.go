@@ -1,4 +1,4 @@
-package nvml
+package kvsize
 
 import (
 	"fmt"
@@ -134,7 +134,7 @@ type KVShape struct {
 // 16 bits or add scales (FlashMLA's 656-byte fp8 layout); for those, give
 // SizeKV the engine's own bytes per token.
 //
-// It returns an error wrapping ErrInvalidArgument for a shape that is
+// It returns an error wrapping ErrInvalid for a shape that is
 // incomplete or inconsistent: a count that is not positive, a field of the
 // other architecture that is set, KV heads that do not split evenly over
 // AttentionTP (KVHeads % AttentionTP, or AttentionTP % KVHeads when heads

@@ -1,4 +1,4 @@
-package nvml_test
+package kvsize_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/adprouter/adprouter/nvml"
+	"github.com/adprouter/adprouter/kvsize"
 )
 
 const gib = 1 << 30
@@ -15,12 +15,12 @@ const gib = 1 << 30
 func TestSizeKV(t *testing.T) {
 	tests := []struct {
 		name string
-		in   nvml.SizeInput
-		want nvml.Budget
+		in   kvsize.SizeInput
+		want kvsize.Budget
 	}{{
 		name: "defaults",
-		in:   nvml.SizeInput{FreeBytes: 80 * gib, ReserveBytes: 2 * gib, BytesPerToken: 131072},
-		want: nvml.Budget{
+		in:   kvsize.SizeInput{FreeBytes: 80 * gib, ReserveBytes: 2 * gib, BytesPerToken: 131072},
+		want: kvsize.Budget{
 			FreeBytes: 80 * gib, ReserveBytes: 2 * gib, Fraction: 0.9, BytesPerToken: 131072, TokensPerBlock: 32,
 			AvailableBytes: 78 * gib,
 			UsableBytes:    75376676044, // floor(0.9 * 78 GiB)
@@ -29,22 +29,22 @@ func TestSizeKV(t *testing.T) {
 		},
 	}, {
 		name: "whole fraction, exact fit",
-		in:   nvml.SizeInput{FreeBytes: 64 * 1024, Fraction: 1, BytesPerToken: 1024, TokensPerBlock: 16},
-		want: nvml.Budget{
+		in:   kvsize.SizeInput{FreeBytes: 64 * 1024, Fraction: 1, BytesPerToken: 1024, TokensPerBlock: 16},
+		want: kvsize.Budget{
 			FreeBytes: 64 * 1024, Fraction: 1, BytesPerToken: 1024, TokensPerBlock: 16,
 			AvailableBytes: 64 * 1024, UsableBytes: 64 * 1024, FitTokens: 64, Tokens: 64, Blocks: 4,
 		},
 	}, {
 		name: "half, rounded down to blocks",
-		in:   nvml.SizeInput{FreeBytes: 1000, Fraction: 0.5, BytesPerToken: 3, TokensPerBlock: 8},
-		want: nvml.Budget{
+		in:   kvsize.SizeInput{FreeBytes: 1000, Fraction: 0.5, BytesPerToken: 3, TokensPerBlock: 8},
+		want: kvsize.Budget{
 			FreeBytes: 1000, Fraction: 0.5, BytesPerToken: 3, TokensPerBlock: 8,
 			AvailableBytes: 1000, UsableBytes: 500, FitTokens: 166, Tokens: 160, Blocks: 20,
 		},
 	}, {
 		name: "capped",
-		in:   nvml.SizeInput{FreeBytes: 80 * gib, BytesPerToken: 131072, MaxTokens: 100010},
-		want: nvml.Budget{
+		in:   kvsize.SizeInput{FreeBytes: 80 * gib, BytesPerToken: 131072, MaxTokens: 100010},
+		want: kvsize.Budget{
 			FreeBytes: 80 * gib, Fraction: 0.9, BytesPerToken: 131072, TokensPerBlock: 32, MaxTokens: 100010,
 			AvailableBytes: 80 * gib, UsableBytes: 77309411328, FitTokens: 589824,
 			Tokens: 100000, Blocks: 3125, Capped: true, // the cap, rounded down to whole blocks
@@ -52,45 +52,45 @@ func TestSizeKV(t *testing.T) {
 		},
 	}, {
 		name: "cap above what fits is not applied",
-		in:   nvml.SizeInput{FreeBytes: 1 << 20, Fraction: 1, BytesPerToken: 1024, MaxTokens: 1 << 40},
-		want: nvml.Budget{
+		in:   kvsize.SizeInput{FreeBytes: 1 << 20, Fraction: 1, BytesPerToken: 1024, MaxTokens: 1 << 40},
+		want: kvsize.Budget{
 			FreeBytes: 1 << 20, Fraction: 1, BytesPerToken: 1024, TokensPerBlock: 32, MaxTokens: 1 << 40,
 			AvailableBytes: 1 << 20, UsableBytes: 1 << 20, FitTokens: 1024, Tokens: 1024, Blocks: 32,
 		},
 	}, {
 		name: "reserve exceeds free",
-		in:   nvml.SizeInput{FreeBytes: 6 * gib, ReserveBytes: 8 * gib, BytesPerToken: 131072},
-		want: nvml.Budget{
+		in:   kvsize.SizeInput{FreeBytes: 6 * gib, ReserveBytes: 8 * gib, BytesPerToken: 131072},
+		want: kvsize.Budget{
 			FreeBytes: 6 * gib, ReserveBytes: 8 * gib, Fraction: 0.9, BytesPerToken: 131072, TokensPerBlock: 32,
 			Reason: "reserve 8.00 GiB exceeds free memory 6.00 GiB: no memory left for the KV cache",
 		},
 	}, {
 		name: "less than one block",
-		in:   nvml.SizeInput{FreeBytes: 31 * 1024, Fraction: 1, BytesPerToken: 1024},
-		want: nvml.Budget{
+		in:   kvsize.SizeInput{FreeBytes: 31 * 1024, Fraction: 1, BytesPerToken: 1024},
+		want: kvsize.Budget{
 			FreeBytes: 31 * 1024, Fraction: 1, BytesPerToken: 1024, TokensPerBlock: 32,
 			AvailableBytes: 31 * 1024, UsableBytes: 31 * 1024, FitTokens: 31,
 			Reason: "usable memory 31744 B is less than one block (32 tokens x 1024 B/token)",
 		},
 	}, {
 		name: "cap below one block",
-		in:   nvml.SizeInput{FreeBytes: 1 << 20, Fraction: 1, BytesPerToken: 1, MaxTokens: 10},
-		want: nvml.Budget{
+		in:   kvsize.SizeInput{FreeBytes: 1 << 20, Fraction: 1, BytesPerToken: 1, MaxTokens: 10},
+		want: kvsize.Budget{
 			FreeBytes: 1 << 20, Fraction: 1, BytesPerToken: 1, TokensPerBlock: 32, MaxTokens: 10,
 			AvailableBytes: 1 << 20, UsableBytes: 1 << 20, FitTokens: 1 << 20, Capped: true,
 			Reason: "cap of 10 tokens is less than one block of 32 tokens",
 		},
 	}, {
 		name: "no free memory",
-		in:   nvml.SizeInput{BytesPerToken: 1},
-		want: nvml.Budget{
+		in:   kvsize.SizeInput{BytesPerToken: 1},
+		want: kvsize.Budget{
 			Fraction: 0.9, BytesPerToken: 1, TokensPerBlock: 32,
 			Reason: "usable memory 0 B is less than one block (32 tokens x 1 B/token)",
 		},
 	}, {
 		name: "largest free memory, no overflow",
-		in:   nvml.SizeInput{FreeBytes: math.MaxUint64, Fraction: 1, BytesPerToken: 1, TokensPerBlock: 1},
-		want: nvml.Budget{
+		in:   kvsize.SizeInput{FreeBytes: math.MaxUint64, Fraction: 1, BytesPerToken: 1, TokensPerBlock: 1},
+		want: kvsize.Budget{
 			FreeBytes: math.MaxUint64, Fraction: 1, BytesPerToken: 1, TokensPerBlock: 1,
 			AvailableBytes: math.MaxUint64, UsableBytes: math.MaxUint64, FitTokens: math.MaxUint64,
 			Tokens: math.MaxUint64, Blocks: math.MaxUint64,
@@ -98,7 +98,7 @@ func TestSizeKV(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := nvml.SizeKV(tt.in)
+			got, err := kvsize.SizeKV(tt.in)
 			if err != nil {
 				t.Fatalf("SizeKV(%+v): %v", tt.in, err)
 			}
@@ -115,26 +115,26 @@ func TestSizeKV(t *testing.T) {
 func TestSizeKVInvalid(t *testing.T) {
 	tests := []struct {
 		name string
-		in   nvml.SizeInput
+		in   kvsize.SizeInput
 		want string
 	}{
-		{"fraction above 1", nvml.SizeInput{FreeBytes: 1, Fraction: 1.5, BytesPerToken: 1}, "Fraction is 1.5"},
-		{"negative fraction", nvml.SizeInput{FreeBytes: 1, Fraction: -0.1, BytesPerToken: 1}, "Fraction is -0.1"},
-		{"NaN fraction", nvml.SizeInput{FreeBytes: 1, Fraction: math.NaN(), BytesPerToken: 1}, "Fraction is NaN"},
-		{"infinite fraction", nvml.SizeInput{FreeBytes: 1, Fraction: math.Inf(1), BytesPerToken: 1}, "Fraction is +Inf"},
-		{"no bytes per token", nvml.SizeInput{FreeBytes: 1}, "BytesPerToken is 0"},
-		{"block overflows", nvml.SizeInput{FreeBytes: 1, BytesPerToken: 1 << 60, TokensPerBlock: 1 << 10}, "overflows"},
+		{"fraction above 1", kvsize.SizeInput{FreeBytes: 1, Fraction: 1.5, BytesPerToken: 1}, "Fraction is 1.5"},
+		{"negative fraction", kvsize.SizeInput{FreeBytes: 1, Fraction: -0.1, BytesPerToken: 1}, "Fraction is -0.1"},
+		{"NaN fraction", kvsize.SizeInput{FreeBytes: 1, Fraction: math.NaN(), BytesPerToken: 1}, "Fraction is NaN"},
+		{"infinite fraction", kvsize.SizeInput{FreeBytes: 1, Fraction: math.Inf(1), BytesPerToken: 1}, "Fraction is +Inf"},
+		{"no bytes per token", kvsize.SizeInput{FreeBytes: 1}, "BytesPerToken is 0"},
+		{"block overflows", kvsize.SizeInput{FreeBytes: 1, BytesPerToken: 1 << 60, TokensPerBlock: 1 << 10}, "overflows"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := nvml.SizeKV(tt.in)
-			if !errors.Is(err, nvml.ErrInvalidArgument) {
+			got, err := kvsize.SizeKV(tt.in)
+			if !errors.Is(err, kvsize.ErrInvalid) {
 				t.Fatalf("SizeKV(%+v) = %+v, %v; want ErrInvalidArgument", tt.in, got, err)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q does not mention %q", err, tt.want)
 			}
-			if got != (nvml.Budget{}) {
+			if got != (kvsize.Budget{}) {
 				t.Errorf("SizeKV returned %+v with its error, want the zero Budget", got)
 			}
 		})
@@ -142,7 +142,7 @@ func TestSizeKVInvalid(t *testing.T) {
 }
 
 func TestBudgetString(t *testing.T) {
-	b, err := nvml.SizeKV(nvml.SizeInput{FreeBytes: 6 * gib, ReserveBytes: 8 * gib, BytesPerToken: 131072})
+	b, err := kvsize.SizeKV(kvsize.SizeInput{FreeBytes: 6 * gib, ReserveBytes: 8 * gib, BytesPerToken: 131072})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,12 +155,12 @@ func TestBudgetString(t *testing.T) {
 func ExampleSizeKV() {
 	// Llama-3.1-8B in bf16 on a GPU with 80 GiB free after loading the
 	// weights, keeping 2 GiB back for activations.
-	shape := nvml.KVShape{Attention: nvml.AttentionGQA, Layers: 32, KVHeads: 8, HeadDim: 128, DType: nvml.DTypeBF16}
+	shape := kvsize.KVShape{Attention: kvsize.AttentionGQA, Layers: 32, KVHeads: 8, HeadDim: 128, DType: kvsize.DTypeBF16}
 	bpt, err := shape.BytesPerToken()
 	if err != nil {
 		panic(err)
 	}
-	b, err := nvml.SizeKV(nvml.SizeInput{FreeBytes: 80 << 30, ReserveBytes: 2 << 30, BytesPerToken: bpt})
+	b, err := kvsize.SizeKV(kvsize.SizeInput{FreeBytes: 80 << 30, ReserveBytes: 2 << 30, BytesPerToken: bpt})
 	if err != nil {
 		panic(err)
 	}

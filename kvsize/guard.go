@@ -1,4 +1,4 @@
-package nvml
+package kvsize
 
 import "fmt"
 
@@ -47,7 +47,7 @@ type Admission struct {
 // in whole tokens rounded up, never below 0, and MemoryPressure is set.
 // Otherwise the engine's figures pass through unchanged.
 //
-// It returns an error wrapping ErrInvalidArgument when FreeTokens exceeds
+// It returns an error wrapping ErrInvalid when FreeTokens exceeds
 // CapacityTokens or BytesPerToken is 0. Guard is pure arithmetic; the
 // reading it needs comes from a [Monitor], outside routing.
 func Guard(in GuardInput) (Admission, error) {

@@ -1,4 +1,4 @@
-package nvml
+package kvsize
 
 import (
 	"fmt"
@@ -73,7 +73,7 @@ type Budget struct {
 //
 // A reserve larger than free memory, or usable memory smaller than one
 // block, is not an error: the budget is 0 tokens and Reason says why. Errors,
-// wrapping ErrInvalidArgument, are for inputs that make no sense: a Fraction
+// wrapping ErrInvalid, are for inputs that make no sense: a Fraction
 // outside (0, 1] or not a number, BytesPerToken 0, or a block of
 // TokensPerBlock tokens whose size overflows uint64.
 func SizeKV(in SizeInput) (Budget, error) {
