@@ -100,7 +100,7 @@ func TestHeaderCompiledAgainstImplementation(t *testing.T) {
 	if goTool == "" {
 		goTool = need(t, "go")
 	}
-	files, err := exec.Command("git", "ls-files", "--cached", "--others", "--exclude-standard", "go.mod", "go.sum", "capi", "include", "router", "nvml").Output()
+	files, err := exec.Command("git", "ls-files", "--cached", "--others", "--exclude-standard").Output()
 	if err != nil {
 		t.Skipf("git ls-files: %v (not a checkout)", err)
 	}

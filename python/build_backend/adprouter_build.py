@@ -35,10 +35,27 @@ import zipfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PACKAGE = "adprouter"
 
-# What an sdist carries: everything `build.sh build` and this backend read.
+# What an sdist carries: everything `build.sh build` and this backend read:
+# these files and folders, plus every top-level folder holding Go library
+# code (go_dirs), so that a new Go package cannot be left out.
 SDIST_FILES = ("LICENSE", "README.md", "build.sh", "go.mod", "go.sum", "pyproject.toml")
-SDIST_DIRS = ("capi", "include", "nvml", "packaging", "router", "python/adprouter",
-              "python/build_backend")
+SDIST_DIRS = ("include", "packaging", "python/adprouter", "python/build_backend")
+# Top-level folders with Go code that the library does not build.
+_NOT_LIBRARY = ("cmd", "examples", "build", "python", "docs", "testdata")
+
+
+def go_dirs(root=ROOT):
+    """The top-level folders that hold a Go source file (tests aside), but
+    the command and example folders: the library's packages."""
+    out = []
+    for d in sorted(os.listdir(root)):
+        top = os.path.join(root, d)
+        if d.startswith(".") or d in _NOT_LIBRARY or not os.path.isdir(top):
+            continue
+        if any(f.endswith(".go") and not f.endswith("_test.go")
+               for _, _, files in os.walk(top) for f in files):
+            out.append(d)
+    return out
 
 # Wheel and sdist entries get this timestamp (or SOURCE_DATE_EPOCH's) so that
 # the same tree gives the same archive.
@@ -308,7 +325,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 def sdist_files(root=ROOT):
     """The sdist's files, relative to root, sorted."""
     out = [f for f in SDIST_FILES]
-    for d in SDIST_DIRS:
+    for d in tuple(go_dirs(root)) + SDIST_DIRS:
         for dirpath, dirnames, filenames in os.walk(os.path.join(root, d)):
             dirnames[:] = sorted(x for x in dirnames if x != "__pycache__")
             for f in filenames:
