@@ -313,14 +313,20 @@ func BenchmarkIndexSteady(b *testing.B) {
 			}
 			b.ReportAllocs()
 			n := 0
+			var cpu int64
 			for b.Loop() {
 				if phase == "early" && n%4 == 0 {
 					b.StopTimer()
 					r = mustNew(b, cfg)
 					b.StartTimer()
 				}
+				c0 := processCPUNanos()
 				route()
+				cpu += processCPUNanos() - c0
 				n++
+			}
+			if cpu >= 0 && n > 0 {
+				b.ReportMetric(float64(cpu)/float64(n), "cpu-ns/op")
 			}
 		})
 	}
