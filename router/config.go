@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/adprouter/adprouter/router/prefix"
 )
 
 // Policy names, as TensorRT-LLM spells them.
@@ -60,6 +62,27 @@ const (
 	DefaultWarmupFactor        = 1.0
 	DefaultWarmupWindow        = 1024
 	DefaultWarmupMinRequests   = 2
+	// DefaultIndexMaxBytes bounds the prefix index to 320 MiB, 4,194,304
+	// (block, rank) entries of prefix.EntryBytes: 64 ranks of the default
+	// 65536 blocks each, so that the bound binds only above 64 ranks or
+	// with ranks that report larger KV pools.
+	DefaultIndexMaxBytes = 320 << 20
+)
+
+// Bounds of the configuration that keep a Router's memory proportional to
+// what it is configured for, whatever a caller passes.
+const (
+	// MaxDPSize bounds DPSize. A Router keeps O(DPSize) state (per-rank
+	// counters, warmup set, index lists) and a decision costs O(requests ×
+	// DPSize) (every request scores every eligible rank; the caller passes
+	// requests × DPSize match lengths), so an unbounded dp_size turns a typo
+	// such as 2^31-1 into a fatal out-of-memory. Attention-DP runs one rank
+	// per GPU and the largest deployments have tens to hundreds of them;
+	// 4096 leaves an order of magnitude of headroom at ~1 ms per
+	// 256-request decision.
+	MaxDPSize = 4096
+	// MaxIndexMaxBytes bounds IndexMaxBytes (1 TiB).
+	MaxIndexMaxBytes = 1 << 40
 )
 
 // ErrInvalidConfig is wrapped by every error about a Config.
@@ -77,7 +100,7 @@ var ErrInvalidInput = errors.New("invalid routing input")
 type Config struct {
 	// Policy is PolicyDefault, PolicyKVCacheAware or PolicyConversation.
 	Policy string
-	// DPSize is the number of attention-DP ranks (>= 1).
+	// DPSize is the number of attention-DP ranks (1..MaxDPSize).
 	DPSize int
 
 	// LoadBalanceWeight is β of the KV-aware score: how many tokens of
@@ -96,7 +119,12 @@ type Config struct {
 	ColdStartWarmup bool
 
 	// MaxSessions bounds the conversation -> rank map (least recently used
-	// bindings are evicted first). >= 1.
+	// bindings are evicted first). >= 1. With conversation ids of at most
+	// MaxConversationIDBytes bytes, the map holds at most about
+	// MaxSessions × (MaxConversationIDBytes + 160) bytes: 27 MiB at the
+	// default 65536 sessions (each binding costs its id, rounded up to an
+	// allocation size class, plus about 100 bytes of map entry, slot,
+	// recency links and hash-table slack).
 	MaxSessions int
 	// NewConvPlacement places new conversations: PlacementRoundRobin or
 	// PlacementLeastQueued.
@@ -123,6 +151,13 @@ type Config struct {
 	// RankState reports no KV capacity; 0 means prefix.DefaultRankBlocks.
 	// Ranks that report a capacity are bounded by it.
 	IndexCapacityBlocks int
+	// IndexMaxBytes bounds the memory of the prefix index, all ranks
+	// together, in bytes: it holds at most IndexMaxBytes / prefix.EntryBytes
+	// (block, rank) entries, and beyond that evicts the least recently used
+	// entry of any rank. Unlike the per-rank bounds it does not grow with
+	// DPSize. prefix.EntryBytes..MaxIndexMaxBytes; the default is
+	// DefaultIndexMaxBytes.
+	IndexMaxBytes int
 
 	// Warmup is WarmupOff (""), WarmupOnce (same as ColdStartWarmup) or
 	// WarmupDemand, all for the KV-aware policy.
@@ -151,6 +186,7 @@ func DefaultConfig(policy string, dpSize int) Config {
 		NewConvPlacement:    PlacementRoundRobin,
 		TokensPerBlock:      DefaultTokensPerBlock,
 		PrefixSource:        SourceProbe,
+		IndexMaxBytes:       DefaultIndexMaxBytes,
 		Warmup:              WarmupOff,
 		WarmupFactor:        DefaultWarmupFactor,
 		WarmupWindow:        DefaultWarmupWindow,
@@ -176,8 +212,8 @@ func (c *Config) Validate() error {
 		return configError("policy", fmt.Sprintf("%q", c.Policy),
 			`"default", "kv_cache_aware" or "conversation"`)
 	}
-	if c.DPSize < 1 {
-		return configError("dp_size", c.DPSize, ">= 1")
+	if c.DPSize < 1 || c.DPSize > MaxDPSize {
+		return configError("dp_size", c.DPSize, fmt.Sprintf("1..%d ranks (router.MaxDPSize)", MaxDPSize))
 	}
 	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 	if !finite(c.LoadBalanceWeight) || c.LoadBalanceWeight < 0 {
@@ -216,6 +252,9 @@ func (c *Config) Validate() error {
 	}
 	if c.IndexCapacityBlocks < 0 || c.IndexCapacityBlocks > 1<<30 {
 		return configError("index_capacity_blocks", c.IndexCapacityBlocks, "0 (default)..2^30")
+	}
+	if c.IndexMaxBytes < prefix.EntryBytes || c.IndexMaxBytes > MaxIndexMaxBytes {
+		return configError("index_max_bytes", c.IndexMaxBytes, fmt.Sprintf("%d..2^40 bytes", prefix.EntryBytes))
 	}
 	switch c.Warmup {
 	case "", WarmupOff, WarmupOnce:

@@ -1,29 +1,67 @@
 package router
 
 import (
-	"encoding/binary"
-	"hash/fnv"
 	"math"
+
+	"github.com/adprouter/adprouter/router/prefix"
 )
 
-// StateDigest returns a 64-bit FNV-1a hash of everything that determines the
-// Router's future decisions: its configuration, the pending warmup ranks, the
-// round-robin cursor and the conversation bindings in recency order. Routers
-// on different ranks that have seen the same calls return the same digest;
-// comparing digests across ranks (e.g. with an MPI allreduce) detects a rank
-// whose inputs diverged before the divergence costs a deadlock.
-func (r *Router) StateDigest() uint64 {
-	h := fnv.New64a()
-	var buf [8]byte
-	u64 := func(v uint64) {
-		binary.LittleEndian.PutUint64(buf[:], v)
-		h.Write(buf[:])
+// StateDigest returns a 64-bit digest of the Router's state: a running hash
+// seeded with its configuration and chained, as they happen, over every change
+// of the state that determines its future decisions — cold-start warmup ranks
+// reached, conversation bindings and touches (recency), the round-robin
+// cursor, prefix-index bounds and placements (which also drive the demand
+// window). It costs O(1): nothing is walked.
+//
+// Routers built from the same Config and fed the same calls have the same
+// digest. A digest names a history, not just a state: routers whose states
+// differ have different digests (but for a 2^-64 chance), and so, usually, do
+// routers that reached one state by different calls. Calls that change
+// nothing (the default policy's, or a rejected call) leave it as it was.
+// Comparing digests across ranks every iteration (e.g. with an MPI allreduce
+// of min and max) detects a rank whose inputs diverged before the divergence
+// costs a deadlock.
+func (r *Router) StateDigest() uint64 { return r.digest }
+
+// Tags of the changes folded into the digest.
+const (
+	tagConfig = 1
+	tagWarmed = 2
+	tagBind   = 3
+	tagTouch  = 4
+	tagCursor = 5
+	tagLimit  = 6
+	tagPlace  = 7
+)
+
+// fold chains one change (tag, a, b) into digest d. Each step is a bijection
+// of d for fixed inputs: once two digests differ, the same later changes
+// keep them different.
+func fold(d, tag, a, b uint64) uint64 {
+	return prefix.Mix(prefix.Mix(d^tag*0x9e3779b97f4a7c15^a) ^ b)
+}
+
+// hashString hashes a conversation id, eight bytes at a time.
+func hashString(s string) uint64 {
+	h := prefix.Mix(uint64(len(s)) ^ 0x2545f4914f6cdd1d)
+	for len(s) > 0 {
+		var w uint64
+		n := min(len(s), 8)
+		for i := range n {
+			w |= uint64(s[i]) << (8 * i)
+		}
+		h = prefix.Mix(h ^ w)
+		s = s[n:]
 	}
-	str := func(s string) {
-		u64(uint64(len(s)))
-		h.Write([]byte(s))
-	}
-	c := &r.cfg
+	return h
+}
+
+// configDigest is the digest of a new Router: every option, exactly (floats
+// by their bits), and the initial state they imply.
+func configDigest(c *Config) uint64 {
+	d := uint64(0)
+	u64 := func(v uint64) { d = fold(d, tagConfig, v, 0) }
+	str := func(s string) { d = fold(d, tagConfig, hashString(s), 0) }
 	str(c.Policy)
 	u64(uint64(c.DPSize))
 	u64(math.Float64bits(c.LoadBalanceWeight))
@@ -36,36 +74,12 @@ func (r *Router) StateDigest() uint64 {
 	u64(uint64(c.TokensPerBlock))
 	str(c.PrefixSource)
 	u64(uint64(c.IndexCapacityBlocks))
+	u64(uint64(c.IndexMaxBytes))
 	str(c.Warmup)
 	u64(math.Float64bits(c.WarmupFactor))
 	u64(uint64(c.WarmupWindow))
 	u64(uint64(c.WarmupMinRequests))
-
-	u64(uint64(len(r.pending)))
-	for _, p := range r.pending {
-		u64(b2u(p))
-	}
-	u64(uint64(r.cursor))
-	u64(uint64(r.conv.Len()))
-	r.conv.each(func(key string, rank int) {
-		str(key)
-		u64(uint64(rank))
-	})
-	if p := r.prefix; p != nil {
-		// The index in per-rank recency order, then the demand window from
-		// its oldest entry.
-		p.idx.Each(func(rank int, hash uint64) {
-			u64(uint64(rank))
-			u64(hash)
-		})
-		u64(uint64(p.wfill))
-		for k := range p.wfill {
-			j := (p.wpos - p.wfill + k + len(p.window)) % len(p.window)
-			u64(b2u(p.hasFam[j]))
-			u64(p.window[j])
-		}
-	}
-	return h.Sum64()
+	return d
 }
 
 func b2u(b bool) uint64 {

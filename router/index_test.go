@@ -1,6 +1,7 @@
 package router
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -241,4 +242,92 @@ func BenchmarkIndexSource(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*8), "ns/request")
+}
+
+// steadyWorkload is the index-mode workload of BenchmarkIndexSteady: batches
+// of fresh prompts of 2048 ± 10% tokens, 7 in 8 of them starting with one of
+// four 512-token system prompts, the rest unrelated to anything.
+type steadyWorkload struct {
+	reqs   []Request
+	states []RankState
+	call   int
+}
+
+func newSteadyWorkload(nreq, size int) *steadyWorkload {
+	w := &steadyWorkload{states: busy(size, 50_000)}
+	for i := range nreq {
+		n := 2048 - 204 + (i*7919)%409 // 2048 ± 10%
+		toks := make([]int32, n)
+		for t := range toks {
+			toks[t] = int32((i*131 + t*31) % 32000)
+		}
+		if i%8 != 7 {
+			fam := int32(i*i%7) % 4
+			for t := range 512 {
+				toks[t] = 100_000*(fam+1) + int32(t)
+			}
+		}
+		w.reqs = append(w.reqs, Request{Tokens: toks, TargetRank: NoTarget})
+	}
+	return w
+}
+
+// next makes every prompt fresh (its first token after the system prompt,
+// or its first token, names the call) and gives the requests new ids.
+func (w *steadyWorkload) next() {
+	w.call++
+	for i := range w.reqs {
+		q := &w.reqs[i]
+		q.ID = uint64(w.call*len(w.reqs) + i)
+		at := 512
+		if i%8 == 7 {
+			at = 0
+		}
+		q.Tokens[at] = int32(1_000_000 + w.call)
+	}
+}
+
+// BenchmarkIndexSteady is index mode in steady state: 256 fresh prompts over
+// 16 ranks per decision with the index full and evicting ("full"), against
+// the same decisions on an index that is still filling ("early": a new
+// Router every 4 decisions). Late decisions should cost little more than
+// early ones.
+func BenchmarkIndexSteady(b *testing.B) {
+	const nreq, size = 256, 16
+	cfg := sourceCfg(size, SourceIndex)
+	for _, phase := range []string{"early", "full"} {
+		b.Run(fmt.Sprintf("%s/%dreq_x_%dranks", phase, nreq, size), func(b *testing.B) {
+			w := newSteadyWorkload(nreq, size)
+			r := mustNew(b, cfg)
+			var res Result
+			route := func() {
+				w.next()
+				if err := r.RouteInto(&res, w.states, w.reqs, 1<<20, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if phase == "full" {
+				for r.Stats(0).Ranks[0].IndexEvictedBlocks == 0 {
+					route()
+				}
+			}
+			b.ReportAllocs()
+			n := 0
+			var cpu int64
+			for b.Loop() {
+				if phase == "early" && n%4 == 0 {
+					b.StopTimer()
+					r = mustNew(b, cfg)
+					b.StartTimer()
+				}
+				c0 := processCPUNanos()
+				route()
+				cpu += processCPUNanos() - c0
+				n++
+			}
+			if cpu >= 0 && n > 0 {
+				b.ReportMetric(float64(cpu)/float64(n), "cpu-ns/op")
+			}
+		})
+	}
 }

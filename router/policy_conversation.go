@@ -6,6 +6,7 @@ package router
 func (r *Router) routeConversation(b *batch) {
 	size := r.cfg.DPSize
 	count := r.loadCounts(b)
+	cursor := r.cursor
 
 	// Explicit pass: only for requests whose conversation is not bound yet
 	// (a binding beats a later target hint).
@@ -21,7 +22,7 @@ func (r *Router) routeConversation(b *batch) {
 		if q.hasTarget() && count[q.TargetRank] < b.maxn {
 			r.place(b, i, q.TargetRank, q.Len())
 			if q.ConversationID != "" {
-				r.conv.bind(q.ConversationID, q.TargetRank)
+				r.bind(q.ConversationID, q.TargetRank)
 			}
 			continue
 		}
@@ -50,6 +51,7 @@ func (r *Router) routeConversation(b *batch) {
 		if bound && count[home] < b.maxn && allowed(allow, home) {
 			r.place(b, i, home, q.Len())
 			r.conv.touch(q.ConversationID)
+			r.digest = fold(r.digest, tagTouch, hashString(q.ConversationID), 0)
 			continue
 		}
 		rank := -1
@@ -76,14 +78,23 @@ func (r *Router) routeConversation(b *batch) {
 		}
 		r.place(b, i, rank, q.Len())
 		if q.ConversationID != "" && !bound {
-			r.conv.bind(q.ConversationID, rank)
+			r.bind(q.ConversationID, rank)
 		}
+	}
+	if r.cursor != cursor {
+		r.digest = fold(r.digest, tagCursor, uint64(r.cursor), 0)
 	}
 	for _, c := range count {
 		expected = max(expected, c)
 	}
 	b.res.Expected = expected
 	r.finish(b)
+}
+
+// bind binds conversation id to rank.
+func (r *Router) bind(id string, rank int) {
+	r.conv.bind(id, rank)
+	r.digest = fold(r.digest, tagBind, hashString(id), uint64(rank))
 }
 
 // leastQueued returns the rank with the lowest (count, rank) among the

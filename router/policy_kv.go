@@ -21,7 +21,7 @@ func (r *Router) routeKVAware(b *batch) {
 	row := slices.Grow(r.row[:0], size)[:size]
 	r.row = row
 	if r.prefix != nil {
-		r.prefix.begin(&r.cfg, b)
+		r.prefix.begin(&r.cfg, b, &r.digest)
 	}
 
 	// Explicit + warmup pass.
@@ -42,6 +42,7 @@ func (r *Router) routeKVAware(b *batch) {
 			if r.pendingCount > 0 && r.pending[target] {
 				r.pending[target] = false
 				r.pendingCount--
+				r.digest = fold(r.digest, tagWarmed, uint64(target), 0)
 			}
 			continue
 		}
@@ -179,7 +180,7 @@ func (r *Router) placeKV(b *batch, i, k int, row []int, tokens []float64) {
 	tokens[k] += float64(uncached)
 	r.stats.hitTokens[k] += uint64(min(row[k], n))
 	if r.prefix != nil {
-		r.prefix.placed(&r.cfg, b, i, k)
+		r.prefix.placed(&r.cfg, b, i, k, &r.digest)
 	}
 }
 

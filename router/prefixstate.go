@@ -30,7 +30,7 @@ type prefixState struct {
 }
 
 func newPrefixState(cfg *Config) *prefixState {
-	p := &prefixState{idx: prefix.NewIndex(cfg.DPSize)}
+	p := &prefixState{idx: prefix.NewIndex(cfg.DPSize, cfg.IndexMaxBytes/prefix.EntryBytes)}
 	if cfg.Warmup == WarmupDemand {
 		p.window = make([]uint64, cfg.WarmupWindow)
 		p.hasFam = make([]bool, cfg.WarmupWindow)
@@ -40,8 +40,9 @@ func newPrefixState(cfg *Config) *prefixState {
 }
 
 // begin bounds each rank's index by its KV capacity and resets the
-// per-decision scratch.
-func (p *prefixState) begin(cfg *Config, b *batch) {
+// per-decision scratch. A changed bound changes the state: it is folded into
+// the digest d.
+func (p *prefixState) begin(cfg *Config, b *batch, d *uint64) {
 	for k := range b.states {
 		limit := prefix.DefaultRankBlocks
 		if c := b.states[k].KVCapacityTokens; c > 0 {
@@ -49,7 +50,10 @@ func (p *prefixState) begin(cfg *Config, b *batch) {
 		} else if cfg.IndexCapacityBlocks > 0 {
 			limit = cfg.IndexCapacityBlocks
 		}
-		p.idx.SetLimit(k, limit)
+		if limit != p.idx.Limit(k) {
+			p.idx.SetLimit(k, limit)
+			*d = fold(*d, tagLimit, uint64(k), uint64(limit))
+		}
 	}
 	n := len(b.reqs)
 	p.hashOff = slices.Grow(p.hashOff[:0], n)[:n]
@@ -85,9 +89,16 @@ func (p *prefixState) matchRow(cfg *Config, b *batch, i int, row []int) {
 }
 
 // placed records that request i now runs on rank: its blocks are expected
-// there, and (demand warmup) its family counts as recent traffic.
-func (p *prefixState) placed(cfg *Config, b *batch, i, rank int) {
+// there, and (demand warmup) its family counts as recent traffic. The change
+// is folded into the digest d: the rank, the chain's length and its last
+// hash, which chains every block before it.
+func (p *prefixState) placed(cfg *Config, b *batch, i, rank int, d *uint64) {
 	hs := p.hashesOf(cfg, b, i)
+	var last uint64
+	if len(hs) > 0 {
+		last = hs[len(hs)-1]
+	}
+	*d = fold(*d, tagPlace, uint64(rank)<<32|uint64(len(hs)), last)
 	p.idx.Insert(rank, hs)
 	if p.window == nil {
 		return
@@ -129,10 +140,5 @@ func (p *prefixState) replicaTarget(cfg *Config, b *batch, i int) (fam uint64, w
 	size := len(b.states)
 	share := float64(c) / float64(p.wfill)
 	want = min(max(int(math.Ceil(share*float64(size)*cfg.WarmupFactor)), 1), size)
-	for k := range size {
-		if p.idx.Has(k, fam) {
-			have++
-		}
-	}
-	return fam, want, have, true
+	return fam, want, p.idx.Replicas(fam), true
 }

@@ -17,6 +17,12 @@ const (
 	MaxActive = 1 << 30
 )
 
+// MaxConversationIDBytes bounds the length of Request.ConversationID, in
+// bytes, so that the conversation map's memory is bounded by MaxSessions
+// alone (see Config.MaxSessions). Ids in use are UUIDs (36 bytes), ULIDs (26)
+// or hex digests (64); 256 leaves room for a tenant prefix.
+const MaxConversationIDBytes = 256
+
 // Router routes batches of new requests onto attention-DP ranks with one
 // policy. It is a deterministic state machine: its decisions depend only on
 // its configuration, the sequence of Route calls it has seen, and their
@@ -35,6 +41,7 @@ type Router struct {
 	conv         convLRU      // conversation -> rank
 	cursor       int          // conversation round-robin cursor
 	prefix       *prefixState // KV-aware prefix index and demand warmup, or nil
+	digest       uint64       // chained over every change of the above; see StateDigest
 	stats        statCounters
 
 	// Scratch reused by every call; never read before being reset.
@@ -71,6 +78,7 @@ func New(cfg Config) (*Router, error) {
 	}
 	r.conv.init(cfg.MaxSessions)
 	r.stats.init(cfg.DPSize)
+	r.digest = configDigest(&r.cfg)
 	return r, nil
 }
 
@@ -158,6 +166,10 @@ func (r *Router) validate(states []RankState, reqs []Request, maxActive int, mat
 		}
 		if q.NumTokens > 0 && q.NumTokens < len(q.Tokens) {
 			return inputError("requests[%d] (id %d): num_tokens = %d is less than the %d tokens given", i, q.ID, q.NumTokens, len(q.Tokens))
+		}
+		if len(q.ConversationID) > MaxConversationIDBytes {
+			return inputError("requests[%d] (id %d): conversation id of %d bytes, want at most %d (router.MaxConversationIDBytes)",
+				i, q.ID, len(q.ConversationID), MaxConversationIDBytes)
 		}
 		if len(q.Tokens) > MaxTokens {
 			return inputError("requests[%d] (id %d): %d tokens, want at most %d", i, q.ID, len(q.Tokens), int64(MaxTokens))

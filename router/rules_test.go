@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/adprouter/adprouter/router/prefix"
 )
 
 // Table-driven tests for every rule of ROUTING.md. Each expected output was
@@ -991,6 +993,10 @@ func TestConfigErrors(t *testing.T) {
 		{with(PolicyDefault, func(c *Config) { c.Policy = "" }), "policy", `""`},
 		{with(PolicyKVCacheAware, func(c *Config) { c.DPSize = 0 }), "dp_size", "0"},
 		{with(PolicyKVCacheAware, func(c *Config) { c.DPSize = -3 }), "dp_size", "-3"},
+		{with(PolicyKVCacheAware, func(c *Config) { c.DPSize = MaxDPSize + 1 }), "dp_size", "4097"},
+		{with(PolicyConversation, func(c *Config) { c.DPSize = math.MaxInt32 }), "dp_size", "2147483647"},
+		{with(PolicyKVCacheAware, func(c *Config) { c.IndexMaxBytes = 0 }), "index_max_bytes", "0"},
+		{with(PolicyKVCacheAware, func(c *Config) { c.IndexMaxBytes = MaxIndexMaxBytes + 1 }), "index_max_bytes", "1099511627777"},
 		{with(PolicyKVCacheAware, func(c *Config) { c.LoadBalanceWeight = nan }), "load_balance_weight", "NaN"},
 		{with(PolicyKVCacheAware, func(c *Config) { c.LoadBalanceWeight = inf }), "load_balance_weight", "Inf"},
 		{with(PolicyKVCacheAware, func(c *Config) { c.LoadBalanceWeight = -inf }), "load_balance_weight", "-Inf"},
@@ -1039,6 +1045,8 @@ func TestConfigErrors(t *testing.T) {
 		with(PolicyDefault, func(c *Config) { c.FairShareMultiplier = 0.5 }),     // unused
 		with(PolicyConversation, func(c *Config) { c.MaxSessions = 1 }),
 		with(PolicyDefault, func(c *Config) { c.DPSize = 1 }),
+		with(PolicyKVCacheAware, func(c *Config) { c.DPSize = MaxDPSize }),
+		with(PolicyKVCacheAware, func(c *Config) { c.IndexMaxBytes = prefix.EntryBytes }),
 	} {
 		if _, err := New(cfg); err != nil {
 			t.Errorf("New(%+v) = %v, want success", cfg, err)
@@ -1093,6 +1101,9 @@ var badCalls = []badCall{
 		q.Tokens, q.NumTokens = prompt(10), 3
 	}, "num_tokens", "3"},
 	{"negative num_tokens", func(c *callArgs) { c.reqs[len(c.reqs)-1].NumTokens = -6 }, "num_tokens", "-6"},
+	{"conversation id too long", func(c *callArgs) {
+		c.reqs[len(c.reqs)-1].ConversationID = strings.Repeat("x", MaxConversationIDBytes+1)
+	}, "conversation id", "257 bytes"},
 	{"too few matches", func(c *callArgs) { c.matches = c.matches[:len(c.matches)-1] }, "match lengths", "19"},
 	{"too many matches", func(c *callArgs) { c.matches = append(c.matches, 0) }, "match lengths", "21"},
 	{"negative match", func(c *callArgs) { c.matches[len(c.matches)-1] = -7 }, "match length", "-7"},

@@ -70,16 +70,48 @@ type Stats struct {
 	PendingWarmup    int    // ranks the cold-start warmup has yet to reach
 	Conversations    int
 	IndexEntries     int // (block, rank) pairs in the prefix index
-	IndexBytes       int // estimated memory of the prefix index
-	Ranks            []RankStats
+	// IndexBytes is the memory the prefix index holds, in bytes (the
+	// capacity of its arrays; at most Config.IndexMaxBytes plus a few words
+	// per rank).
+	IndexBytes int
+	Ranks      []RankStats // nil from Summary
 	// HotGroups lists the families demand warmup would replicate (those
 	// seen at least WarmupMinRequests times in the window), most requested
 	// first, at most maxGroups of them.
 	HotGroups []HotGroup
 }
 
-// Stats returns the Router's counters, with at most maxGroups hot groups.
+// Stats returns the Router's counters, with per-rank counters and at most
+// maxGroups hot groups. It allocates the DPSize per-rank entries: a caller
+// that wants none, or has its own storage, uses Summary and RankStatsOf.
 func (r *Router) Stats(maxGroups int) Stats {
+	s := r.Summary(maxGroups)
+	s.Ranks = make([]RankStats, r.cfg.DPSize)
+	for k := range s.Ranks {
+		s.Ranks[k] = r.RankStatsOf(k)
+	}
+	return s
+}
+
+// RankStatsOf returns the counters of rank k (0 <= k < DPSize).
+func (r *Router) RankStatsOf(k int) RankStats {
+	rs := RankStats{
+		Placed:             r.stats.placed[k],
+		PredictedHitTokens: r.stats.hitTokens[k],
+		MemoryPressure:     r.stats.pressure[k],
+	}
+	if p := r.prefix; p != nil {
+		rs.IndexBlocks = p.idx.Blocks(k)
+		rs.IndexLimitBlocks = p.idx.Limit(k)
+		rs.IndexEvictedBlocks = p.idx.Evicted(k)
+	}
+	return rs
+}
+
+// Summary returns the router-wide counters and at most maxGroups hot groups,
+// without per-rank counters (Ranks is nil). Its cost does not depend on
+// DPSize.
+func (r *Router) Summary(maxGroups int) Stats {
 	s := Stats{
 		Decisions:        r.stats.decisions,
 		Unassigned:       r.stats.unassigned,
@@ -87,25 +119,12 @@ func (r *Router) Stats(maxGroups int) Stats {
 		DemandPlacements: r.stats.demand,
 		PendingWarmup:    r.pendingCount,
 		Conversations:    r.conv.Len(),
-		Ranks:            make([]RankStats, r.cfg.DPSize),
-	}
-	for k := range s.Ranks {
-		s.Ranks[k] = RankStats{
-			Placed:             r.stats.placed[k],
-			PredictedHitTokens: r.stats.hitTokens[k],
-			MemoryPressure:     r.stats.pressure[k],
-		}
 	}
 	p := r.prefix
 	if p == nil {
 		return s
 	}
 	s.IndexEntries, s.IndexBytes = p.idx.Len(), p.idx.Bytes()
-	for k := range s.Ranks {
-		s.Ranks[k].IndexBlocks = p.idx.Blocks(k)
-		s.Ranks[k].IndexLimitBlocks = p.idx.Limit(k)
-		s.Ranks[k].IndexEvictedBlocks = p.idx.Evicted(k)
-	}
 	if p.counts == nil || maxGroups <= 0 {
 		return s
 	}
@@ -115,11 +134,7 @@ func (r *Router) Stats(maxGroups int) Stats {
 		}
 		g := HotGroup{Family: fam, Requests: c, Share: float64(c) / float64(p.wfill)}
 		g.Target = min(max(int(math.Ceil(g.Share*float64(r.cfg.DPSize)*r.cfg.WarmupFactor)), 1), r.cfg.DPSize)
-		for k := range r.cfg.DPSize {
-			if p.idx.Has(k, fam) {
-				g.Replicas++
-			}
-		}
+		g.Replicas = p.idx.Replicas(fam)
 		s.HotGroups = append(s.HotGroups, g)
 	}
 	slices.SortFunc(s.HotGroups, func(a, b HotGroup) int {

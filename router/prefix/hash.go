@@ -1,6 +1,7 @@
 // Package prefix holds the router-side prefix index of adprouter: chained
 // 64-bit hashes of full KV blocks, and a per-rank LRU of the blocks each rank
-// is expected to cache, bounded by that rank's KV capacity.
+// is expected to cache, bounded by that rank's KV capacity and, all ranks
+// together, by a total that does not grow with the number of ranks.
 //
 // The index predicts, from the router's own placements, what each rank's
 // radix tree holds, so that requests of a new prompt that arrive in the same
@@ -29,6 +30,11 @@ func mix64(x uint64) uint64 {
 	x ^= x >> 31
 	return x
 }
+
+// Mix is the SplitMix64 finalizer, a bijection on uint64 that spreads every
+// input bit over every output bit. Block hashes use it, and so does the
+// router's state digest.
+func Mix(x uint64) uint64 { return mix64(x) }
 
 // mum folds the 128-bit product of a and b into 64 bits.
 func mum(a, b uint64) uint64 {

@@ -1,7 +1,7 @@
 package prefix
 
 import (
-	"math/bits"
+	"unsafe"
 
 	"github.com/adprouter/adprouter/router/internal/lru"
 )
@@ -10,35 +10,63 @@ import (
 // (KV capacity) nor the configuration gives a bound.
 const DefaultRankBlocks = 1 << 16
 
+// EntryBytes bounds the memory one (block, rank) entry costs an Index, every
+// structure included: the entry's node (28 bytes: block slot, rank, the next
+// holder of the block, and links in its rank's and in the global recency
+// list), its block's slot (16 bytes; a block has a slot only while some rank
+// holds it, so at most one per entry) and the block's share of the hash table
+// (at most 32 bytes: 8-byte buckets, at least twice as many as slots ever
+// held, rounded up to a power of two), 76 bytes rounded up. Arrays grow by
+// doubling but never past the total bound, so an Index bounded to n entries
+// holds at most n*EntryBytes bytes plus a few words per rank.
+const EntryBytes = 80
+
 // Index records, per rank, which KV blocks the rank is expected to cache,
 // as chained block hashes in a least-recently-used list bounded by the rank's
-// capacity in blocks. Memory is O(total blocks held); a query costs
-// O(blocks of the request × ceil(ranks/64) + ranks).
+// capacity in blocks, and bounds the (block, rank) entries of all ranks
+// together by a total that does not grow with the number of ranks: beyond
+// it the least recently used entry of any rank is evicted first.
+//
+// One hash table entry per distinct block hash leads to the block's slot,
+// which chains the nodes of the ranks holding it. Memory is O(entries held),
+// whatever the number of ranks; a query costs O(ranks + the holders of the
+// matched blocks). Steady-state operation allocates nothing.
 //
 // An Index is not safe for concurrent use.
 type Index struct {
 	ranks int
-	words int // uint64 words per rank set
+	max   int // total bound in entries
+	len   int // entries held
 
-	// present maps a block hash to its slot: the set of ranks holding it.
-	present map[uint64]int32
-	sets    []uint64 // slot*words .. : rank bit sets
-	setHash []uint64 // slot -> hash
-	freeSet []int32
+	// table is open addressing with linear probing: a bucket holds the low
+	// 32 bits of a block hash (its home and a fingerprint, so that a probe
+	// rarely reads a slot) over slot+1; 0 is empty.
+	table []uint64
+	slots []slot
+	nslot int   // live slots
+	fslot int32 // free slot list through slot.head, -1 = none
 
-	// nodes maps (hash, rank) to its node in the rank's LRU list.
-	nodes    map[nodeKey]int32
-	node     []uint64   // node -> hash
-	links    []lru.Link // node -> recency links, parallel to node
-	freeNode []int32
-	lists    []rankList
+	nodes  []node
+	rlinks []lru.Link // node -> its rank's recency links
+	alinks []lru.Link // node -> global recency links
+	all    lru.List   // every node, most recently used first
+	fnode  int32      // free node list through node.next, -1 = none
 
-	alive []uint64 // Match scratch
+	lists []rankList
+	sink  uint64 // keeps prefetch's reads alive
 }
 
-type nodeKey struct {
+// slot is one distinct block hash and the chain of ranks holding it.
+type slot struct {
 	hash uint64
-	rank int32
+	head int32 // first holder node, or the next free slot
+	n    int32 // holders; 0 for a free slot
+}
+
+// node is one (block, rank) entry.
+type node struct {
+	slot, rank int32
+	next       int32 // next holder of the same block, or the next free node
 }
 
 // rankList is one rank's blocks, most recently used first.
@@ -49,15 +77,17 @@ type rankList struct {
 	evicted uint64
 }
 
-// NewIndex returns an empty index over ranks ranks, each bounded to
+// NewIndex returns an empty index over ranks ranks holding at most
+// maxEntries (block, rank) entries in all, each rank bounded to
 // DefaultRankBlocks blocks until SetLimit says otherwise.
-func NewIndex(ranks int) *Index {
+func NewIndex(ranks, maxEntries int) *Index {
 	x := &Index{
-		ranks:   ranks,
-		words:   (ranks + 63) / 64,
-		present: make(map[uint64]int32),
-		nodes:   make(map[nodeKey]int32),
-		lists:   make([]rankList, ranks),
+		ranks: ranks,
+		max:   max(maxEntries, 0),
+		fslot: -1,
+		fnode: -1,
+		all:   lru.New(),
+		lists: make([]rankList, ranks),
 	}
 	for r := range x.lists {
 		x.lists[r] = rankList{order: lru.New(), limit: DefaultRankBlocks}
@@ -68,13 +98,16 @@ func NewIndex(ranks int) *Index {
 // Ranks returns the number of ranks the index covers.
 func (x *Index) Ranks() int { return x.ranks }
 
+// MaxEntries returns the total bound in (block, rank) entries.
+func (x *Index) MaxEntries() int { return x.max }
+
 // SetLimit bounds rank's list to limit blocks (at least 0), evicting its least
 // recently used blocks beyond it.
 func (x *Index) SetLimit(rank, limit int) {
 	l := &x.lists[rank]
 	l.limit = max(limit, 0)
 	for l.n > l.limit {
-		x.evict(rank)
+		x.evict(l.order.Back())
 	}
 }
 
@@ -84,26 +117,36 @@ func (x *Index) Limit(rank int) int { return x.lists[rank].limit }
 // Blocks returns how many blocks rank holds in the index.
 func (x *Index) Blocks(rank int) int { return x.lists[rank].n }
 
-// Evicted returns how many blocks have been evicted from rank's list.
+// Evicted returns how many blocks have been evicted from rank's list, by its
+// own bound or by the total one.
 func (x *Index) Evicted(rank int) uint64 { return x.lists[rank].evicted }
 
 // Len returns the number of (block, rank) entries held.
-func (x *Index) Len() int { return len(x.nodes) }
+func (x *Index) Len() int { return x.len }
 
-// Bytes estimates the memory the index holds, in bytes.
+// Bytes returns the memory the index holds, in bytes: the capacity of every
+// array it owns. Garbage left by growth is not counted.
 func (x *Index) Bytes() int {
-	const mapEntry = 48 // key, value and amortised bucket overhead
-	return len(x.node)*16 + len(x.nodes)*mapEntry + len(x.present)*mapEntry +
-		len(x.sets)*8 + len(x.setHash)*8
+	return int(unsafe.Sizeof(*x)) +
+		cap(x.table)*int(unsafe.Sizeof(uint64(0))) +
+		cap(x.slots)*int(unsafe.Sizeof(slot{})) +
+		cap(x.nodes)*int(unsafe.Sizeof(node{})) +
+		(cap(x.rlinks)+cap(x.alinks))*int(unsafe.Sizeof(lru.Link{})) +
+		cap(x.lists)*int(unsafe.Sizeof(rankList{}))
 }
 
 // Has reports whether rank holds the block hash.
 func (x *Index) Has(rank int, hash uint64) bool {
-	s, ok := x.present[hash]
-	if !ok {
-		return false
+	s := x.find(hash)
+	return s >= 0 && x.holder(s, rank) >= 0
+}
+
+// Replicas returns how many ranks hold the block hash.
+func (x *Index) Replicas(hash uint64) int {
+	if s := x.find(hash); s >= 0 {
+		return int(x.slots[s].n)
 	}
-	return x.sets[int(s)*x.words+rank/64]&(1<<(rank%64)) != 0
+	return 0
 }
 
 // Insert records that rank now caches the chain hashes (root first), making
@@ -112,26 +155,36 @@ func (x *Index) Has(rank int, hash uint64) bool {
 // as engines evict.
 func (x *Index) Insert(rank int, hashes []uint64) {
 	l := &x.lists[rank]
-	if l.limit == 0 {
-		return
-	}
 	// Only the first limit blocks can be held at once.
-	hashes = hashes[:min(len(hashes), l.limit)]
+	hashes = hashes[:min(len(hashes), l.limit, x.max)]
+	x.prefetch(l, hashes)
 	for i := len(hashes) - 1; i >= 0; i-- {
 		h := hashes[i]
-		key := nodeKey{h, int32(rank)}
-		if n, ok := x.nodes[key]; ok {
-			l.order.Touch(x.links, n)
-			continue
+		s := x.find(h)
+		if s >= 0 {
+			if n := x.holder(s, rank); n >= 0 {
+				l.order.Touch(x.rlinks, n)
+				x.all.Touch(x.alinks, n)
+				continue
+			}
 		}
 		for l.n >= l.limit {
-			x.evict(rank)
+			x.evict(l.order.Back())
 		}
-		n := x.newNode(h)
-		x.nodes[key] = n
-		l.order.PushFront(x.links, n)
+		for x.len >= x.max {
+			x.evict(x.all.Back())
+		}
+		if s >= 0 && x.slots[s].n == 0 {
+			s = -1 // its last holder was just evicted
+		}
+		if s < 0 {
+			s = x.newSlot(h)
+		}
+		n := x.newNode(s, int32(rank))
+		l.order.PushFront(x.rlinks, n)
+		x.all.PushFront(x.alinks, n)
 		l.n++
-		x.addRank(h, rank)
+		x.len++
 	}
 }
 
@@ -139,106 +192,223 @@ func (x *Index) Insert(rank int, hashes []uint64) {
 // the chain rank r holds (stopping at the first missing one).
 func (x *Index) Match(hashes []uint64, out []int) {
 	out = out[:x.ranks]
-	for r := range out {
-		out[r] = len(hashes)
-	}
-	if len(hashes) == 0 {
-		return
-	}
-	// alive: the ranks that held every block so far.
-	alive := x.alive[:0]
-	for range x.words {
-		alive = append(alive, ^uint64(0))
-	}
-	x.alive = alive
-	if tail := x.ranks % 64; tail != 0 {
-		alive[x.words-1] = 1<<tail - 1
-	}
-	live := x.ranks
+	clear(out)
 	for j, h := range hashes {
-		var set []uint64
-		if s, ok := x.present[h]; ok {
-			set = x.sets[int(s)*x.words : int(s+1)*x.words]
+		s := x.find(h)
+		if s < 0 {
+			return
 		}
-		for w := range alive {
-			var keep uint64
-			if set != nil {
-				keep = set[w]
+		advanced := false
+		for n := x.slots[s].head; n >= 0; n = x.nodes[n].next {
+			if r := x.nodes[n].rank; out[r] == j {
+				out[r] = j + 1
+				advanced = true
 			}
-			for dropped := alive[w] &^ keep; dropped != 0; dropped &= dropped - 1 {
-				out[w*64+bits.TrailingZeros64(dropped)] = j
-				live--
-			}
-			alive[w] &= keep
 		}
-		if live == 0 {
+		if !advanced {
 			return
 		}
 	}
 }
 
 // Each calls f for every rank's blocks from most to least recently used; the
-// order is deterministic (for digests).
+// order is deterministic.
 func (x *Index) Each(f func(rank int, hash uint64)) {
 	for r := range x.lists {
-		for n := x.lists[r].order.Front(); n >= 0; n = lru.Next(x.links, n) {
-			f(r, x.node[n])
+		for n := x.lists[r].order.Front(); n >= 0; n = lru.Next(x.rlinks, n) {
+			f(r, x.slots[x.nodes[n].slot].hash)
 		}
 	}
 }
 
-func (x *Index) newNode(h uint64) int32 {
-	if k := len(x.freeNode); k > 0 {
-		n := x.freeNode[k-1]
-		x.freeNode = x.freeNode[:k-1]
-		x.node[n] = h
-		return n
+// prefetch reads the home bucket of every hash, and of the blocks of the
+// entries the insertion is about to evict. The reads are independent, so the
+// CPU overlaps their cache misses instead of taking them one at a time
+// inside the dependent work that follows (a large index is mostly out of
+// cache).
+func (x *Index) prefetch(l *rankList, hashes []uint64) {
+	if len(x.table) == 0 {
+		return
 	}
-	x.node = append(x.node, h)
-	x.links = append(x.links, lru.Link{})
-	return int32(len(x.node) - 1)
+	var sum uint64
+	for _, h := range hashes {
+		sum += x.table[x.home(h)]
+	}
+	// The victims: the rank's least recently used entries when its bound
+	// binds, else the index's when the total bound does.
+	n, links := int32(-1), x.rlinks
+	switch {
+	case l.n+len(hashes) > l.limit:
+		n = l.order.Back()
+	case x.len+len(hashes) > x.max:
+		n, links = x.all.Back(), x.alinks
+	}
+	for k := 0; k < len(hashes) && n >= 0; k++ {
+		sum += x.table[x.home(x.slots[x.nodes[n].slot].hash)]
+		n = links[n].Prev
+	}
+	x.sink = sum
 }
 
-func (x *Index) evict(rank int) {
-	l := &x.lists[rank]
-	n := l.order.Back()
-	h := x.node[n]
-	l.order.Remove(x.links, n)
-	delete(x.nodes, nodeKey{h, int32(rank)})
-	x.freeNode = append(x.freeNode, n)
+// holder returns rank's node in slot s's chain, or -1.
+func (x *Index) holder(s int32, rank int) int32 {
+	for n := x.slots[s].head; n >= 0; n = x.nodes[n].next {
+		if int(x.nodes[n].rank) == rank {
+			return n
+		}
+	}
+	return -1
+}
+
+// evict removes node n from its rank, the global order and its block.
+func (x *Index) evict(n int32) {
+	nd := x.nodes[n]
+	l := &x.lists[nd.rank]
+	l.order.Remove(x.rlinks, n)
+	x.all.Remove(x.alinks, n)
 	l.n--
 	l.evicted++
-	x.removeRank(h, rank)
+	x.len--
+
+	sl := &x.slots[nd.slot]
+	if sl.head == n {
+		sl.head = nd.next
+	} else {
+		p := sl.head
+		for x.nodes[p].next != n {
+			p = x.nodes[p].next
+		}
+		x.nodes[p].next = nd.next
+	}
+	x.nodes[n] = node{slot: -1, rank: -1, next: x.fnode}
+	x.fnode = n
+	if sl.n--; sl.n == 0 {
+		x.tableDelete(sl.hash, nd.slot)
+		sl.head = x.fslot
+		x.fslot = nd.slot
+		x.nslot--
+	}
 }
 
-func (x *Index) addRank(h uint64, rank int) {
-	s, ok := x.present[h]
-	if !ok {
-		if k := len(x.freeSet); k > 0 {
-			s = x.freeSet[k-1]
-			x.freeSet = x.freeSet[:k-1]
-			x.setHash[s] = h
-		} else {
-			s = int32(len(x.setHash))
-			x.setHash = append(x.setHash, h)
-			for range x.words {
-				x.sets = append(x.sets, 0)
+func (x *Index) newNode(s, rank int32) int32 {
+	n := x.fnode
+	if n >= 0 {
+		x.fnode = x.nodes[n].next
+	} else {
+		n = int32(len(x.nodes))
+		if n == int32(cap(x.nodes)) {
+			c := x.grownCap(cap(x.nodes))
+			x.nodes = grow(x.nodes, c)
+			x.rlinks = grow(x.rlinks, c)
+			x.alinks = grow(x.alinks, c)
+		}
+		x.nodes = x.nodes[:n+1]
+		x.rlinks = x.rlinks[:n+1]
+		x.alinks = x.alinks[:n+1]
+	}
+	sl := &x.slots[s]
+	x.nodes[n] = node{slot: s, rank: rank, next: sl.head}
+	sl.head = n
+	sl.n++
+	return n
+}
+
+func (x *Index) newSlot(h uint64) int32 {
+	if 2*(x.nslot+1) > len(x.table) {
+		x.rehash(max(2*len(x.table), 64))
+	}
+	s := x.fslot
+	if s >= 0 {
+		x.fslot = x.slots[s].head
+	} else {
+		s = int32(len(x.slots))
+		if s == int32(cap(x.slots)) {
+			x.slots = grow(x.slots, x.grownCap(cap(x.slots)))
+		}
+		x.slots = x.slots[:s+1]
+	}
+	x.slots[s] = slot{hash: h, head: -1}
+	x.nslot++
+	x.place(s)
+	return s
+}
+
+// grownCap doubles an array's capacity, but not past the total bound (one
+// node, and at most one slot, per entry).
+func (x *Index) grownCap(c int) int { return min(max(2*c, 256), max(x.max, 1)) }
+
+func grow[T any](s []T, c int) []T {
+	t := make([]T, len(s), c)
+	copy(t, s)
+	return t
+}
+
+func (x *Index) mask() int { return len(x.table) - 1 }
+
+// home is h's first bucket. Block hashes are already mixed: the low bits
+// serve as they are. A table has at most 2^32 buckets (slots are int32), so
+// the 32 bits a bucket keeps give its home.
+func (x *Index) home(h uint64) int { return int(uint32(h)) & x.mask() }
+
+// find returns the slot of hash h, or -1.
+func (x *Index) find(h uint64) int32 {
+	if len(x.table) == 0 {
+		return -1
+	}
+	for i := x.home(h); ; i = (i + 1) & x.mask() {
+		e := x.table[i]
+		if e == 0 {
+			return -1
+		}
+		if e>>32 == h&(1<<32-1) {
+			if s := bucketSlot(e); x.slots[s].hash == h {
+				return s
 			}
 		}
-		x.present[h] = s
 	}
-	x.sets[int(s)*x.words+rank/64] |= 1 << (rank % 64)
 }
 
-func (x *Index) removeRank(h uint64, rank int) {
-	s := x.present[h]
-	set := x.sets[int(s)*x.words : int(s+1)*x.words]
-	set[rank/64] &^= 1 << (rank % 64)
-	for _, w := range set {
-		if w != 0 {
-			return
+// rehash rebuilds the table with size buckets (a power of two).
+func (x *Index) rehash(size int) {
+	x.table = make([]uint64, size)
+	for s := range x.slots {
+		if x.slots[s].n > 0 {
+			x.place(int32(s))
 		}
 	}
-	delete(x.present, h)
-	x.freeSet = append(x.freeSet, s)
+}
+
+// place puts slot s in the first empty bucket from its hash's home.
+func (x *Index) place(s int32) {
+	h := x.slots[s].hash
+	i := x.home(h)
+	for x.table[i] != 0 {
+		i = (i + 1) & x.mask()
+	}
+	x.table[i] = bucket(h, s)
+}
+
+func bucket(h uint64, s int32) uint64 { return h<<32 | uint64(s+1) }
+
+func bucketSlot(e uint64) int32 { return int32(uint32(e)) - 1 }
+
+// tableDelete removes hash h, which must be present, by backward shift:
+// every later entry of the probe run whose home does not lie in the gap's
+// cyclic range (gap, entry] moves into the gap, so that no tombstones build
+// up under constant eviction.
+func (x *Index) tableDelete(h uint64, s int32) {
+	m := x.mask()
+	i := x.home(h)
+	for x.table[i] != bucket(h, s) {
+		i = (i + 1) & m
+	}
+	for j := (i + 1) & m; x.table[j] != 0; j = (j + 1) & m {
+		k := int(x.table[j]>>32) & m
+		// Move when k is cyclically outside (i, j].
+		if (j-k)&m >= (j-i)&m {
+			x.table[i] = x.table[j]
+			i = j
+		}
+	}
+	x.table[i] = 0
 }

@@ -75,7 +75,7 @@ func TestHashStable(t *testing.T) {
 }
 
 func TestIndexMatch(t *testing.T) {
-	x := NewIndex(3)
+	x := NewIndex(3, 1<<20)
 	chain := AppendHashes(nil, seq(0, 128), 32, 0, 0) // 4 blocks
 	x.Insert(0, chain)
 	x.Insert(1, chain[:2])
@@ -91,7 +91,7 @@ func TestIndexMatch(t *testing.T) {
 }
 
 func TestIndexLRU(t *testing.T) {
-	x := NewIndex(1)
+	x := NewIndex(1, 1<<20)
 	x.SetLimit(0, 4)
 	a := AppendHashes(nil, seq(0, 96), 32, 0, 0)    // 3 blocks
 	b := AppendHashes(nil, seq(1000, 64), 32, 0, 0) // 2 blocks
@@ -136,54 +136,163 @@ func TestIndexLRU(t *testing.T) {
 	}
 }
 
-// Match agrees with a brute-force model under random inserts and limits,
-// over more than 64 ranks (several words per rank set), and two indexes fed
-// the same operations hold the same contents in the same order.
+// model is the Index's specification in plain slices: per-rank recency
+// lists and one global recency list of (rank, block) entries.
+type model struct {
+	limit []int
+	ranks [][]uint64  // per rank, most recent first
+	all   [][2]uint64 // (rank, hash), most recent first
+	max   int
+}
+
+func (m *model) remove(rank int, h uint64) {
+	m.ranks[rank] = slices.DeleteFunc(m.ranks[rank], func(x uint64) bool { return x == h })
+	m.all = slices.DeleteFunc(m.all, func(e [2]uint64) bool { return e == [2]uint64{uint64(rank), h} })
+}
+
+func (m *model) insert(rank int, chain []uint64) {
+	chain = chain[:min(len(chain), m.limit[rank], m.max)]
+	for i := len(chain) - 1; i >= 0; i-- {
+		h := chain[i]
+		if slices.Contains(m.ranks[rank], h) {
+			m.remove(rank, h)
+		} else {
+			for len(m.ranks[rank]) >= m.limit[rank] {
+				m.remove(rank, m.ranks[rank][len(m.ranks[rank])-1])
+			}
+			for len(m.all) >= m.max {
+				e := m.all[len(m.all)-1]
+				m.remove(int(e[0]), e[1])
+			}
+		}
+		m.ranks[rank] = slices.Insert(m.ranks[rank], 0, h)
+		m.all = slices.Insert(m.all, 0, [2]uint64{uint64(rank), h})
+	}
+}
+
+func (m *model) setLimit(rank, limit int) {
+	m.limit[rank] = limit
+	for len(m.ranks[rank]) > limit {
+		m.remove(rank, m.ranks[rank][len(m.ranks[rank])-1])
+	}
+}
+
+// The Index agrees with the model under random inserts and limits, over
+// more than 64 ranks, with a total bound that never binds and with one that
+// binds all the time: same contents in the same per-rank order, same
+// matches, same sizes.
 func TestIndexModel(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	const ranks = 70
-	x, twin := NewIndex(ranks), NewIndex(ranks)
-	chains := make([][]uint64, 12)
-	for i := range chains {
-		// Chains share prefixes: a few roots, random extensions.
-		toks := append(seq(rng.IntN(3)*1000, 32*(1+rng.IntN(2))), seq(5000+i*100, 32*rng.IntN(4))...)
-		chains[i] = AppendHashes(nil, toks, 32, 0, 0)
+	for _, total := range []int{1 << 20, 40, 1} {
+		t.Run(fmt.Sprint("total=", total), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(3, 4))
+			const ranks = 70
+			x := NewIndex(ranks, total)
+			m := &model{limit: make([]int, ranks), ranks: make([][]uint64, ranks), max: total}
+			for r := range ranks {
+				m.limit[r] = DefaultRankBlocks
+			}
+			chains := make([][]uint64, 12)
+			for i := range chains {
+				// Chains share prefixes: a few roots, random extensions.
+				toks := append(seq(rng.IntN(3)*1000, 32*(1+rng.IntN(2))), seq(5000+i*100, 32*rng.IntN(4))...)
+				chains[i] = AppendHashes(nil, toks, 32, 0, 0)
+			}
+			out := make([]int, ranks)
+			for step := range 3000 {
+				r := rng.IntN(ranks)
+				switch rng.IntN(10) {
+				case 0:
+					lim := rng.IntN(8)
+					x.SetLimit(r, lim)
+					m.setLimit(r, lim)
+				default:
+					c := chains[rng.IntN(len(chains))]
+					x.Insert(r, c)
+					m.insert(r, c)
+				}
+				c := chains[rng.IntN(len(chains))]
+				x.Match(c, out)
+				for k := range ranks {
+					want := 0
+					for want < len(c) && slices.Contains(m.ranks[k], c[want]) {
+						want++
+					}
+					if out[k] != want {
+						t.Fatalf("step %d: Match on rank %d = %d, model %d", step, k, out[k], want)
+					}
+					if x.Blocks(k) != len(m.ranks[k]) {
+						t.Fatalf("step %d: rank %d holds %d blocks, model %d", step, k, x.Blocks(k), len(m.ranks[k]))
+					}
+				}
+				if x.Len() != len(m.all) || x.Len() > total {
+					t.Fatalf("step %d: %d entries, model %d, bound %d", step, x.Len(), len(m.all), total)
+				}
+				if h := c[0]; x.Replicas(h) != countHolders(m, h) {
+					t.Fatalf("step %d: Replicas = %d, model %d", step, x.Replicas(h), countHolders(m, h))
+				}
+			}
+			var got, want []string
+			x.Each(func(r int, h uint64) { got = append(got, fmt.Sprint(r, h)) })
+			for r, l := range m.ranks {
+				for _, h := range l {
+					want = append(want, fmt.Sprint(r, h))
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Error("index contents or recency order differ from the model")
+			}
+		})
 	}
-	out := make([]int, ranks)
-	for step := range 3000 {
-		r := rng.IntN(ranks)
-		switch rng.IntN(10) {
-		case 0:
-			lim := rng.IntN(8)
-			x.SetLimit(r, lim)
-			twin.SetLimit(r, lim)
-		default:
-			c := chains[rng.IntN(len(chains))]
-			x.Insert(r, c)
-			twin.Insert(r, c)
+}
+
+func countHolders(m *model, h uint64) int {
+	n := 0
+	for _, l := range m.ranks {
+		if slices.Contains(l, h) {
+			n++
 		}
-		c := chains[rng.IntN(len(chains))]
-		x.Match(c, out)
-		for k := range ranks {
-			want := 0
-			for want < len(c) && x.Has(k, c[want]) {
-				want++
-			}
-			if out[k] != want {
-				t.Fatalf("step %d: Match on rank %d = %d, brute force %d", step, k, out[k], want)
-			}
-			if x.Blocks(k) > x.Limit(k) {
-				t.Fatalf("step %d: rank %d holds %d blocks over its limit %d", step, k, x.Blocks(k), x.Limit(k))
-			}
+	}
+	return n
+}
+
+// Under constant eviction the index never exceeds its total bound, and its
+// memory stays within EntryBytes per entry of the bound however many
+// distinct blocks pass through it.
+func TestIndexTotalBound(t *testing.T) {
+	const total = 5000
+	x := NewIndex(1024, total)
+	for i := range 2000 {
+		x.Insert(i%1024, AppendHashes(nil, seq(i*10_000, 32*16), 32, 0, 0))
+	}
+	if x.Len() != total {
+		t.Errorf("Len = %d after 32000 inserted entries, want the bound %d", x.Len(), total)
+	}
+	if b := x.Bytes(); b > total*EntryBytes+1024*64+1024 {
+		t.Errorf("Bytes = %d, want at most %d entries x %d + per-rank words", b, total, EntryBytes)
+	}
+	// The last 312 chains (4992 entries) are held whole, the one before by
+	// its first 8 blocks (tail first eviction), older ones not at all:
+	// lookups survive the table's deletions.
+	out := make([]int, 1024)
+	for i := 1500; i < 2000; i++ {
+		x.Match(AppendHashes(nil, seq(i*10_000, 32*16), 32, 0, 0), out)
+		want := 0
+		switch {
+		case i >= 2000-312:
+			want = 16
+		case i == 2000-313:
+			want = 8
+		}
+		if out[i%1024] != want {
+			t.Fatalf("chain %d matches %d blocks, want %d", i, out[i%1024], want)
 		}
 	}
-	dump := func(ix *Index) string {
-		s := ""
-		ix.Each(func(r int, h uint64) { s += fmt.Sprint(r, h, ";") })
-		return s
+	var evicted uint64
+	for r := range 1024 {
+		evicted += x.Evicted(r)
 	}
-	if dump(x) != dump(twin) {
-		t.Error("two indexes fed the same operations differ")
+	if evicted != 2000*16-total {
+		t.Errorf("%d evictions, want %d", evicted, 2000*16-total)
 	}
 }
 
@@ -197,7 +306,7 @@ func BenchmarkHash2k(b *testing.B) {
 }
 
 func BenchmarkMatch16(b *testing.B) {
-	x := NewIndex(16)
+	x := NewIndex(16, 1<<20)
 	chain := AppendHashes(nil, seq(0, 2047), 32, 0, 0)
 	for r := range 16 {
 		x.Insert(r, chain[:r*4])
