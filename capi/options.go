@@ -28,6 +28,21 @@ func intOpt(field func(*router.Config) *int) option {
 	}
 }
 
+// int64Opt parses a decimal integer that fits in 64 bits (byte counts).
+func int64Opt(field func(*router.Config) *int) option {
+	return func(cfg *router.Config, v string) error {
+		if !isDecimal(v, false) {
+			return fmt.Errorf("want a decimal integer (digits with an optional leading -)")
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("want a decimal integer that fits in 64 bits")
+		}
+		*field(cfg) = int(n)
+		return nil
+	}
+}
+
 func floatOpt(field func(*router.Config) *float64) option {
 	return func(cfg *router.Config, v string) error {
 		if !isDecimal(v, true) {
@@ -106,6 +121,7 @@ var options = map[string]option{
 	"tokens_per_block":      intOpt(func(c *router.Config) *int { return &c.TokensPerBlock }),
 	"prefix_source":         textOpt(func(c *router.Config) *string { return &c.PrefixSource }),
 	"index_capacity_blocks": intOpt(func(c *router.Config) *int { return &c.IndexCapacityBlocks }),
+	"index_max_bytes":       int64Opt(func(c *router.Config) *int { return &c.IndexMaxBytes }),
 	"warmup":                textOpt(func(c *router.Config) *string { return &c.Warmup }),
 	"warmup_factor":         floatOpt(func(c *router.Config) *float64 { return &c.WarmupFactor }),
 	"warmup_window":         intOpt(func(c *router.Config) *int { return &c.WarmupWindow }),

@@ -25,7 +25,8 @@ func TestParseOptions(t *testing.T) {
 		"match_rate_threshold", "0.25", "fair_share_multiplier", "1.5", "cold_start_warmup", "true",
 		"max_sessions", "7", "new_conv_placement", "least_queued", "capacity_aware", "1",
 		"tokens_per_block", "64", "prefix_source", "probe+index", "index_capacity_blocks", "100",
-		"warmup", "once", "warmup_factor", "2", "warmup_window", "50", "warmup_min_requests", "3"))
+		"warmup", "once", "warmup_factor", "2", "warmup_window", "50", "warmup_min_requests", "3",
+		"index_max_bytes", "8589934592"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +36,7 @@ func TestParseOptions(t *testing.T) {
 	want.CapacityAware, want.TokensPerBlock, want.PrefixSource = true, 64, router.SourceProbeIndex
 	want.IndexCapacityBlocks, want.Warmup, want.WarmupFactor = 100, router.WarmupOnce, 2
 	want.WarmupWindow, want.WarmupMinRequests = 50, 3
+	want.IndexMaxBytes = 8 << 30
 	if cfg != want {
 		t.Errorf("parseOptions = %+v\nwant %+v", cfg, want)
 	}
@@ -56,6 +58,9 @@ func TestParseOptions(t *testing.T) {
 		{"hex float", kv("dp_size", "2", "warmup_factor", "0x1p1"), `warmup_factor = "0x1p1"`},
 		{"inf", kv("dp_size", "2", "load_balance_weight", "inf"), `load_balance_weight = "inf"`},
 		{"space", kv("dp_size", " 2"), `dp_size = " 2"`},
+		{"dp_size over the bound", kv("dp_size", "4097"), "dp_size = 4097"},
+		{"index_max_bytes too small", kv("dp_size", "2", "index_max_bytes", "1"), "index_max_bytes = 1"},
+		{"index_max_bytes not decimal", kv("dp_size", "2", "index_max_bytes", "1e9"), `index_max_bytes = "1e9"`},
 		{"float overflow", kv("dp_size", "2", "warmup_factor", "1e999"), "float64 range"},
 		{"bad bool", kv("dp_size", "2", "capacity_aware", "yes"), "capacity_aware"},
 		{"bad policy", kv("dp_size", "2", "policy", "random"), `policy = "random"`},

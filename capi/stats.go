@@ -31,7 +31,7 @@ func adprgo_router_stats(h C.adpr_router, out *C.adpr_stats, ranks *C.adpr_rank_
 // stats copies the router's counters into the caller's structs.
 func (e *entry) stats(out *C.adpr_stats, ranks *C.adpr_rank_stats, groups *C.adpr_hot_group, maxGroups C.int32_t) {
 	size := e.r.Config().DPSize
-	s := e.r.Stats(int(maxGroups))
+	s := e.r.Summary(int(maxGroups)) // per-rank counters only when asked for, without allocating
 	*out = C.adpr_stats{
 		decisions:         C.uint64_t(s.Decisions),
 		unassigned:        C.uint64_t(s.Unassigned),
@@ -45,7 +45,8 @@ func (e *entry) stats(out *C.adpr_stats, ranks *C.adpr_rank_stats, groups *C.adp
 	}
 	if ranks != nil {
 		dst := unsafe.Slice(ranks, size)
-		for k, src := range s.Ranks {
+		for k := range dst {
+			src := e.r.RankStatsOf(k)
 			var flags C.uint32_t
 			if src.MemoryPressure {
 				flags = C.ADPR_RANK_MEMORY_PRESSURE

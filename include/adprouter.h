@@ -103,7 +103,8 @@ typedef uint64_t adpr_router;
  * binding's keyword arguments):
  *   policy                 ["kv_cache_aware"] "default" | "kv_cache_aware" |
  *                          "conversation"
- *   dp_size                (required) number of attention-DP ranks, >= 1
+ *   dp_size                (required) number of attention-DP ranks,
+ *                          1..4096
  *   load_balance_weight    [1.0] beta of the KV-aware score, finite, >= 0
  *   match_rate_threshold   [0.1] cache affinity only when best match /
  *                          prompt length is strictly greater; finite, >= 0
@@ -123,6 +124,11 @@ typedef uint64_t adpr_router;
  *                          router's own prefix index: no probe, no second
  *                          allgather; needs full prompt tokens), or
  *                          "probe+index" (the larger of the two)
+ *   index_max_bytes        [335544320 = 320 MiB] bound on the prefix
+ *                          index's memory, all ranks together, in bytes
+ *                          (decimal, up to 2^40): beyond it the least
+ *                          recently used (block, rank) entries of any rank
+ *                          are evicted, so memory does not grow with dp_size
  *   index_capacity_blocks  [0] index bound per rank reporting no KV
  *                          capacity (0 = 65536 blocks); ranks reporting
  *                          kv_capacity_tokens are bounded by it
@@ -186,7 +192,9 @@ typedef struct adpr_request {
                               give the whole prompt (a shorter prefix is
                               accepted and hashed as given). */
     int64_t conversation_offset; /* first byte of the id in adpr_batch.text */
-    int64_t conversation_len;    /* id length in bytes; 0 = no conversation */
+    int64_t conversation_len;    /* id length in bytes, at most 256 (longer:
+                                    ADPR_ERR_INVALID_ARGUMENT; hash longer ids
+                                    first); 0 = no conversation */
     int32_t target_rank;   /* ADPR_NO_TARGET or 0..dp_size-1 */
     int32_t relax;         /* 1: relaxed (TensorRT-LLM default); 0: strict */
     uint64_t lora_id;      /* scope of the prefix index: blocks of different */
@@ -264,7 +272,8 @@ typedef struct adpr_stats {
     int64_t pending_warmup;     /* ranks the cold-start warmup has yet to reach */
     int64_t conversations;      /* conversation bindings held */
     int64_t index_entries;      /* (block, rank) pairs in the prefix index */
-    int64_t index_bytes;        /* its estimated memory */
+    int64_t index_bytes;        /* memory the index holds (its arrays'
+                                   capacity), in bytes; <= index_max_bytes */
     int32_t num_hot_groups;     /* out: entries written to groups */
     int32_t reserved;
 } adpr_stats;
@@ -361,12 +370,14 @@ adpr_status adpr_router_destroy(adpr_router router);
 adpr_status adpr_route(adpr_router router, const adpr_batch *batch,
                        adpr_route_result *result, char *err, size_t err_len);
 
-/* Stores in *out a 64-bit digest of everything that determines the router's
- * future decisions (options, pending warmup ranks, round-robin cursor,
- * conversation bindings in recency order, the prefix index in per-rank
- * recency order and the demand-warmup window). Routers on different ranks that
- * saw the same calls have equal digests: compare them across ranks (e.g.
- * MPI_Allreduce of min and max) to detect diverged inputs early. */
+/* Stores in *out a 64-bit digest of the router's history: its options and
+ * every change of the state that determines its future decisions (warmup
+ * ranks reached, conversation bindings and their recency, the round-robin
+ * cursor, prefix-index placements and bounds, the demand-warmup window),
+ * chained as they happen. Routers on different ranks that saw the same calls
+ * have equal digests, and routers whose histories differ almost surely do:
+ * compare them across ranks (e.g. MPI_Allreduce of min and max) to detect
+ * diverged inputs early. O(1): cheap enough for every iteration. */
 adpr_status adpr_router_state_digest(adpr_router router, uint64_t *out);
 
 /* Copies the router's counters: *stats, ranks[0..num_ranks) (num_ranks must

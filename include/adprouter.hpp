@@ -156,6 +156,7 @@ struct options {
     std::optional<int32_t> tokens_per_block;
     std::optional<adprouter::prefix_source> prefix_source;
     std::optional<int64_t> index_capacity_blocks;
+    std::optional<int64_t> index_max_bytes;
     std::optional<adprouter::warmup> warmup;
     std::optional<double> warmup_factor;
     std::optional<int64_t> warmup_window;
@@ -185,6 +186,7 @@ struct options {
                                              : *prefix_source == prefix_source::index ? "index"
                                                                                       : "probe+index");
         if (index_capacity_blocks) kv.emplace_back("index_capacity_blocks", num(*index_capacity_blocks));
+        if (index_max_bytes) kv.emplace_back("index_max_bytes", num(*index_max_bytes));
         if (warmup)
             kv.emplace_back("warmup", *warmup == warmup::off    ? "off"
                                       : *warmup == warmup::once ? "once"

@@ -47,7 +47,13 @@
 // source it reads at most 64 tokens per request, so its allocations and time
 // do not grow with prompt length; the prefix index (PrefixSource index or
 // probe+index, or WarmupDemand) hashes each prompt once, linear in its
-// length, and its queries are linear in a request's blocks plus ranks.
+// length, and its queries are linear in ranks plus the holders of the
+// request's matched blocks. StateDigest is O(1).
+//
+// Memory is bounded by the configuration, not by the inputs: O(DPSize)
+// per-rank state with DPSize <= MaxDPSize, the conversation map by
+// MaxSessions bindings of at most MaxConversationIDBytes each, and the
+// prefix index by IndexMaxBytes whatever DPSize.
 // Reproducing the Python tie-break requires seeding MT19937 with the request
 // id (a chain of about 1,250 dependent multiplies). Only requests whose best
 // score is actually tied need it, and those are seeded four at a time on

@@ -50,6 +50,7 @@ warmup_window,
 warmup_min_requests
 tokens_per_block       KV-aware  block size of the router's prefix index
 index_capacity_blocks  KV-aware  index bound per rank without KV capacity
+index_max_bytes        KV-aware  memory bound of the whole prefix index
 capacity_aware         all       avoid ranks whose free KV cannot hold a
                                  request (read from the KV cache manager's
                                  get_kv_cache_stats(); pass kv_cache_manager)
@@ -85,6 +86,7 @@ OPTIONS = {
     "warmup_min_requests": True,
     "tokens_per_block": True,
     "index_capacity_blocks": True,
+    "index_max_bytes": True,
     "capacity_aware": False,
     "new_conv_placement": False,
 }
@@ -199,12 +201,24 @@ def _salt64(salt):
     return int.from_bytes(hashlib.blake2b(b, digest_size=8).digest(), "little")
 
 
+# The library's bound on a conversation id (router.MaxConversationIDBytes).
+_MAX_CONVERSATION_BYTES = 256
+
+
 def _conversation_key(cid):
     """A conversation id as the binding's text: strings as they are, anything
-    else tagged with its type so that 7 and "7" stay different."""
+    else tagged with its type so that 7 and "7" stay different; an id longer
+    than the library takes is replaced by a digest of it (the same on every
+    rank), so any id TensorRT-LLM accepts routes."""
     if cid is None or isinstance(cid, str):
-        return cid or None
-    return "\x00%s:%r" % (type(cid).__name__, cid)
+        key = cid or None
+    else:
+        key = "\x00%s:%r" % (type(cid).__name__, cid)
+    if key is not None:
+        raw = key.encode("utf-8", "surrogatepass")
+        if len(raw) > _MAX_CONVERSATION_BYTES:
+            key = "\x00blake2b:" + hashlib.blake2b(raw, digest_size=16).hexdigest()
+    return key
 
 
 class ADPRouter:

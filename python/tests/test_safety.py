@@ -155,6 +155,27 @@ class ErrorTypesTest(unittest.TestCase):
         fresh.close()
         r.close()
 
+    def test_limits(self):
+        # dp_size, conversation id length and the index's memory are bounded.
+        self.assert_error(lambda: Router(dp_size=4097), ConfigError, "dp_size 4097")
+        Router(dp_size=4096).close()
+        self.assert_error(lambda: Router(dp_size=2, index_max_bytes=10), ConfigError, "index_max_bytes 10")
+        r = Router(policy="conversation", dp_size=2)
+        long_id = Request(id=1, num_tokens=5, conversation_id="c" * 257)
+        self.assert_error(lambda: r.route(states(2), [long_id], 8), InvalidArgumentError, "257-byte id")
+        ok = r.route(states(2), [Request(id=1, num_tokens=5, conversation_id="c" * 256)], 8)
+        self.assertEqual(sum(map(len, ok.assignment.values())), 1)
+        self.assertEqual(r.stats(max_groups=0)["conversations"], 1)
+        r.close()
+        r = Router(dp_size=8, prefix_source="index", index_max_bytes=1 << 20)
+        for k in range(40):
+            r.route(states(8), [Request(id=i, tokens=list(range(k * 10000 + i * 3000, k * 10000 + i * 3000 + 2048)))
+                               for i in range(8)], 100)
+        st = r.stats(max_groups=0)
+        self.assertLessEqual(st["index_bytes"], 1 << 20)
+        self.assertGreater(st["index_entries"], 0)
+        r.close()
+
     def test_block_hashes_ranges(self):
         for what, kwargs in [
             ("tokens_per_block 2**32+32", dict(tokens_per_block=2**32 + 32)),

@@ -444,3 +444,16 @@ class InstallTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ConversationKeyTest(unittest.TestCase):
+    def test_long_and_typed_ids(self):
+        key = T._conversation_key
+        self.assertEqual(key("abc"), "abc")
+        self.assertIsNone(key(""))
+        self.assertNotEqual(key(7), key("7"))
+        long_a, long_b = "a" * 5000, "a" * 4999 + "b"
+        self.assertLessEqual(len(key(long_a).encode()), T._MAX_CONVERSATION_BYTES)
+        self.assertEqual(key(long_a), key("a" * 5000))  # deterministic: every rank agrees
+        self.assertNotEqual(key(long_a), key(long_b))
+        self.assertEqual(key("x" * 256), "x" * 256)  # at the bound: kept as is
