@@ -42,14 +42,10 @@ func nvmlError(err error) error {
 }
 
 // monitors rate-limits memory reads per (device, interval), for
-// adpr_rank_state_fill_kv. It is a cache: at most maxMonitors entries (a
-// full cache is emptied before the next is added) and emptied by
-// adpr_nvml_shutdown, so a host cycling through device names or intervals
-// cannot grow it. Losing an entry only costs one extra NVML read.
-var monitors struct {
-	sync.Mutex
-	m map[monitorKey]*nvml.Monitor
-}
+// adpr_rank_state_fill_kv. It is a cache, bounded to maxMonitors entries and
+// emptied by adpr_nvml_shutdown, so a host cycling through device names or
+// intervals cannot grow it. Losing an entry only costs one extra NVML read.
+var monitors = monitorCache{limit: maxMonitors}
 
 // maxMonitors bounds the monitor cache: far above one process's GPUs.
 const maxMonitors = 64
@@ -58,11 +54,49 @@ const maxMonitors = 64
 // MIG UUID about 44.
 const maxDeviceBytes = 256
 
-// clearMonitors empties the monitor cache.
-func clearMonitors() {
-	monitors.Lock()
-	clear(monitors.m)
-	monitors.Unlock()
+// monitorCache maps (device, interval) to its Monitor, holding at most limit
+// entries: a full cache is emptied before the next entry is added (simple,
+// and any order of eviction is fine for a cache of rate limiters).
+type monitorCache struct {
+	mu    sync.Mutex
+	limit int
+	m     map[monitorKey]*nvml.Monitor
+}
+
+// get returns key's monitor, made with open on a miss; an error from open
+// is returned and nothing is cached.
+func (c *monitorCache) get(key monitorKey, open func() (*nvml.Monitor, error)) (*nvml.Monitor, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.m[key]; m != nil {
+		return m, nil
+	}
+	m, err := open()
+	if err != nil {
+		return nil, err
+	}
+	if c.m == nil {
+		c.m = make(map[monitorKey]*nvml.Monitor)
+	}
+	if len(c.m) >= c.limit {
+		clear(c.m)
+	}
+	c.m[key] = m
+	return m, nil
+}
+
+// len returns the number of cached monitors.
+func (c *monitorCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}
+
+// clear empties the cache.
+func (c *monitorCache) clear() {
+	c.mu.Lock()
+	clear(c.m)
+	c.mu.Unlock()
 }
 
 type monitorKey struct {
@@ -91,7 +125,7 @@ func adprgo_nvml_init(ebuf *C.char, elen C.size_t) C.adpr_status {
 func adprgo_nvml_shutdown(ebuf *C.char, elen C.size_t) C.adpr_status {
 	return guard("adpr_nvml_shutdown", ebuf, elen, func() (err error) {
 		if err = nvmlError(nvml.Shutdown()); err == nil {
-			clearMonitors()
+			monitors.clear()
 		}
 		return
 	})
@@ -276,23 +310,11 @@ func monitorFor(device string, intervalMS int32) (*nvml.Monitor, error) {
 	if intervalMS < 0 {
 		interval = -1
 	}
-	key := monitorKey{device, interval}
-	monitors.Lock()
-	defer monitors.Unlock()
-	if m := monitors.m[key]; m != nil {
-		return m, nil
-	}
-	d, err := nvml.DeviceFor(ref)
-	if err != nil {
-		return nil, nvmlError(err)
-	}
-	if monitors.m == nil {
-		monitors.m = make(map[monitorKey]*nvml.Monitor)
-	}
-	if len(monitors.m) >= maxMonitors {
-		clear(monitors.m)
-	}
-	m := nvml.NewMonitor(d, interval)
-	monitors.m[key] = m
-	return m, nil
+	return monitors.get(monitorKey{device, interval}, func() (*nvml.Monitor, error) {
+		d, err := nvml.DeviceFor(ref)
+		if err != nil {
+			return nil, nvmlError(err)
+		}
+		return nvml.NewMonitor(d, interval), nil
+	})
 }
