@@ -94,7 +94,7 @@ func adprgo_router_create(opts *C.adpr_option, nopts C.int32_t, out *C.adpr_rout
 			}
 			kv = append(kv, [2]string{k, v})
 		}
-		cfg, err := parseOptions(kv)
+		cfg, err := router.ParseOptions(kv)
 		if err != nil {
 			return err
 		}

@@ -118,7 +118,7 @@ func benchRoute(b *testing.B, cfg Config, batch benchBatch) {
 func BenchmarkRoute(b *testing.B) {
 	for _, pol := range []struct {
 		name    string
-		policy  string
+		policy  Policy
 		matches bool
 	}{
 		{"kv_cache_aware/matches", PolicyKVCacheAware, true},
@@ -215,7 +215,7 @@ func TestAllocsIndependentOfPromptLength(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation counting is slow under -short")
 	}
-	for _, policy := range []string{PolicyKVCacheAware, PolicyDefault, PolicyConversation} {
+	for _, policy := range []Policy{PolicyKVCacheAware, PolicyDefault, PolicyConversation} {
 		allocs := map[int]float64{}
 		for _, n := range []int{2048, 32768} {
 			batch := newBenchBatch(256, 16, n, benchOpts{matches: policy == PolicyKVCacheAware})

@@ -14,14 +14,14 @@ func withKV(s []RankState, capFree ...[2]int64) []RankState {
 	return s
 }
 
-func capCfg(policy string, size int) Config {
+func capCfg(policy Policy, size int) Config {
 	c := DefaultConfig(policy, size)
 	c.CapacityAware = true
 	return c
 }
 
 func TestCapacityAware(t *testing.T) {
-	rr := func(p string) Config {
+	rr := func(p Placement) Config {
 		c := capCfg(PolicyConversation, 3)
 		c.NewConvPlacement = p
 		return c
@@ -139,7 +139,7 @@ func TestCapacityAwareConversationOverflow(t *testing.T) {
 func TestCapacityAwareNeutral(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for iter := range 300 {
-		policy := []string{PolicyDefault, PolicyKVCacheAware, PolicyConversation}[iter%3]
+		policy := []Policy{PolicyDefault, PolicyKVCacheAware, PolicyConversation}[iter%3]
 		size := 1 + rng.IntN(8)
 		base := DefaultConfig(policy, size)
 		base.ColdStartWarmup = rng.IntN(2) == 0

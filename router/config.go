@@ -8,47 +8,63 @@ import (
 	"github.com/adprouter/adprouter/router/prefix"
 )
 
-// Policy names, as TensorRT-LLM spells them.
+// A Policy names a routing policy, as TensorRT-LLM spells it. The zero
+// Policy is not a policy: Validate rejects it.
+type Policy string
+
+// The policies.
 const (
 	// PolicyDefault balances by token load only (TensorRT-LLM's DefaultADPRouter).
-	PolicyDefault = "default"
+	PolicyDefault Policy = "default"
 	// PolicyKVCacheAware scores ranks by cached prefix and load
 	// (TensorRT-LLM's KVCacheAwareADPRouter).
-	PolicyKVCacheAware = "kv_cache_aware"
+	PolicyKVCacheAware Policy = "kv_cache_aware"
 	// PolicyConversation keeps every turn of a conversation on one rank.
-	PolicyConversation = "conversation"
+	PolicyConversation Policy = "conversation"
 )
 
-// New-conversation placements of the conversation policy.
+// A Placement is how the conversation policy places a new conversation. The
+// zero Placement means PlacementRoundRobin.
+type Placement string
+
+// The placements.
 const (
-	PlacementRoundRobin  = "round_robin"
-	PlacementLeastQueued = "least_queued"
+	PlacementRoundRobin  Placement = "round_robin"
+	PlacementLeastQueued Placement = "least_queued"
 )
 
-// Sources of the KV-aware policy's match lengths.
+// A PrefixSource is where the KV-aware policy's match lengths come from. The
+// zero PrefixSource means SourceProbe.
+type PrefixSource string
+
+// The prefix sources.
 const (
 	// SourceProbe uses only the match lengths the caller passes (each rank
 	// probes its radix tree and the results are allgathered): the reference.
-	SourceProbe = "probe"
+	SourceProbe PrefixSource = "probe"
 	// SourceIndex uses only the router's own prefix index: no probing and no
 	// second allgather.
-	SourceIndex = "index"
+	SourceIndex PrefixSource = "index"
 	// SourceProbeIndex uses the larger of the two, so that requests placed
 	// earlier in the same batch count.
-	SourceProbeIndex = "probe+index"
+	SourceProbeIndex PrefixSource = "probe+index"
 )
 
-// Warmup modes of the KV-aware policy.
+// A Warmup is the KV-aware policy's warmup mode. The zero Warmup means
+// WarmupOnce when Config.ColdStartWarmup is set and WarmupOff otherwise.
+type Warmup string
+
+// The warmup modes.
 const (
-	WarmupOff = "off"
+	WarmupOff Warmup = "off"
 	// WarmupOnce is the reference's cold-start warmup (ColdStartWarmup).
-	WarmupOnce = "once"
+	WarmupOnce Warmup = "once"
 	// WarmupDemand keeps each hot prompt family replicated on about
 	// ceil(share of traffic × dp_size × WarmupFactor) ranks. Replicas are
 	// made only while the engine is quiet (at most one active or new request
 	// per rank): computing a long prefix stalls every rank of an ADP engine,
 	// so replication belongs before a spike, not in it.
-	WarmupDemand = "demand"
+	WarmupDemand Warmup = "demand"
 )
 
 // Defaults of the configuration options (the reference's values, and ours
@@ -99,7 +115,7 @@ var ErrInvalidInput = errors.New("invalid routing input")
 // value of the float options is a legal but different setting.
 type Config struct {
 	// Policy is PolicyDefault, PolicyKVCacheAware or PolicyConversation.
-	Policy string
+	Policy Policy
 	// DPSize is the number of attention-DP ranks (1..MaxDPSize).
 	DPSize int
 
@@ -128,7 +144,7 @@ type Config struct {
 	MaxSessions int
 	// NewConvPlacement places new conversations: PlacementRoundRobin or
 	// PlacementLeastQueued.
-	NewConvPlacement string
+	NewConvPlacement Placement
 
 	// CapacityAware makes every policy avoid, for each balanced request, a
 	// rank whose remaining KV room (RankState.FreeKVTokens minus the uncached
@@ -146,7 +162,7 @@ type Config struct {
 	// (the default, the reference), SourceIndex or SourceProbeIndex. The
 	// index sources need the full prompt tokens (minus nothing: the router
 	// drops the last token itself) in Request.Tokens.
-	PrefixSource string
+	PrefixSource PrefixSource
 	// IndexCapacityBlocks bounds a rank's share of the prefix index when its
 	// RankState reports no KV capacity; 0 means prefix.DefaultRankBlocks.
 	// Ranks that report a capacity are bounded by it.
@@ -159,9 +175,11 @@ type Config struct {
 	// DefaultIndexMaxBytes.
 	IndexMaxBytes int
 
-	// Warmup is WarmupOff (""), WarmupOnce (same as ColdStartWarmup) or
-	// WarmupDemand, all for the KV-aware policy.
-	Warmup string
+	// Warmup is WarmupOff, WarmupOnce (same as ColdStartWarmup) or
+	// WarmupDemand, all for the KV-aware policy; unset (""), it follows
+	// ColdStartWarmup. ColdStartWarmup with WarmupOff or WarmupDemand is a
+	// contradiction that Validate rejects.
+	Warmup Warmup
 	// WarmupFactor scales the replica target of demand warmup (> 0).
 	WarmupFactor float64
 	// WarmupWindow is how many recently routed requests demand warmup counts
@@ -175,7 +193,7 @@ type Config struct {
 }
 
 // DefaultConfig returns the reference defaults for policy over dpSize ranks.
-func DefaultConfig(policy string, dpSize int) Config {
+func DefaultConfig(policy Policy, dpSize int) Config {
 	return Config{
 		Policy:              policy,
 		DPSize:              dpSize,
@@ -187,11 +205,32 @@ func DefaultConfig(policy string, dpSize int) Config {
 		TokensPerBlock:      DefaultTokensPerBlock,
 		PrefixSource:        SourceProbe,
 		IndexMaxBytes:       DefaultIndexMaxBytes,
-		Warmup:              WarmupOff,
 		WarmupFactor:        DefaultWarmupFactor,
 		WarmupWindow:        DefaultWarmupWindow,
 		WarmupMinRequests:   DefaultWarmupMinRequests,
 	}
+}
+
+// normalized returns c with every unset ("") enum replaced by what it
+// means, so that a Router's Config, digest and behaviour do not depend on
+// whether an option was left unset or given its default explicitly.
+func (c Config) normalized() Config {
+	if c.NewConvPlacement == "" {
+		c.NewConvPlacement = PlacementRoundRobin
+	}
+	if c.PrefixSource == "" {
+		c.PrefixSource = SourceProbe
+	}
+	if c.Warmup == "" {
+		c.Warmup = WarmupOff
+		if c.ColdStartWarmup {
+			c.Warmup = WarmupOnce
+		}
+	}
+	if c.Warmup == WarmupOnce {
+		c.ColdStartWarmup = true
+	}
+	return c
 }
 
 // indexed reports whether the Router keeps a prefix index.
@@ -233,7 +272,7 @@ func (c *Config) Validate() error {
 		return configError("max_sessions", c.MaxSessions, ">= 1")
 	}
 	switch c.NewConvPlacement {
-	case PlacementRoundRobin, PlacementLeastQueued:
+	case "", PlacementRoundRobin, PlacementLeastQueued:
 	default:
 		return configError("new_conv_placement", fmt.Sprintf("%q", c.NewConvPlacement),
 			`"round_robin" or "least_queued"`)
@@ -242,7 +281,7 @@ func (c *Config) Validate() error {
 		return configError("tokens_per_block", c.TokensPerBlock, "1..65536")
 	}
 	switch c.PrefixSource {
-	case SourceProbe:
+	case "", SourceProbe:
 	case SourceIndex, SourceProbeIndex:
 		if c.Policy != PolicyKVCacheAware {
 			return configError("prefix_source", fmt.Sprintf("%q", c.PrefixSource), `"probe" unless policy is "kv_cache_aware"`)
@@ -257,7 +296,11 @@ func (c *Config) Validate() error {
 		return configError("index_max_bytes", c.IndexMaxBytes, fmt.Sprintf("%d..2^40 bytes", prefix.EntryBytes))
 	}
 	switch c.Warmup {
-	case "", WarmupOff, WarmupOnce:
+	case "", WarmupOnce:
+	case WarmupOff:
+		if c.ColdStartWarmup {
+			return configError("warmup", `"off"`, `"once" or unset when cold_start_warmup is true (cold_start_warmup is warmup "once")`)
+		}
 	case WarmupDemand:
 		if c.Policy != PolicyKVCacheAware {
 			return configError("warmup", `"demand"`, `"off" or "once" unless policy is "kv_cache_aware"`)

@@ -61,8 +61,8 @@ type refResult struct {
 }
 
 func toRefConfig(c Config) refConfig {
-	return refConfig{c.Policy, c.DPSize, c.LoadBalanceWeight, c.MatchRateThreshold,
-		c.FairShareMultiplier, c.ColdStartWarmup, c.MaxSessions, c.NewConvPlacement}
+	return refConfig{string(c.Policy), c.DPSize, c.LoadBalanceWeight, c.MatchRateThreshold,
+		c.FairShareMultiplier, c.ColdStartWarmup, c.MaxSessions, string(c.NewConvPlacement)}
 }
 
 func toRefCall(a callArgs, size int) refCall {
@@ -115,7 +115,7 @@ func diffConfig(rng *rand.Rand) Config {
 	if c.Warmup == WarmupOnce {
 		c.ColdStartWarmup = true // the same thing, spelled the reference's way
 	}
-	c.Warmup = WarmupOff
+	c.Warmup = "" // unset: follows ColdStartWarmup
 	c.DPSize = pick(rng, 1, 2, 3, 4, 4, 5, 8, 8, 16, 1+rng.IntN(70))
 	if rng.IntN(25) == 0 {
 		switch rng.IntN(5) {

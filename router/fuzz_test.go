@@ -75,14 +75,14 @@ func decodeFuzzConfig(r *fuzzReader) Config {
 	}
 	// Options beyond the reference (invalid combinations are rejected).
 	ext := r.byte()
-	c.PrefixSource = [4]string{SourceProbe, SourceIndex, SourceProbeIndex, "bogus"}[ext&3]
-	c.Warmup = [4]string{"", WarmupOnce, WarmupDemand, WarmupOff}[(ext>>2)&3]
+	c.PrefixSource = [4]PrefixSource{SourceProbe, SourceIndex, SourceProbeIndex, "bogus"}[ext&3]
+	c.Warmup = [4]Warmup{"", WarmupOnce, WarmupDemand, WarmupOff}[(ext>>2)&3]
 	c.TokensPerBlock = [4]int{DefaultTokensPerBlock, 1, 4, 0}[(ext>>4)&3]
 	c.WarmupMinRequests = 1 + int(ext>>6)
 	return c
 }
 
-func pick3(b byte, x, y, z string) string { return [3]string{x, y, z}[int(b)%3] }
+func pick3[T any](b byte, x, y, z T) T { return [3]T{x, y, z}[int(b)%3] }
 
 var fuzzConv = []string{"", "", "", "a", "b", "c", "d", "e", "a\x00", "é"}
 

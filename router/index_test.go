@@ -28,7 +28,7 @@ func busy(size int, tokens int64) []RankState {
 	return s
 }
 
-func sourceCfg(size int, source string) Config {
+func sourceCfg(size int, source PrefixSource) Config {
 	c := DefaultConfig(PolicyKVCacheAware, size)
 	c.PrefixSource = source
 	return c
@@ -44,7 +44,7 @@ func TestIndexColocatesSiblings(t *testing.T) {
 		reqs[id].Tokens = reqs[0].Tokens // identical prompts
 	}
 	for _, tc := range []struct {
-		source    string
+		source    PrefixSource
 		wantRanks int
 	}{{SourceProbe, 4}, {SourceIndex, 1}, {SourceProbeIndex, 1}} {
 		cfg := sourceCfg(4, tc.source)

@@ -196,6 +196,9 @@ func randConfig(rng *rand.Rand) Config {
 	if policy == PolicyKVCacheAware {
 		c.PrefixSource = pick(rng, SourceProbe, SourceProbe, SourceIndex, SourceProbeIndex)
 		c.Warmup = pick(rng, "", WarmupOff, WarmupOnce, WarmupDemand)
+		if c.Warmup == WarmupOff {
+			c.ColdStartWarmup = false // true would contradict it (Validate rejects that)
+		}
 		if c.Warmup == WarmupDemand {
 			c.ColdStartWarmup = false
 			c.WarmupMinRequests = 1 + rng.IntN(3)

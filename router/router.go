@@ -65,6 +65,7 @@ func New(cfg Config) (*Router, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.normalized()
 	r := &Router{cfg: cfg}
 	if cfg.Policy == PolicyKVCacheAware && cfg.indexed() {
 		r.prefix = newPrefixState(&r.cfg)

@@ -94,7 +94,7 @@ func repeatTok(v int32, n int) []int32 {
 	return t
 }
 
-func convCfg(size int, placement string, mult float64, maxSessions int) Config {
+func convCfg(size int, placement Placement, mult float64, maxSessions int) Config {
 	c := DefaultConfig(PolicyConversation, size)
 	c.NewConvPlacement, c.FairShareMultiplier, c.MaxSessions = placement, mult, maxSessions
 	return c
@@ -980,7 +980,7 @@ func TestZeroTokenRequests(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
-	with := func(policy string, f func(c *Config)) Config {
+	with := func(policy Policy, f func(c *Config)) Config {
 		c := DefaultConfig(policy, 4)
 		f(&c)
 		return c
@@ -1014,7 +1014,7 @@ func TestConfigErrors(t *testing.T) {
 		{with(PolicyConversation, func(c *Config) { c.MaxSessions = 0 }), "max_sessions", "0"},
 		{with(PolicyConversation, func(c *Config) { c.MaxSessions = -9 }), "max_sessions", "-9"},
 		{with(PolicyConversation, func(c *Config) { c.NewConvPlacement = "random" }), "new_conv_placement", `"random"`},
-		{with(PolicyConversation, func(c *Config) { c.NewConvPlacement = "" }), "new_conv_placement", `""`},
+		{with(PolicyConversation, func(c *Config) { c.NewConvPlacement = "Round_Robin" }), "new_conv_placement", `"Round_Robin"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.field+"="+tc.value, func(t *testing.T) {
@@ -1155,7 +1155,7 @@ func TestInvalidInputChangesNothing(t *testing.T) {
 	}
 	for _, cfg := range configs {
 		for _, bc := range badCalls {
-			t.Run(cfg.Policy+"/"+cfg.NewConvPlacement+"/"+bc.name, func(t *testing.T) {
+			t.Run(string(cfg.Policy)+"/"+string(cfg.NewConvPlacement)+"/"+bc.name, func(t *testing.T) {
 				// The base call itself is valid.
 				if _, err := mustNew(t, cfg).Route(base.states, base.reqs, base.maxn, base.matches); err != nil {
 					t.Fatalf("base call: %v", err)

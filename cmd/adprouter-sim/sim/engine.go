@@ -190,7 +190,7 @@ func (r *rank) add(q *request, sign int64) {
 }
 
 // activeTokens is the rank's num_active_tokens under mode for policy.
-func (r *rank) activeTokens(mode, policy string) int64 {
+func (r *rank) activeTokens(mode string, policy router.Policy) int64 {
 	switch mode {
 	case TokensPrompt:
 		return r.prompt

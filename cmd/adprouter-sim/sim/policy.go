@@ -20,7 +20,7 @@ type Variant struct {
 	Name string
 	// Policy is the router policy; the configuration starts from
 	// router.DefaultConfig(Policy, dp_size) with the engine's block size.
-	Policy string
+	Policy router.Policy
 	// Doc is a one-line description for -help and reports.
 	Doc string
 	// Apply, if not nil, changes the configuration (options beyond the

@@ -359,8 +359,9 @@ func TestActiveTokens(t *testing.T) {
 	started.generated = 5
 	r.tokens += 5
 	tests := []struct {
-		mode, policy string
-		want         int64
+		mode   string
+		policy router.Policy
+		want   int64
 	}{
 		{TokensReference, router.PolicyDefault, 150},
 		{TokensReference, router.PolicyConversation, 150},

@@ -1,14 +1,12 @@
-package main
+package router
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/adprouter/adprouter/kvsize"
-	"github.com/adprouter/adprouter/router"
 )
 
 func TestParseOptions(t *testing.T) {
@@ -20,7 +18,7 @@ func TestParseOptions(t *testing.T) {
 		return out
 	}
 	// Every option reaches its Config field; floats are parsed exactly.
-	cfg, err := parseOptions(kv(
+	cfg, err := ParseOptions(kv(
 		"policy", "kv_cache_aware", "dp_size", "8", "load_balance_weight", "0.30000000000000004",
 		"match_rate_threshold", "0.25", "fair_share_multiplier", "1.5", "cold_start_warmup", "true",
 		"max_sessions", "7", "new_conv_placement", "least_queued", "capacity_aware", "1",
@@ -30,15 +28,15 @@ func TestParseOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := router.DefaultConfig(router.PolicyKVCacheAware, 8)
+	want := DefaultConfig(PolicyKVCacheAware, 8)
 	want.LoadBalanceWeight, want.MatchRateThreshold, want.FairShareMultiplier = math.Nextafter(0.3, 1), 0.25, 1.5
-	want.ColdStartWarmup, want.MaxSessions, want.NewConvPlacement = true, 7, router.PlacementLeastQueued
-	want.CapacityAware, want.TokensPerBlock, want.PrefixSource = true, 64, router.SourceProbeIndex
-	want.IndexCapacityBlocks, want.Warmup, want.WarmupFactor = 100, router.WarmupOnce, 2
+	want.ColdStartWarmup, want.MaxSessions, want.NewConvPlacement = true, 7, PlacementLeastQueued
+	want.CapacityAware, want.TokensPerBlock, want.PrefixSource = true, 64, SourceProbeIndex
+	want.IndexCapacityBlocks, want.Warmup, want.WarmupFactor = 100, WarmupOnce, 2
 	want.WarmupWindow, want.WarmupMinRequests = 50, 3
 	want.IndexMaxBytes = 8 << 30
 	if cfg != want {
-		t.Errorf("parseOptions = %+v\nwant %+v", cfg, want)
+		t.Errorf("ParseOptions = %+v\nwant %+v", cfg, want)
 	}
 
 	for _, tc := range []struct {
@@ -64,15 +62,12 @@ func TestParseOptions(t *testing.T) {
 		{"float overflow", kv("dp_size", "2", "warmup_factor", "1e999"), "float64 range"},
 		{"bad bool", kv("dp_size", "2", "capacity_aware", "yes"), "capacity_aware"},
 		{"bad policy", kv("dp_size", "2", "policy", "random"), `policy = "random"`},
-		{"contradictory warmup", kv("dp_size", "2", "cold_start_warmup", "true", "warmup", "off"), "contradicts"},
+		{"contradictory warmup", kv("dp_size", "2", "cold_start_warmup", "true", "warmup", "off"), "cold_start_warmup is true"},
 		{"multiplier < 1", kv("dp_size", "2", "fair_share_multiplier", "0.5"), "fair_share_multiplier = 0.5"},
 	} {
-		_, err := parseOptions(tc.kv)
-		if !errors.Is(err, router.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+		_, err := ParseOptions(tc.kv)
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want ErrInvalidConfig mentioning %q", tc.name, err, tc.want)
-		}
-		if statusOf(err) != statusConfig {
-			t.Errorf("%s: status %d, want ADPR_ERR_CONFIG", tc.name, statusOf(err))
 		}
 	}
 }
@@ -122,21 +117,50 @@ func FuzzIsDecimal(f *testing.F) {
 	})
 }
 
-func TestStatusOf(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want int
-	}{
-		{nil, int(statusOK)},
-		{argError("x"), int(statusInvalidArgument)},
-		{router.ErrInvalidInput, int(statusInvalidArgument)},
-		{kvsize.ErrInvalid, int(statusInvalidArgument)},
-		{router.ErrInvalidConfig, int(statusConfig)},
-		{errBadHandle, int(statusInvalidHandle)},
-		{errors.New("anything else"), int(statusInternal)},
-	} {
-		if got := int(statusOf(tc.err)); got != tc.want {
-			t.Errorf("statusOf(%v) = %d, want %d", tc.err, got, tc.want)
+// Unset ("") enums mean their defaults: a Router built with them has the
+// same Config and digest as one built with the defaults spelled out, and
+// the contradictions between ColdStartWarmup and Warmup are errors.
+func TestConfigNormalized(t *testing.T) {
+	unset := DefaultConfig(PolicyKVCacheAware, 4)
+	unset.NewConvPlacement, unset.PrefixSource, unset.Warmup = "", "", ""
+	spelled := DefaultConfig(PolicyKVCacheAware, 4)
+	spelled.NewConvPlacement, spelled.PrefixSource, spelled.Warmup = PlacementRoundRobin, SourceProbe, WarmupOff
+	a, b := mustNew(t, unset), mustNew(t, spelled)
+	if a.Config() != b.Config() || a.StateDigest() != b.StateDigest() {
+		t.Errorf("unset enums: Config %+v digest %x; spelled out: %+v %x", a.Config(), a.StateDigest(), b.Config(), b.StateDigest())
+	}
+
+	cold := DefaultConfig(PolicyKVCacheAware, 4)
+	cold.ColdStartWarmup = true
+	once := DefaultConfig(PolicyKVCacheAware, 4)
+	once.Warmup = WarmupOnce
+	c, o := mustNew(t, cold), mustNew(t, once)
+	if c.Config() != o.Config() || c.StateDigest() != o.StateDigest() || len(c.PendingWarmup()) != 4 {
+		t.Errorf("cold_start_warmup %+v and warmup once %+v differ", c.Config(), o.Config())
+	}
+
+	for _, w := range []Warmup{WarmupOff, WarmupDemand} {
+		bad := DefaultConfig(PolicyKVCacheAware, 4)
+		bad.ColdStartWarmup, bad.Warmup = true, w
+		if _, err := New(bad); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "cold_start_warmup") {
+			t.Errorf("ColdStartWarmup with Warmup %q: %v, want an error naming cold_start_warmup", w, err)
+		}
+		if _, err := ParseOptions([][2]string{{"dp_size", "4"}, {"cold_start_warmup", "true"}, {"warmup", string(w)}}); err == nil {
+			t.Errorf("ParseOptions accepted cold_start_warmup true with warmup %q", w)
 		}
 	}
+}
+
+// Options as the C and Python front ends pass them: text, parsed and
+// validated in one place.
+func ExampleParseOptions() {
+	cfg, err := ParseOptions([][2]string{
+		{"policy", "kv_cache_aware"}, {"dp_size", "8"}, {"cold_start_warmup", "true"},
+	})
+	fmt.Println(cfg.Policy, cfg.DPSize, cfg.ColdStartWarmup, err)
+	_, err = ParseOptions([][2]string{{"dp_size", "+8"}})
+	fmt.Println(err)
+	// Output:
+	// kv_cache_aware 8 true <nil>
+	// invalid router configuration: option dp_size = "+8", want a decimal integer (digits with an optional leading -)
 }
