@@ -97,8 +97,9 @@ const (
 	// 4096 leaves an order of magnitude of headroom at ~1 ms per
 	// 256-request decision.
 	MaxDPSize = 4096
-	// MaxIndexMaxBytes bounds IndexMaxBytes (1 TiB).
-	MaxIndexMaxBytes = 1 << 40
+	// MaxIndexMaxBytes bounds IndexMaxBytes (128 GiB): the index numbers its
+	// entries with int32, and 2^37 / prefix.EntryBytes is under 2^31.
+	MaxIndexMaxBytes = 1 << 37
 )
 
 // ErrInvalidConfig is wrapped by every error about a Config.
@@ -137,10 +138,10 @@ type Config struct {
 	// MaxSessions bounds the conversation -> rank map (least recently used
 	// bindings are evicted first). >= 1. With conversation ids of at most
 	// MaxConversationIDBytes bytes, the map holds at most about
-	// MaxSessions × (MaxConversationIDBytes + 160) bytes: 27 MiB at the
+	// MaxSessions × (MaxConversationIDBytes + 160) bytes: 74 MiB at the
 	// default 65536 sessions (each binding costs its id, rounded up to an
 	// allocation size class, plus about 100 bytes of map entry, slot,
-	// recency links and hash-table slack).
+	// recency links and hash-table slack; ids of 36 bytes cost about 130).
 	MaxSessions int
 	// NewConvPlacement places new conversations: PlacementRoundRobin or
 	// PlacementLeastQueued.
@@ -293,7 +294,7 @@ func (c *Config) Validate() error {
 		return configError("index_capacity_blocks", c.IndexCapacityBlocks, "0 (default)..2^30")
 	}
 	if c.IndexMaxBytes < prefix.EntryBytes || c.IndexMaxBytes > MaxIndexMaxBytes {
-		return configError("index_max_bytes", c.IndexMaxBytes, fmt.Sprintf("%d..2^40 bytes", prefix.EntryBytes))
+		return configError("index_max_bytes", c.IndexMaxBytes, fmt.Sprintf("%d..2^37 bytes", prefix.EntryBytes))
 	}
 	switch c.Warmup {
 	case "", WarmupOnce:

@@ -139,14 +139,19 @@ func TestStateDigestIncremental(t *testing.T) {
 	}
 }
 
-// The conversation map's documented worst case (Config.MaxSessions): ids of
-// MaxConversationIDBytes bytes cost at most MaxConversationIDBytes + 160
-// bytes per binding.
+// The conversation map's documented cost (Config.MaxSessions): a binding
+// costs at most its id + 160 bytes, for UUID-sized ids and for the longest.
 func TestConversationMapBytes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("binds 65536 conversations")
+		t.Skip("binds thousands of conversations")
 	}
-	const sessions = DefaultMaxSessions
+	for _, idLen := range []int{36, MaxConversationIDBytes} {
+		t.Run(fmt.Sprint(idLen, "B"), func(t *testing.T) { convMapBytes(t, idLen) })
+	}
+}
+
+func convMapBytes(t *testing.T, idLen int) {
+	const sessions = 8192
 	heap := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats
@@ -156,10 +161,12 @@ func TestConversationMapBytes(t *testing.T) {
 	reqs := make([]Request, 256)
 	var ids []string
 	for i := range sessions + 1000 { // past the bound: evictions too
-		ids = append(ids, fmt.Sprintf("%0*d", MaxConversationIDBytes, i))
+		ids = append(ids, fmt.Sprintf("%0*d", idLen, i))
 	}
 	before := heap()
-	r := mustNew(t, DefaultConfig(PolicyConversation, 8))
+	cfg := DefaultConfig(PolicyConversation, 8)
+	cfg.MaxSessions = sessions
+	r := mustNew(t, cfg)
 	var res Result
 	for i := 0; i < len(ids); i += len(reqs) {
 		reqs = reqs[:min(len(reqs), len(ids)-i)]
@@ -176,9 +183,9 @@ func TestConversationMapBytes(t *testing.T) {
 		t.Fatalf("%d bindings, want the bound %d", r.NumConversations(), sessions)
 	}
 	perBinding := float64(grown) / sessions
-	t.Logf("%d bindings of %d-byte ids: %d bytes, %.0f per binding", sessions, MaxConversationIDBytes, grown, perBinding)
-	if perBinding > MaxConversationIDBytes+160 {
-		t.Errorf("%.0f bytes per binding, documented at most %d", perBinding, MaxConversationIDBytes+160)
+	t.Logf("%d bindings of %d-byte ids: %d bytes, %.0f per binding", sessions, idLen, grown, perBinding)
+	if perBinding > float64(idLen+160) {
+		t.Errorf("%.0f bytes per binding, documented at most %d", perBinding, idLen+160)
 	}
 	runtime.KeepAlive(r)
 }

@@ -20,8 +20,9 @@ const (
 // MaxConversationIDBytes bounds the length of Request.ConversationID, in
 // bytes, so that the conversation map's memory is bounded by MaxSessions
 // alone (see Config.MaxSessions). Ids in use are UUIDs (36 bytes), ULIDs (26)
-// or hex digests (64); 256 leaves room for a tenant prefix.
-const MaxConversationIDBytes = 256
+// or hex digests (64); 1024 leaves room for composite ids (tenant, user,
+// session) while keeping the map's worst case near 75 MiB by default.
+const MaxConversationIDBytes = 1024
 
 // Router routes batches of new requests onto attention-DP ranks with one
 // policy. It is a deterministic state machine: its decisions depend only on

@@ -996,7 +996,7 @@ func TestConfigErrors(t *testing.T) {
 		{with(PolicyKVCacheAware, func(c *Config) { c.DPSize = MaxDPSize + 1 }), "dp_size", "4097"},
 		{with(PolicyConversation, func(c *Config) { c.DPSize = math.MaxInt32 }), "dp_size", "2147483647"},
 		{with(PolicyKVCacheAware, func(c *Config) { c.IndexMaxBytes = 0 }), "index_max_bytes", "0"},
-		{with(PolicyKVCacheAware, func(c *Config) { c.IndexMaxBytes = MaxIndexMaxBytes + 1 }), "index_max_bytes", "1099511627777"},
+		{with(PolicyKVCacheAware, func(c *Config) { c.IndexMaxBytes = MaxIndexMaxBytes + 1 }), "index_max_bytes", "137438953473"},
 		{with(PolicyKVCacheAware, func(c *Config) { c.LoadBalanceWeight = nan }), "load_balance_weight", "NaN"},
 		{with(PolicyKVCacheAware, func(c *Config) { c.LoadBalanceWeight = inf }), "load_balance_weight", "Inf"},
 		{with(PolicyKVCacheAware, func(c *Config) { c.LoadBalanceWeight = -inf }), "load_balance_weight", "-Inf"},
@@ -1103,7 +1103,7 @@ var badCalls = []badCall{
 	{"negative num_tokens", func(c *callArgs) { c.reqs[len(c.reqs)-1].NumTokens = -6 }, "num_tokens", "-6"},
 	{"conversation id too long", func(c *callArgs) {
 		c.reqs[len(c.reqs)-1].ConversationID = strings.Repeat("x", MaxConversationIDBytes+1)
-	}, "conversation id", "257 bytes"},
+	}, "conversation id", "1025 bytes"},
 	{"too few matches", func(c *callArgs) { c.matches = c.matches[:len(c.matches)-1] }, "match lengths", "19"},
 	{"too many matches", func(c *callArgs) { c.matches = append(c.matches, 0) }, "match lengths", "21"},
 	{"negative match", func(c *callArgs) { c.matches[len(c.matches)-1] = -7 }, "match length", "-7"},

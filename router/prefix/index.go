@@ -21,6 +21,9 @@ const DefaultRankBlocks = 1 << 16
 // holds at most n*EntryBytes bytes plus a few words per rank.
 const EntryBytes = 80
 
+// MaxEntries is the largest total bound: entries and slots are int32.
+const MaxEntries = 1<<31 - 1
+
 // Index records, per rank, which KV blocks the rank is expected to cache,
 // as chained block hashes in a least-recently-used list bounded by the rank's
 // capacity in blocks, and bounds the (block, rank) entries of all ranks
@@ -78,12 +81,12 @@ type rankList struct {
 }
 
 // NewIndex returns an empty index over ranks ranks holding at most
-// maxEntries (block, rank) entries in all, each rank bounded to
-// DefaultRankBlocks blocks until SetLimit says otherwise.
+// maxEntries (block, rank) entries in all (0..MaxEntries), each rank bounded
+// to DefaultRankBlocks blocks until SetLimit says otherwise.
 func NewIndex(ranks, maxEntries int) *Index {
 	x := &Index{
 		ranks: ranks,
-		max:   max(maxEntries, 0),
+		max:   min(max(maxEntries, 0), MaxEntries),
 		fslot: -1,
 		fnode: -1,
 		all:   lru.New(),
