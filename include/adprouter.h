@@ -126,7 +126,7 @@ typedef uint64_t adpr_router;
  *                          "probe+index" (the larger of the two)
  *   index_max_bytes        [335544320 = 320 MiB] bound on the prefix
  *                          index's memory, all ranks together, in bytes
- *                          (decimal, up to 2^40): beyond it the least
+ *                          (decimal, up to 2^37): beyond it the least
  *                          recently used (block, rank) entries of any rank
  *                          are evicted, so memory does not grow with dp_size
  *   index_capacity_blocks  [0] index bound per rank reporting no KV
@@ -192,7 +192,7 @@ typedef struct adpr_request {
                               give the whole prompt (a shorter prefix is
                               accepted and hashed as given). */
     int64_t conversation_offset; /* first byte of the id in adpr_batch.text */
-    int64_t conversation_len;    /* id length in bytes, at most 256 (longer:
+    int64_t conversation_len;    /* id length in bytes, at most 1024 (longer:
                                     ADPR_ERR_INVALID_ARGUMENT; hash longer ids
                                     first); 0 = no conversation */
     int32_t target_rank;   /* ADPR_NO_TARGET or 0..dp_size-1 */

@@ -54,6 +54,7 @@
 // per-rank state with DPSize <= MaxDPSize, the conversation map by
 // MaxSessions bindings of at most MaxConversationIDBytes each, and the
 // prefix index by IndexMaxBytes whatever DPSize.
+//
 // Reproducing the Python tie-break requires seeding MT19937 with the request
 // id (a chain of about 1,250 dependent multiplies). Only requests whose best
 // score is actually tied need it, and those are seeded four at a time on

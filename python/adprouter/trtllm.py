@@ -202,7 +202,7 @@ def _salt64(salt):
 
 
 # The library's bound on a conversation id (router.MaxConversationIDBytes).
-_MAX_CONVERSATION_BYTES = 256
+_MAX_CONVERSATION_BYTES = 1024
 
 
 def _conversation_key(cid):
