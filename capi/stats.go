@@ -8,7 +8,7 @@ import "C"
 import (
 	"unsafe"
 
-	"github.com/adprouter/adprouter/router/prefix"
+	"github.com/adprouter/adprouter/router"
 )
 
 //export adprgo_router_stats
@@ -115,6 +115,6 @@ func blockHashes(tokens *C.int32_t, n C.int64_t, tpb C.int32_t, lora, salt C.uin
 	// Hash only the blocks that fit; appending within dst's capacity writes
 	// straight into the caller's buffer.
 	k := min(blocks, int64(outCap)) * int64(tpb)
-	prefix.AppendHashes(dst[:0:outCap], toks[:k], int(tpb), uint64(lora), uint64(salt))
+	router.AppendBlockHashes(dst[:0:outCap], toks[:k], int(tpb), uint64(lora), uint64(salt))
 	return nil
 }

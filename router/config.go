@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/adprouter/adprouter/router/prefix"
+	"github.com/adprouter/adprouter/router/internal/prefix"
 )
 
 // A Policy names a routing policy, as TensorRT-LLM spells it. The zero

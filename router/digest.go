@@ -3,7 +3,7 @@ package router
 import (
 	"math"
 
-	"github.com/adprouter/adprouter/router/prefix"
+	"github.com/adprouter/adprouter/router/internal/prefix"
 )
 
 // StateDigest returns a 64-bit digest of the Router's state: a running hash

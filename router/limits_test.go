@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/adprouter/adprouter/router/prefix"
+	"github.com/adprouter/adprouter/router/internal/prefix"
 )
 
 // A conversation id of exactly MaxConversationIDBytes bytes is bound like

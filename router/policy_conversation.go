@@ -14,7 +14,7 @@ func (r *Router) routeConversation(b *batch) {
 	for _, i := range r.relaxSort(b, isStrict) {
 		q := &b.reqs[i]
 		if q.ConversationID != "" {
-			if _, bound := r.conv.get(q.ConversationID); bound {
+			if _, bound := r.conv.Get(q.ConversationID); bound {
 				rest = append(rest, i)
 				continue
 			}
@@ -35,7 +35,7 @@ func (r *Router) routeConversation(b *batch) {
 		q := &b.reqs[i]
 		home, bound := -1, false
 		if q.ConversationID != "" {
-			home, bound = r.conv.get(q.ConversationID)
+			home, bound = r.conv.Get(q.ConversationID)
 		}
 		var allow []bool
 		if r.room.on {
@@ -50,7 +50,7 @@ func (r *Router) routeConversation(b *batch) {
 		}
 		if bound && count[home] < b.maxn && allowed(allow, home) {
 			r.place(b, i, home, q.Len())
-			r.conv.touch(q.ConversationID)
+			r.conv.Touch(q.ConversationID)
 			r.digest = fold(r.digest, tagTouch, hashString(q.ConversationID), 0)
 			continue
 		}
@@ -93,7 +93,7 @@ func (r *Router) routeConversation(b *batch) {
 
 // bind binds conversation id to rank.
 func (r *Router) bind(id string, rank int) {
-	r.conv.bind(id, rank)
+	r.conv.Bind(id, rank)
 	r.digest = fold(r.digest, tagBind, hashString(id), uint64(rank))
 }
 

@@ -4,7 +4,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/adprouter/adprouter/router/prefix"
+	"github.com/adprouter/adprouter/router/internal/prefix"
 )
 
 // prefixState is the KV-aware policy's router-side knowledge of prompt

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+
+	"github.com/adprouter/adprouter/router/internal/convmap"
 )
 
 // Limits that keep every sum exact: token loads are tracked as float64 in the
@@ -39,7 +41,7 @@ type Router struct {
 	// State that persists across calls.
 	pending      []bool // KV-aware warmup: ranks not yet warmed
 	pendingCount int
-	conv         convLRU      // conversation -> rank
+	conv         convmap.Map  // conversation -> rank
 	cursor       int          // conversation round-robin cursor
 	prefix       *prefixState // KV-aware prefix index and demand warmup, or nil
 	digest       uint64       // chained over every change of the above; see StateDigest
@@ -78,7 +80,7 @@ func New(cfg Config) (*Router, error) {
 		}
 		r.pendingCount = cfg.DPSize
 	}
-	r.conv.init(cfg.MaxSessions)
+	r.conv = convmap.New(cfg.MaxSessions)
 	r.stats.init(cfg.DPSize)
 	r.digest = configDigest(&r.cfg)
 	return r, nil
@@ -321,7 +323,7 @@ func (r *Router) PendingWarmup() []int {
 }
 
 // Conversation returns the rank conversation id is bound to, if any.
-func (r *Router) Conversation(id string) (rank int, ok bool) { return r.conv.get(id) }
+func (r *Router) Conversation(id string) (rank int, ok bool) { return r.conv.Get(id) }
 
 // NumConversations returns the number of conversation bindings held.
 func (r *Router) NumConversations() int { return r.conv.Len() }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/adprouter/adprouter/router/prefix"
+	"github.com/adprouter/adprouter/router/internal/prefix"
 )
 
 // Table-driven tests for every rule of ROUTING.md. Each expected output was

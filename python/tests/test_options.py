@@ -106,7 +106,7 @@ class CapacityTest(unittest.TestCase):
 
 class BlockHashTest(unittest.TestCase):
     def test_pinned_values(self):
-        # adprouter block hash v1 of tokens 0..63 (router/prefix TestHashStable).
+        # adprouter block hash v1 of tokens 0..63 (router/internal/prefix TestHashStable).
         self.assertEqual(adprouter.block_hashes(list(range(64))),
                          [0xdf1daabaa8d84931, 0x3f62b48348652bbe])
 

@@ -3,8 +3,6 @@ package sim
 import (
 	"slices"
 	"testing"
-
-	"github.com/adprouter/adprouter/router/prefix"
 )
 
 // chain returns n distinct block hashes of one sequence (a fake chain: the
@@ -286,15 +284,5 @@ func TestAppendBlockHashes(t *testing.T) {
 	z := []int32{0, 2, 3, 4, 5, 6}
 	if AppendBlockHashes(nil, z, 3)[1] == hx[1] {
 		t.Error("block 1 hashes equal although block 0 differs")
-	}
-}
-
-func TestAppendBlockHashesMatchesRouterIndex(t *testing.T) {
-	tokens := make([]int32, 100)
-	for i := range tokens {
-		tokens[i] = int32(i * 7)
-	}
-	if got, want := AppendBlockHashes(nil, tokens, 16), prefix.AppendHashes(nil, tokens, 16, 0, 0); !slices.Equal(got, want) {
-		t.Errorf("simulated engine hashes %x, router index hashes %x", got, want)
 	}
 }

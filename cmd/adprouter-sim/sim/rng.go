@@ -6,7 +6,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 
-	"github.com/adprouter/adprouter/router/prefix"
+	"github.com/adprouter/adprouter/router"
 )
 
 // rng is the simulator's only source of randomness: a ChaCha8 generator
@@ -92,19 +92,8 @@ func (r *rng) tokens(dst []int32, n, vocab int) []int32 {
 
 // AppendBlockHashes extends hashes, the chained hashes of the first
 // len(hashes) full blocks of tokens, with those of the remaining full blocks
-// (tokensPerBlock tokens each; a trailing partial block is not hashed). It
-// uses the project's block hash (package router/prefix, no LoRA, no salt):
-// block i's hash names block i's tokens and, through the chain, every token
-// before it, so two sequences share block i's hash exactly when they share
-// their first (i+1)*tokensPerBlock tokens (up to 64-bit collisions).
+// (tokensPerBlock tokens each; a trailing partial block is not hashed): the
+// project's block hash (router.AppendBlockHashes) with no LoRA and no salt.
 func AppendBlockHashes(hashes []uint64, tokens []int32, tokensPerBlock int) []uint64 {
-	h := prefix.Root(0, 0)
-	if len(hashes) > 0 {
-		h = hashes[len(hashes)-1]
-	}
-	for b := len(hashes); (b+1)*tokensPerBlock <= len(tokens); b++ {
-		h = prefix.Block(h, tokens[b*tokensPerBlock:(b+1)*tokensPerBlock])
-		hashes = append(hashes, h)
-	}
-	return hashes
+	return router.AppendBlockHashes(hashes, tokens, tokensPerBlock, 0, 0)
 }

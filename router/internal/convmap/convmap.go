@@ -1,4 +1,8 @@
-package router
+// Package convmap is the conversation policy's map from conversation id to
+// rank: bounded to a number of bindings, least recently used evicted first,
+// and deterministic (recency is the only order it keeps; it never iterates
+// a Go map).
+package convmap
 
 import (
 	"strings"
@@ -6,9 +10,9 @@ import (
 	"github.com/adprouter/adprouter/router/internal/lru"
 )
 
-// convLRU maps conversation ids to ranks, bounded to limit entries with least
-// recently used eviction.
-type convLRU struct {
+// Map maps conversation ids to ranks, bounded to limit entries with least
+// recently used eviction. The zero Map is not usable: call New.
+type Map struct {
 	limit   int
 	index   map[string]int32 // id -> slot
 	entries []convEntry      // slots
@@ -22,17 +26,16 @@ type convEntry struct {
 	rank int
 }
 
-func (l *convLRU) init(limit int) {
-	l.limit = limit
-	l.index = make(map[string]int32)
-	l.order = lru.New()
+// New returns an empty Map holding at most limit (>= 1) bindings.
+func New(limit int) Map {
+	return Map{limit: limit, index: make(map[string]int32), order: lru.New()}
 }
 
 // Len returns the number of bindings.
-func (l *convLRU) Len() int { return len(l.index) }
+func (l *Map) Len() int { return len(l.index) }
 
-// get returns the rank bound to key, without touching its recency.
-func (l *convLRU) get(key string) (int, bool) {
+// Get returns the rank bound to key, without touching its recency.
+func (l *Map) Get(key string) (int, bool) {
 	e, ok := l.index[key]
 	if !ok {
 		return 0, false
@@ -40,16 +43,16 @@ func (l *convLRU) get(key string) (int, bool) {
 	return l.entries[e].rank, true
 }
 
-// touch makes key the most recently used binding.
-func (l *convLRU) touch(key string) {
+// Touch makes key the most recently used binding.
+func (l *Map) Touch(key string) {
 	if e, ok := l.index[key]; ok {
 		l.order.Touch(l.links, e)
 	}
 }
 
-// bind sets key -> rank as the most recent binding and evicts the least
+// Bind sets key -> rank as the most recent binding and evicts the least
 // recently used ones beyond the limit.
-func (l *convLRU) bind(key string, rank int) {
+func (l *Map) Bind(key string, rank int) {
 	if e, ok := l.index[key]; ok {
 		l.entries[e].rank = rank
 		l.order.Touch(l.links, e)
@@ -79,8 +82,8 @@ func (l *convLRU) bind(key string, rank int) {
 	}
 }
 
-// each calls f for every binding from most to least recently used.
-func (l *convLRU) each(f func(key string, rank int)) {
+// Each calls f for every binding from most to least recently used.
+func (l *Map) Each(f func(key string, rank int)) {
 	for e := l.order.Front(); e >= 0; e = lru.Next(l.links, e) {
 		f(l.entries[e].key, l.entries[e].rank)
 	}
