@@ -13,7 +13,7 @@ import (
 
 // errPoisoned refuses calls on a router whose state a recovered panic may
 // have left half-updated.
-var errPoisoned = &callError{statusInternal,
+var errPoisoned = &statusError{errInternal,
 	"router is unusable after an earlier internal error: destroy it and create a new one"}
 
 // guard runs body, the whole work of the export called name, and turns its

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/adprouter/adprouter/router"
 )
-
-var errBadHandle = errors.New("invalid router handle")
 
 // entry is one live router and the scratch memory its calls reuse.
 type entry struct {

@@ -20,55 +20,12 @@ package main
 import "C"
 
 import (
-	"errors"
-	"fmt"
 	"unsafe"
 
-	"github.com/adprouter/adprouter/kvsize"
 	"github.com/adprouter/adprouter/router"
 )
 
 func main() {}
-
-// Status codes, mirrored from adprouter.h.
-const (
-	statusOK              = C.ADPR_OK
-	statusInvalidArgument = C.ADPR_ERR_INVALID_ARGUMENT
-	statusInvalidHandle   = C.ADPR_ERR_INVALID_HANDLE
-	statusConfig          = C.ADPR_ERR_CONFIG
-	statusInternal        = C.ADPR_ERR_INTERNAL
-)
-
-// callError is an error with the status code it maps to.
-type callError struct {
-	status C.adpr_status
-	msg    string
-}
-
-func (e *callError) Error() string { return e.msg }
-
-func argError(format string, args ...any) error {
-	return &callError{statusInvalidArgument, fmt.Sprintf(format, args...)}
-}
-
-// statusOf maps an error to its status code.
-func statusOf(err error) C.adpr_status {
-	var ce *callError
-	switch {
-	case err == nil:
-		return statusOK
-	case errors.As(err, &ce):
-		return ce.status
-	case errors.Is(err, router.ErrInvalidConfig):
-		return statusConfig
-	case errors.Is(err, router.ErrInvalidInput), errors.Is(err, kvsize.ErrInvalid):
-		return statusInvalidArgument
-	case errors.Is(err, errBadHandle):
-		return statusInvalidHandle
-	default:
-		return statusInternal
-	}
-}
 
 //export adprgo_router_create
 func adprgo_router_create(opts *C.adpr_option, nopts C.int32_t, out *C.adpr_router, ebuf *C.char, elen C.size_t) C.adpr_status {

@@ -6,40 +6,12 @@ package main
 import "C"
 
 import (
-	"errors"
 	"sync"
 	"time"
 
 	"github.com/adprouter/adprouter/kvsize"
 	"github.com/adprouter/adprouter/nvml"
 )
-
-// nvmlStatus maps the nvml package's error codes to C statuses.
-var nvmlStatus = map[nvml.Code]C.adpr_status{
-	nvml.CodeUnavailable:     C.ADPR_ERR_NVML_UNAVAILABLE,
-	nvml.CodeGPULost:         C.ADPR_ERR_GPU_LOST,
-	nvml.CodeNotSupported:    C.ADPR_ERR_NOT_SUPPORTED,
-	nvml.CodeNoPermission:    C.ADPR_ERR_NO_PERMISSION,
-	nvml.CodeNotFound:        C.ADPR_ERR_NOT_FOUND,
-	nvml.CodeInvalidArgument: C.ADPR_ERR_INVALID_ARGUMENT,
-	nvml.CodeUnknown:         C.ADPR_ERR_NVML,
-}
-
-// nvmlError wraps an error of package nvml with its C status.
-func nvmlError(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ce *callError
-	if errors.As(err, &ce) { // already classified (an argument of ours)
-		return err
-	}
-	st, ok := nvmlStatus[nvml.CodeOf(err)]
-	if !ok { // a code added to package nvml but not here: still an NVML error
-		st = C.ADPR_ERR_NVML
-	}
-	return &callError{st, err.Error()}
-}
 
 // monitors rate-limits memory reads per (device, interval), for
 // adpr_rank_state_fill_kv. It is a cache, bounded to maxMonitors entries and
@@ -116,7 +88,7 @@ func deviceString(p *C.char) (string, error) {
 //export adprgo_nvml_init
 func adprgo_nvml_init(ebuf *C.char, elen C.size_t) C.adpr_status {
 	return guard("adpr_nvml_init", ebuf, elen, func() (err error) {
-		err = nvmlError(nvml.Init())
+		err = nvml.Init()
 		return
 	})
 }
@@ -124,7 +96,7 @@ func adprgo_nvml_init(ebuf *C.char, elen C.size_t) C.adpr_status {
 //export adprgo_nvml_shutdown
 func adprgo_nvml_shutdown(ebuf *C.char, elen C.size_t) C.adpr_status {
 	return guard("adpr_nvml_shutdown", ebuf, elen, func() (err error) {
-		if err = nvmlError(nvml.Shutdown()); err == nil {
+		if err = nvml.Shutdown(); err == nil {
 			monitors.clear()
 		}
 		return
@@ -139,7 +111,7 @@ func adprgo_nvml_device_count(out *C.int32_t, ebuf *C.char, elen C.size_t) C.adp
 			return
 		}
 		n, e := nvml.DeviceCount()
-		if err = nvmlError(e); err == nil {
+		if err = e; err == nil {
 			*out = C.int32_t(n)
 		}
 		return
@@ -153,10 +125,9 @@ func readMemory(dev *C.char) (nvml.MemoryInfo, error) {
 	}
 	ref, err := nvml.ParseDeviceRef(s)
 	if err != nil {
-		return nvml.MemoryInfo{}, nvmlError(err)
+		return nvml.MemoryInfo{}, err
 	}
-	m, err := nvml.ReadMemory(ref)
-	return m, nvmlError(err)
+	return nvml.ReadMemory(ref)
 }
 
 //export adprgo_nvml_memory
@@ -277,7 +248,7 @@ func adprgo_rank_state_fill_kv(state *C.adpr_rank_state, capacity, free C.int64_
 			return
 		}
 		reading, e := m.Read()
-		if err = nvmlError(e); err != nil {
+		if err = e; err != nil {
 			return
 		}
 		adm, e := kvsize.Guard(kvsize.GuardInput{
@@ -304,7 +275,7 @@ func adprgo_rank_state_fill_kv(state *C.adpr_rank_state, capacity, free C.int64_
 func monitorFor(device string, intervalMS int32) (*nvml.Monitor, error) {
 	ref, err := nvml.ParseDeviceRef(device)
 	if err != nil {
-		return nil, nvmlError(err)
+		return nil, err
 	}
 	interval := time.Duration(intervalMS) * time.Millisecond
 	if intervalMS < 0 {
@@ -313,7 +284,7 @@ func monitorFor(device string, intervalMS int32) (*nvml.Monitor, error) {
 	return monitors.get(monitorKey{device, interval}, func() (*nvml.Monitor, error) {
 		d, err := nvml.DeviceFor(ref)
 		if err != nil {
-			return nil, nvmlError(err)
+			return nil, err
 		}
 		return nvml.NewMonitor(d, interval), nil
 	})
