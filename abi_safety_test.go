@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -55,11 +54,7 @@ func faultsProgram(t *testing.T) string {
 
 func runFaults(t *testing.T, lib, mode string) {
 	t.Helper()
-	out := run(t, nil, faultsProgram(t), lib, mode)
-	if !regexp.MustCompile(`(?m)^\d+ passed, 0 failed$`).MatchString(out) {
-		t.Errorf("faults %s:\n%s", mode, out)
-	}
-	t.Log(lastLines(out, 1))
+	runChecks(t, nil, faultsProgram(t), lib, mode)
 }
 
 // A panic injected into each export, before and inside a router's lock,
@@ -158,9 +153,5 @@ func TestCppWrapper(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "hpp_test")
 	run(t, nil, cxx, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-Iinclude",
 		"-o", bin, "capi/testdata/hpp_test.cpp", "-L"+dir, "-ladprouter", "-Wl,-rpath,"+dir)
-	out := run(t, nil, bin)
-	if !regexp.MustCompile(`(?m)^\d+ passed, 0 failed$`).MatchString(out) {
-		t.Errorf("hpp_test:\n%s", out)
-	}
-	t.Log(lastLines(out, 1))
+	runChecks(t, nil, bin)
 }

@@ -120,11 +120,23 @@ func TestCppHarness(t *testing.T) {
 	run(t, nil, cxx, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-Iinclude",
 		"-o", bin, "examples/cpp/harness.cpp", "-ldl", "-lpthread")
 	for _, env := range [][]string{nil, {"LD_BIND_NOW=1"}} {
-		out := run(t, env, bin, lib)
-		if !regexp.MustCompile(`(?m)^\d+ passed, 0 failed$`).MatchString(out) {
-			t.Errorf("harness (env %v) did not pass:\n%s", env, out)
-		}
+		runChecks(t, env, bin, lib)
 	}
+}
+
+// allPassed matches the closing line of the C and C++ test programs.
+var allPassed = regexp.MustCompile(`(?m)^\d+ passed, 0 failed$`)
+
+// runChecks runs a C or C++ test program, which prints one line per check
+// and "N passed, M failed", and fails t unless every check passed.
+func runChecks(t *testing.T, env []string, bin string, args ...string) {
+	t.Helper()
+	out := run(t, env, bin, args...)
+	if !allPassed.MatchString(out) {
+		t.Errorf("%s %s (env %v) did not pass:\n%s", filepath.Base(bin), strings.Join(args, " "), env, out)
+		return
+	}
+	t.Log(lastLines(out, 1))
 }
 
 // Plain C linking against -ladprouter resolves and runs.

@@ -69,6 +69,7 @@ from itertools import repeat
 from operator import itemgetter
 
 from . import ConfigError, Request, Router
+from . import RankState as _RankState
 
 __all__ = [
     "ADPRouter", "DefaultADPRouter", "KVCacheAwareADPRouter", "ConversationAwareADPRouter",
@@ -129,26 +130,23 @@ def _truthy(v):
     return bool(v)
 
 
-class RankState:
-    """One rank's state as allgathered: TensorRT-LLM's three fields, the KV
-    fields capacity-aware routing reads, and TensorRT-LLM's optional
-    piggybacked ``iter_stats``. Wire format: [rank, num_active_requests,
-    num_active_tokens, kv_capacity_tokens, free_kv_tokens, memory_pressure,
-    *iter_stats.serialize()]."""
+class RankState(_RankState):
+    """One rank's state as allgathered: adprouter.RankState (TensorRT-LLM's
+    three fields and the KV fields capacity-aware routing reads) plus
+    TensorRT-LLM's optional piggybacked ``iter_stats``. Wire format: [rank,
+    num_active_requests, num_active_tokens, kv_capacity_tokens,
+    free_kv_tokens, memory_pressure, *iter_stats.serialize()]."""
 
-    __slots__ = ("rank", "num_active_requests", "num_active_tokens", "kv_capacity_tokens",
-                 "free_kv_tokens", "memory_pressure", "iter_stats")
+    __slots__ = ("iter_stats",)
 
     _FIELDS = 6
+    _COMPARED = ("rank", "num_active_requests", "num_active_tokens", "kv_capacity_tokens",
+                 "free_kv_tokens", "memory_pressure", "iter_stats")
 
     def __init__(self, rank, num_active_requests=0, num_active_tokens=0, kv_capacity_tokens=0,
                  free_kv_tokens=0, memory_pressure=False, iter_stats=None):
-        self.rank = rank
-        self.num_active_requests = num_active_requests
-        self.num_active_tokens = num_active_tokens
-        self.kv_capacity_tokens = kv_capacity_tokens
-        self.free_kv_tokens = free_kv_tokens
-        self.memory_pressure = memory_pressure
+        super().__init__(rank, num_active_requests, num_active_tokens, kv_capacity_tokens,
+                         free_kv_tokens, memory_pressure)
         self.iter_stats = iter_stats
 
     def copy_iter_stats_from(self, payload):
@@ -177,7 +175,7 @@ class RankState:
 
     def __eq__(self, other):
         return isinstance(other, RankState) and all(
-            getattr(self, f) == getattr(other, f) for f in self.__slots__)
+            getattr(self, f) == getattr(other, f) for f in self._COMPARED)
 
     def __repr__(self):
         return "RankState(rank=%r, num_active_requests=%r, num_active_tokens=%r)" % (
