@@ -130,7 +130,8 @@ func wheelFiles(t *testing.T, path string) map[string][]byte {
 // pythonTests copies python/tests to dir/python/tests, away from the package
 // sources, and returns the modules to run against an installed package: all
 // but test_reference.py, which loads the reference by its source path. dir/nvml
-// links to the checkout's nvml/ for the fake NVML source test_nvml.py compiles.
+// links to the checkout's nvml/ for the fake NVML source test_nvml.py compiles,
+// dir/testdata to its testdata/ for the routing fixtures test_binding.py runs.
 func pythonTests(t *testing.T, dir string) (testsDir string, modules []string) {
 	t.Helper()
 	testsDir = filepath.Join(dir, "python", "tests")
@@ -145,12 +146,14 @@ func pythonTests(t *testing.T, dir string) (testsDir string, modules []string) {
 			modules = append(modules, m)
 		}
 	}
-	nvml, err := filepath.Abs("nvml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(nvml, filepath.Join(dir, "nvml")); err != nil {
-		t.Fatal(err)
+	for _, shared := range []string{"nvml", "testdata"} {
+		abs, err := filepath.Abs(shared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(abs, filepath.Join(dir, shared)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return testsDir, modules
 }

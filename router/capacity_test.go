@@ -36,7 +36,7 @@ func TestCapacityAware(t *testing.T) {
 	}{
 		{
 			// Without capacity the seeded tie-break sends id 0 to rank 2
-			// (ROUTING.md example 7); ranks 0, 2 and 3 cannot hold 10
+			// (docs/ROUTING.md example 7); ranks 0, 2 and 3 cannot hold 10
 			// tokens, so rank 1 takes it.
 			name:   "kv avoids ranks without room",
 			cfg:    capCfg(PolicyKVCacheAware, 4),

@@ -5,8 +5,8 @@
 // # Policies
 //
 // Three policies reproduce TensorRT-LLM's ADP routers decision for decision
-// (the contract, with worked examples, is ROUTING.md in the project's shared
-// spec):
+// (the contract, with worked examples, is docs/ROUTING.md; its examples and
+// vectors run as the fixtures in testdata/routing):
 //
 //   - PolicyDefault: requests with a target rank go there while it has room;
 //     the rest, largest prompt first, go to the open rank with the fewest

@@ -1,55 +1,11 @@
 package router
 
-import (
-	"fmt"
-	"slices"
-	"testing"
-)
+import "testing"
 
-// The vectors of ROUTING.md: list(range(n)) shuffled by random.Random(seed).
-var pyShuffleVectors = []struct {
-	seed uint64
-	want []int
-}{
-	{0, []int{4, 1, 5, 2, 0, 3, 7, 6}},
-	{1, []int{3, 6, 1, 5, 7, 0, 4, 2}},
-	{42, []int{3, 1, 2, 4, 0}},
-	{123456789, []int{0, 2, 1, 3, 6, 5, 4, 7}},
-	{1<<40 + 5, []int{1, 2, 3, 6, 7, 0, 5, 4}},
-	{18446744073709551615, []int{5, 7, 3, 6, 4, 2, 1, 0}},
-	{99, []int{4, 7, 14, 0, 15, 5, 8, 1, 11, 10, 13, 2, 9, 3, 6, 12}},
-}
-
-func iota(n int) []int {
-	x := make([]int, n)
-	for i := range x {
-		x[i] = i
-	}
-	return x
-}
-
-func TestPyShuffleVectors(t *testing.T) {
-	for _, v := range pyShuffleVectors {
-		t.Run(fmt.Sprint(v.seed), func(t *testing.T) {
-			got := iota(len(v.want))
-			PyShuffle(v.seed, got)
-			if !slices.Equal(got, v.want) {
-				t.Errorf("PyShuffle(%d, range(%d)) = %v, want %v", v.seed, len(v.want), got, v.want)
-			}
-		})
-	}
-}
-
-func TestGetrandbits32Seed42(t *testing.T) {
-	var r pyRandom
-	r.seed(42)
-	want := []uint32{2746317213, 478163327, 107420369}
-	for i, w := range want {
-		if got := r.uint32(); got != w {
-			t.Errorf("Random(42) output %d = %d, want %d", i, got, w)
-		}
-	}
-}
+// The test vectors of docs/ROUTING.md (the seeded shuffle and the first
+// outputs of random.Random(42)) are fixtures: testdata/routing/shuffle.txt,
+// run by TestRoutingFixtures. The tests here check the fast paths against
+// the plain generator.
 
 // The fast paths (first outputs without a twist, four interleaved seeds) must
 // equal the plain generator for every output they produce.

@@ -11,7 +11,7 @@ import (
 	"github.com/adprouter/adprouter/router/internal/prefix"
 )
 
-// Table-driven tests for every rule of ROUTING.md. Each expected output was
+// Table-driven tests for every rule of docs/ROUTING.md. Each expected output was
 // computed by hand from the spec; the comment on each case says why.
 
 // ruleCall is one Route call of a rule case and what it must return.

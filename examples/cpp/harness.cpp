@@ -7,12 +7,16 @@
 //
 //   g++ -std=c++17 -O2 -Wall -Wextra -Iinclude -o build/harness examples/cpp/harness.cpp -ldl -lpthread
 //   build/harness build/libadprouter.so            # checks; exit 1 on failure
+//                                                  # (run from the repository root: the routing
+//                                                  # fixtures are read from testdata/routing, or
+//                                                  # from $ADPROUTER_FIXTURES)
 //   LD_BIND_NOW=1 build/harness build/libadprouter.so
 //   build/harness build/libadprouter.so --bench [calls]   # adpr_route latency
 //
 // Every check prints one line ("PASS ..." or "FAIL ..."); the last line is
 // "N passed, M failed".
 
+#include <dirent.h>
 #include <dlfcn.h>
 
 #include "adprouter.h"
@@ -26,10 +30,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <initializer_list>
 #include <map>
 #include <mutex>
 #include <random>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -452,80 +459,257 @@ void check_create_policies() {
     for (auto h : hs) A.destroy(h);
 }
 
-void expect_route(const std::string &name, const Opts &opts, const Batch &b, const Assign &want, int want_expected) {
-    adpr_router h = must_create(opts);
-    if (!h) return;
-    Out o;
-    std::string msg;
-    adpr_status s = route(h, b, o, &msg);
-    std::string bad = s == ADPR_OK ? consistency(b, o) : fmt("status %d: %s", s, msg.c_str());
-    bool ok = s == ADPR_OK && bad.empty() && o.assignment() == want && o.expected == want_expected && o.num_unassigned == 0;
-    check(ok, name,
-          fmt("got %s expected %d; want %s expected %d%s%s", str(o.assignment()).c_str(), o.expected,
-              str(want).c_str(), want_expected, bad.empty() ? "" : "; ", bad.c_str()));
-    A.destroy(h);
+// --- routing fixtures --------------------------------------------------------
+//
+// testdata/routing/*.txt (format: testdata/routing/README.md) hold the worked
+// examples and vectors of docs/ROUTING.md and the cases every suite shares;
+// the Go and Python suites read the same files. Each directive runs through
+// the C ABI and its output, rendered in the fixtures' canonical text, must
+// equal the expected text. The C ABI has no random generator: "shuffle" is
+// checked through routing (a lone request with id = seed on n tied ranks goes
+// to the permutation's first element) and "genrand" is skipped.
+
+struct Arg {
+    std::string key, value;
+    bool has_value = false;
+};
+
+struct Directive {
+    std::string pos, cmd;
+    std::vector<Arg> args;
+    std::vector<std::string> input;
+    std::string want;  // expected lines joined by '\n'
+};
+
+std::vector<std::string> fields_of(const std::string &line) {
+    std::vector<std::string> f;
+    std::istringstream in(line);
+    for (std::string w; in >> w;) f.push_back(w);
+    return f;
 }
 
-void check_worked_examples() {
-    const Opts def4 = {{"policy", "default"}, {"dp_size", "4"}};
-    expect_route("example 1 (default, relaxed targets)", def4,
-                 Batch(states_of({{2, 10}, {1, 5}, {3, 15}, {0, 8}}), {targeted(1, 3, 0, false), targeted(2, 3, 1, false)}, 8),
-                 {{1}, {2}, {}, {}}, 3);
+std::vector<Arg> args_of(const std::vector<std::string> &fields, size_t from) {
+    std::vector<Arg> args;
+    for (size_t i = from; i < fields.size(); i++) {
+        Arg a;
+        size_t eq = fields[i].find('=');
+        a.key = fields[i].substr(0, eq);
+        if (eq != std::string::npos) a.value = fields[i].substr(eq + 1), a.has_value = true;
+        args.push_back(a);
+    }
+    return args;
+}
 
-    std::vector<Req> seven;
-    for (uint64_t id = 0; id < 7; id++) seven.push_back(plain(id, 3));
-    expect_route("example 2 (default balancing)", def4, Batch(states_of({{0, 10}, {0, 15}, {0, 20}, {0, 25}}), seven, 3),
-                 {{0, 1}, {2, 3}, {4, 5}, {6}}, 2);
+// Parses one fixture file; on a malformed file returns false with *err set.
+bool parse_fixture(const std::string &path, const std::string &name, std::vector<Directive> *out, std::string *err) {
+    std::ifstream f(path);
+    if (!f) {
+        *err = "cannot open " + path;
+        return false;
+    }
+    std::vector<std::string> lines;
+    for (std::string s; std::getline(f, s);) {
+        while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.pop_back();
+        lines.push_back(s);
+    }
+    for (size_t i = 0; i < lines.size();) {
+        const std::string &s = lines[i++];
+        if (s.empty() || s[0] == '#') continue;
+        Directive d;
+        d.pos = name + ":" + std::to_string(i);
+        std::vector<std::string> fields = fields_of(s);
+        d.cmd = fields[0];
+        d.args = args_of(fields, 1);
+        while (i < lines.size() && !lines[i].empty() && lines[i] != "----") d.input.push_back(lines[i++]);
+        if (i >= lines.size() || lines[i] != "----") {
+            *err = d.pos + ": \"" + d.cmd + "\" has no \"----\" line before a blank line or the end of the file";
+            return false;
+        }
+        i++;
+        for (bool first = true; i < lines.size() && !lines[i].empty(); first = false) d.want += (first ? "" : "\n") + lines[i++];
+        out->push_back(d);
+    }
+    return true;
+}
 
-    Batch b3(states_of({{5, 5000}, {0, 0}}), {plain(1, 100)}, 8);
-    b3.set_match(0, 0, 80);
-    expect_route("example 3 (kv, load beats cache, beta 10)",
-                 {{"policy", "kv_cache_aware"}, {"dp_size", "2"}, {"load_balance_weight", "10"}}, b3, {{}, {1}}, 6);
+const std::string &arg(const Directive &d, const std::string &key) {
+    for (auto &a : d.args)
+        if (a.key == key) return a.value;
+    throw std::invalid_argument("missing argument " + key + "=");
+}
 
-    std::vector<Req> eight100;
-    for (uint64_t id = 0; id < 8; id++) eight100.push_back(plain(id, 100));
-    Batch b4(idle(4), eight100, 100);
-    for (size_t i = 0; i < 8; i++) b4.set_match(i, 0, 80);
-    expect_route("example 4 (kv, multiplier 4.0)",
-                 {{"policy", "kv_cache_aware"}, {"dp_size", "4"}, {"load_balance_weight", "0.1"},
-                  {"match_rate_threshold", "0.0"}, {"fair_share_multiplier", "4.0"}},
-                 b4, {{0, 1, 2, 3, 4, 5, 6, 7}, {}, {}, {}}, 8);
-    expect_route("example 4 (kv, multiplier 1.0)",
-                 {{"policy", "kv_cache_aware"}, {"dp_size", "4"}, {"load_balance_weight", "0.1"},
-                  {"match_rate_threshold", "0.0"}, {"fair_share_multiplier", "1.0"}},
-                 b4, {{0, 1}, {4, 5}, {2, 7}, {3, 6}}, 2);
+std::vector<int32_t> int_list(const std::string &s) {
+    std::vector<int32_t> v;
+    std::istringstream in(s);
+    for (std::string x; std::getline(in, x, ',');) v.push_back((int32_t)std::stol(x));
+    return v;
+}
 
-    // Example 5: warmup. The two placements, then the pending set {1, 3}
-    // seen through the next decision (untargeted requests go to the
-    // smallest pending rank first).
-    {
-        adpr_router h = must_create({{"policy", "kv_cache_aware"}, {"dp_size", "4"}, {"cold_start_warmup", "true"}});
-        Out o;
-        std::string msg;
-        Batch b(idle(4), {targeted(0, 10, 2, true), plain(1, 10)}, 8);
-        adpr_status s = route(h, b, o, &msg);
-        check(s == ADPR_OK && o.assignment() == Assign{{1}, {}, {0}, {}} && consistency(b, o).empty(),
-              "example 5 (kv warmup): rank 2 [0], rank 0 [1]", fmt("status %d got %s", s, o.describe().c_str()));
-        Batch next(idle(4), {plain(10, 10), plain(11, 10)}, 8);
-        s = route(h, next, o, &msg);
-        check(s == ADPR_OK && o.ranks[0] == 1 && o.ranks[1] == 3,
-              "example 5 (kv warmup): pending ranks afterwards {1, 3} (next two untargeted requests go to 1 then 3)",
-              fmt("status %d got %s", s, o.describe().c_str()));
-        A.destroy(h);
+std::string render(const Out &o) {
+    std::string s = "assignment";
+    for (auto &ids : o.assignment()) {
+        s += " [";
+        for (size_t i = 0; i < ids.size(); i++) s += (i ? "," : "") + std::to_string(ids[i]);
+        s += "]";
+    }
+    s += fmt("\nexpected %d", o.expected);
+    std::vector<uint64_t> u = o.unassigned();
+    if (!u.empty()) {
+        s += "\nunassigned [";
+        for (size_t i = 0; i < u.size(); i++) s += (i ? "," : "") + std::to_string(u[i]);
+        s += "]";
+    }
+    return s;
+}
+
+// Builds the batch of a "route" directive over size ranks.
+Batch fixture_batch(const Directive &d, int32_t size) {
+    for (auto &a : d.args)
+        if (a.key != "maxn") throw std::invalid_argument("unknown argument " + a.key);
+    Batch b(idle(size), {}, (int32_t)std::stol(arg(d, "maxn")));
+    std::vector<std::vector<int32_t>> rows;
+    for (auto &line : d.input) {
+        std::vector<std::string> f = fields_of(line);
+        if (f[0] == "states") {
+            if (f.size() != (size_t)size + 1) throw std::invalid_argument(fmt("want %d rank states: ", size) + line);
+            for (int32_t k = 0; k < size; k++) {
+                size_t slash = f[k + 1].find('/');
+                if (slash == std::string::npos) throw std::invalid_argument("rank state " + f[k + 1] + ", want requests/tokens");
+                b.states[k] = rank_state(k, (int32_t)std::stol(f[k + 1].substr(0, slash)), std::stoll(f[k + 1].substr(slash + 1)));
+            }
+            continue;
+        }
+        Req q;
+        q.id = std::stoull(f[0]);
+        int64_t n = 0;
+        bool has_prompt = false;
+        std::vector<int32_t> row;
+        for (auto &a : args_of(f, 1)) {
+            if (a.key == "n") n = std::stoll(a.value);
+            else if (a.key == "prompt") q.tokens = int_list(a.value), has_prompt = true;
+            else if (a.key == "target") q.target = (int32_t)std::stol(a.value);
+            else if (a.key == "strict" && !a.has_value) q.relax = 0;
+            else if (a.key == "relaxed" && !a.has_value) q.relax = 1;
+            else if (a.key == "conv") q.conv = a.value;
+            else if (a.key == "match") row = int_list(a.value);
+            else throw std::invalid_argument("unknown request field " + a.key + ": " + line);
+        }
+        if (!row.empty() && row.size() != (size_t)size) throw std::invalid_argument(fmt("want %d match lengths: ", size) + line);
+        if (has_prompt) q.num_tokens = n;
+        else q.tokens = iota_tokens((int)n);
+        b.add(q);
+        rows.push_back(row);
+    }
+    for (size_t i = 0; i < rows.size(); i++)
+        for (size_t k = 0; k < rows[i].size(); k++) b.set_match(i, k, rows[i][k]);
+    return b;
+}
+
+// Runs the directives of one file in order on the router of the latest "new".
+struct FixtureRunner {
+    adpr_router h = 0;
+    int32_t size = 0;
+    ~FixtureRunner() { reset(); }
+    void reset() {
+        if (h) A.destroy(h);
+        h = 0;
     }
 
-    expect_route("example 6 (conversation, least_queued)",
-                 {{"policy", "conversation"}, {"dp_size", "4"}, {"new_conv_placement", "least_queued"}},
-                 Batch(states_of({{3, 30}, {0, 0}, {2, 20}, {3, 30}}), {conv(0, "a"), conv(1, "b"), conv(2, "c"), conv(3, "d")}, 1000),
-                 {{}, {0, 1, 2}, {3}, {}}, 6);
+    // Runs d; returns "" or what went wrong. *got is the output, compared
+    // with the expected text unless *compare is false.
+    std::string run(const Directive &d, std::string *got, bool *compare) {
+        *compare = true;
+        got->clear();
+        if (d.cmd == "new") {
+            reset();
+            Opts opts;
+            for (auto &a : d.args) {
+                if (!a.has_value) return "option " + a.key + " has no value";
+                opts.push_back({a.key, a.value});
+                if (a.key == "dp_size") size = (int32_t)std::stol(a.value);
+            }
+            std::string msg;
+            adpr_status s = create(opts, &h, &msg);
+            return s == ADPR_OK && d.input.empty() ? "" : fmt("status %d: %s", s, msg.c_str());
+        }
+        if ((d.cmd == "route" || d.cmd == "stats") && !h) return "no router: \"new\" must come first";
+        if (d.cmd == "route") {
+            Batch b = fixture_batch(d, size);
+            Out o;
+            std::string msg;
+            adpr_status s = route(h, b, o, &msg);
+            if (s != ADPR_OK) return fmt("status %d: %s", s, msg.c_str());
+            std::string bad = consistency(b, o);
+            if (!bad.empty()) return bad;
+            *got = render(o);
+            return "";
+        }
+        if (d.cmd == "stats") {
+            adpr_stats st;
+            char err[256] = "";
+            adpr_status s = A.stats(h, &st, nullptr, 0, nullptr, 0, err, sizeof err);
+            if (s != ADPR_OK) return fmt("status %d: %s", s, err);
+            *got = fmt("pending_warmup %lld\nconversations %lld", (long long)st.pending_warmup, (long long)st.conversations);
+            return "";
+        }
+        if (d.cmd == "shuffle") {
+            uint64_t seed = std::stoull(arg(d, "seed"));
+            int32_t n = (int32_t)std::stol(arg(d, "n"));
+            std::vector<std::string> want = fields_of(d.want);
+            if (want.empty()) return "expected output is not a permutation";
+            int32_t first = (int32_t)std::stol(want[0]);
+            adpr_router r = must_create({{"policy", "kv_cache_aware"}, {"dp_size", std::to_string(n)}});
+            if (!r) return "cannot create a router";
+            Batch b(idle(n), {plain(seed, 10)}, 1);
+            Out o;
+            adpr_status s = route(r, b, o);
+            A.destroy(r);
+            *compare = false;
+            if (s != ADPR_OK || o.ranks[0] != first)
+                return fmt("a lone request with id %llu on %d tied ranks went to rank %d (status %d), want %d (the first element)",
+                           (unsigned long long)seed, n, o.ranks[0], s, first);
+            return "";
+        }
+        if (d.cmd == "genrand") {
+            *compare = false;  // the C ABI exposes no generator
+            return "";
+        }
+        return "unknown command (want new, route, stats, shuffle or genrand)";
+    }
+};
 
-    std::vector<Req> e7, e8;
-    for (uint64_t id = 0; id < 8; id++) e7.push_back(plain(id, 10));
-    for (uint64_t id = 100; id < 108; id++) e8.push_back(plain(id, 10));
-    const Opts kv4 = {{"policy", "kv_cache_aware"}, {"dp_size", "4"}};
-    expect_route("example 7 (kv tie-break, ids 0..7)", kv4, Batch(idle(4), e7, 100), {{3, 5}, {2, 7}, {0, 4}, {1, 6}}, 4);
-    expect_route("example 8 (kv tie-break, ids 100..107)", kv4, Batch(idle(4), e8, 100),
-                 {{100, 105}, {103, 104}, {102, 106}, {101, 107}}, 4);
+void check_fixtures() {
+    const char *env = std::getenv("ADPROUTER_FIXTURES");
+    std::string dir = env && *env ? env : "testdata/routing";
+    std::vector<std::string> names;
+    if (DIR *dp = opendir(dir.c_str())) {
+        while (dirent *e = readdir(dp)) {
+            std::string n = e->d_name;
+            if (n.size() > 4 && n.compare(n.size() - 4, 4, ".txt") == 0) names.push_back(n);
+        }
+        closedir(dp);
+    }
+    std::sort(names.begin(), names.end());
+    if (!check(!names.empty(), "routing fixtures found in " + dir, "run from the repository root or set ADPROUTER_FIXTURES"))
+        return;
+    for (auto &name : names) {
+        std::vector<Directive> ds;
+        std::string err;
+        if (!check(parse_fixture(dir + "/" + name, name, &ds, &err), "parse fixture " + name, err)) continue;
+        FixtureRunner runner;
+        for (auto &d : ds) {
+            std::string got;
+            bool compare = true;
+            std::string bad;
+            try {
+                bad = runner.run(d, &got, &compare);
+            } catch (const std::exception &e) {
+                bad = std::string("bad fixture: ") + e.what();
+            }
+            if (bad.empty() && compare && got != d.want) bad = "got\n" + got + "\nwant\n" + d.want;
+            check(bad.empty(), "fixture " + d.pos + " " + d.cmd, bad);
+        }
+    }
 }
 
 void check_unassigned() {
@@ -1359,7 +1543,7 @@ int main(int argc, char **argv) {
     check(true, fmt("dlopen(%s, RTLD_NOW) and dlsym of every adpr_* function", argv[1]));
     check_basics(lib);
     check_create_policies();
-    check_worked_examples();
+    check_fixtures();
     check_unassigned();
     check_route_errors();
     check_create_errors();

@@ -8,7 +8,7 @@ the kv_cache_aware policy with cold-start warmup, two routing iterations:
   2. the ranks report what they cache (match_lens): system prompt A is on
      every rank that served it, system prompt B only on the rank that did.
 For every request it prints the rank the library chose and an explanation of
-why, recomputed here from the formula in ROUTING.md. The assignments equal
+why, recomputed here from the formula in docs/ROUTING.md. The assignments equal
 the C++ quickstart's; the last lines check that when build/quickstart exists.
 """
 
@@ -45,7 +45,7 @@ class Cluster:
 
 
 # --- The explanation -----------------------------------------------------------
-# Not the library: a replay of ROUTING.md's kv_cache_aware steps, used only to
+# Not the library: a replay of docs/ROUTING.md's kv_cache_aware steps, used only to
 # say WHY the library placed each request where it did.
 
 pending_warmup = {0, 1, 2, 3}  # cold_start_warmup: ranks not yet warmed
@@ -151,7 +151,7 @@ def run_iteration(router, c, reqs, with_matches):
     placed = "".join("  %d:[%s]" % (r, ",".join(map(str, ids))) for r, ids in res.assignment.items())
     print("  library placement (rank: ids in order):%s   expected_num_active_requests %d, unassigned %d"
           % (placed, res.expected, len(res.unassigned)))
-    print("  explanation (recomputed from ROUTING.md, not by the library):")
+    print("  explanation (recomputed from docs/ROUTING.md, not by the library):")
     disagreements = explain(c, reqs, match, res.ranks)
 
     for q, r in zip(reqs, res.ranks):

@@ -1,10 +1,14 @@
 """Pure-Python reference implementation of the three attention-DP routing policies.
 
-This module is the executable form of ``spec/ROUTING.md``. It serves two purposes:
+This module is the executable form of ``docs/ROUTING.md``. It serves two purposes:
 
 * a differential-test oracle for the Go core (see the JSON command line at the end of
   this file: ``python3 python/adprouter/reference.py < cases.json``), and
 * the "pure-Python baseline" in benchmarks.
+
+The contract's worked examples and test vectors run against it as fixtures
+(``testdata/routing``, through ``python/tests/test_reference.py``), as they do against
+the Go router, the C ABI and the ctypes binding.
 
 It is deliberately plain: standard library only, no imports from the rest of the
 ``adprouter`` package, every step of each policy written out in the order the spec

@@ -7,7 +7,8 @@ Every binding feature and every error path: construction with every policy and
 option, the result shape, every accepted token representation, every rejected
 input, conversation ids, closing, threads, and how the library is found and
 loaded. The pure-Python reference router (adprouter.reference) is the oracle
-wherever a decision is checked beyond the worked examples of ROUTING.md.
+wherever a decision is checked beyond the routing fixtures (testdata/routing:
+the worked examples of docs/ROUTING.md and the cases every suite shares).
 """
 
 import array
@@ -34,6 +35,8 @@ from adprouter import (
     Request,
     Router,
 )
+
+import routing_fixtures
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(adprouter.__file__)))
 LIB = adprouter.library_path()
@@ -279,62 +282,36 @@ class ConstructionTest(unittest.TestCase):
 # --- results ----------------------------------------------------------------------------
 
 
-class WorkedExamplesTest(unittest.TestCase):
-    """ROUTING.md's worked examples, exact outputs, through the library."""
+class BindingAdapter:
+    """Runs the routing fixtures (testdata/routing) through the library. The C ABI
+    has no random generator: shuffle vectors are checked through routing only."""
 
-    def test_example_1(self):
-        with Router(policy="default", dp_size=4) as r:
-            reqs = [Request(1, tokens=prompt(3), target_rank=0), Request(2, tokens=prompt(3), target_rank=1)]
-            res = r.route(states((2, 10), (1, 5), (3, 15), (0, 8)), reqs, 8)
-            self.assertEqual(lists(res, 4), [[1], [2], [], []])
-            self.assertEqual((res.expected, res.unassigned, res.ranks), (3, [], [0, 1]))
+    check_generator = False
 
-    def test_example_2(self):
-        with Router(policy="default", dp_size=4) as r:
-            res = r.route(states((0, 10), (0, 15), (0, 20), (0, 25)), [Request(i, num_tokens=3) for i in range(7)], 3)
-            self.assertEqual(lists(res, 4), [[0, 1], [2, 3], [4, 5], [6]])
-            self.assertEqual(res.expected, 2)
-            self.assertEqual(res.ranks, [0, 0, 1, 1, 2, 2, 3])
+    def __init__(self, tc):
+        self.tc = tc
 
-    def test_example_3(self):
-        with Router(policy="kv_cache_aware", dp_size=2, load_balance_weight=10.0) as r:
-            res = r.route(states((5, 5000), (0, 0)), [Request(1, tokens=prompt(100))], 8, [{1: 80}, {1: 0}])
-            self.assertEqual(lists(res, 2), [[], [1]])
-            self.assertEqual(res.expected, 6)
+    def new(self, options):
+        return Router(**options)
 
-    def test_example_4(self):
-        reqs = [Request(i, tokens=prompt(100)) for i in range(8)]
-        for mult, want, exp in ((4.0, [list(range(8)), [], [], []], 8), (1.0, [[0, 1], [4, 5], [2, 7], [3, 6]], 2)):
-            for matches in ([{i: 80 for i in range(8)}, {}, {}, {}], [[80] * 8, [0] * 8, [0] * 8, [0] * 8]):
-                with self.subTest(mult=mult, matches=type(matches[0]).__name__):
-                    with Router(policy="kv_cache_aware", dp_size=4, load_balance_weight=0.1,
-                                match_rate_threshold=0.0, fair_share_multiplier=mult) as r:
-                        res = r.route(idle(4), reqs, 100, matches)
-                        self.assertEqual(lists(res, 4), want)
-                        self.assertEqual(res.expected, exp)
+    def route(self, router, call):
+        reqs = [Request(q.id, tokens=q.tokens, num_tokens=q.num_tokens, target_rank=q.target_rank,
+                        relax=q.relax, conversation_id=q.conversation_id) for q in call.requests]
+        res = router.route(states(*call.states), reqs, call.maxn, call.matches)
+        where = {i: k for k, ids in res.assignment.items() for i in ids}
+        self.tc.assertEqual(res.ranks, [where.get(q.id, -1) for q in reqs], "ranks disagree with assignment")
+        return lists(res, router.dp_size), res.expected, res.unassigned
 
-    def test_example_5_and_pending_afterwards(self):
-        with Router(policy="kv_cache_aware", dp_size=4, cold_start_warmup=True) as r:
-            reqs = [Request(0, tokens=prompt(10), target_rank=2, relax=False), Request(1, tokens=prompt(10))]
-            self.assertEqual(lists(r.route(idle(4), reqs, 100), 4), [[1], [], [0], []])
-            # Pending {1, 3}: the next two untargeted requests warm rank 1 then 3.
-            res = r.route(idle(4), [Request(7, tokens=prompt(10)), Request(8, tokens=prompt(10))], 100)
-            self.assertEqual(lists(res, 4), [[], [7], [], [8]])
+    def stats(self, router):
+        st = router.stats(0)
+        return st["pending_warmup"], st["conversations"]
 
-    def test_example_6(self):
-        with Router(policy="conversation", dp_size=4, new_conv_placement="least_queued") as r:
-            reqs = [Request(i, num_tokens=10, conversation_id="conv-%d" % i) for i in range(4)]
-            res = r.route(states((3, 30), (0, 0), (2, 20), (3, 30)), reqs, 1000)
-            self.assertEqual(lists(res, 4), [[], [0, 1, 2], [3], []])
-            self.assertEqual(res.expected, 6)
 
-    def test_example_7_and_8(self):
-        for ids, want in ((range(8), [[3, 5], [2, 7], [0, 4], [1, 6]]),
-                          (range(100, 108), [[100, 105], [103, 104], [102, 106], [101, 107]])):
-            with Router(policy="kv_cache_aware", dp_size=4) as r:
-                res = r.route(idle(4), [Request(i, tokens=prompt(10)) for i in ids], 100)
-                self.assertEqual(lists(res, 4), want)
-                self.assertEqual(res.expected, 4)
+class FixturesTest(unittest.TestCase):
+    """The worked examples and vectors of docs/ROUTING.md and the shared cases."""
+
+    def test_routing_fixtures(self):
+        self.assertGreater(routing_fixtures.run_fixtures(self, BindingAdapter(self)), 0)
 
 
 class ResultShapeTest(unittest.TestCase):

@@ -84,7 +84,7 @@ class CapacityTest(unittest.TestCase):
                   for k, free in enumerate([5, 100, 9, 0])]
         req = [adprouter.Request(id=0, tokens=list(range(10)))]
         with adprouter.Router(policy="kv_cache_aware", dp_size=4) as plain:
-            self.assertEqual(plain.route(states, req, 8).ranks, [2])  # ROUTING.md example 7
+            self.assertEqual(plain.route(states, req, 8).ranks, [2])  # docs/ROUTING.md example 7
         with adprouter.Router(policy="kv_cache_aware", dp_size=4, capacity_aware=True) as r:
             self.assertEqual(r.route(states, req, 8).ranks, [1])
             st = r.stats()
