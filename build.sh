@@ -140,7 +140,7 @@ case "$cmd" in
     $GO test ./router/... -run '^$' -bench . -benchtime 1000x | tee "$out/go.txt"
     echo
     echo "== C: $c_cmd"
-    "$CXX" -std=c++17 -O2 -Iinclude -o "$BUILD/harness" examples/cpp/harness.cpp -ldl -lpthread
+    "$CXX" -std=c++17 -O2 -Iinclude -o "$BUILD/harness" capi/testdata/harness.cpp -ldl -lpthread
     "$BUILD/harness" "$BUILD/libadprouter.so" --bench 1000 | tee "$out/c.txt"
     echo
     echo "== Python: $py_cmd"

@@ -18,12 +18,15 @@
 //	capi/              the C ABI (package main, built with -buildmode=c-shared):
 //	                   abi.c defines the adpr_* functions of include/adprouter.h;
 //	                   the Go exports behind them check arguments, convert,
-//	                   and recover panics. No routing logic.
+//	                   and recover panics. No routing logic. Its testdata holds
+//	                   the C/C++ tests of the ABI (harness, faults, wrapper).
 //	include/           the public C header and the C++17 wrapper.
 //	python/adprouter/  the ctypes binding, its optional C speedups, the
 //	                   pure-Python reference rules and the TensorRT-LLM drop-in.
 //	cmd/adprouter-sim/ the deterministic ADP engine simulator.
 //	examples/          programs a user would write: quickstarts, MPI, NVML.
+//	docs/ROUTING.md    the routing contract; testdata/routing/ holds its
+//	                   executable fixtures, read by the Go, C++ and Python tests.
 //	packaging/, pyproject.toml, python/build_backend/
 //	                   installation: pkg-config, CMake, the wheel and sdist.
 //

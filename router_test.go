@@ -118,7 +118,7 @@ func TestCppHarness(t *testing.T) {
 	cxx := need(t, "g++")
 	bin := filepath.Join(t.TempDir(), "harness")
 	run(t, nil, cxx, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-Iinclude",
-		"-o", bin, "examples/cpp/harness.cpp", "-ldl", "-lpthread")
+		"-o", bin, "capi/testdata/harness.cpp", "-ldl", "-lpthread")
 	for _, env := range [][]string{nil, {"LD_BIND_NOW=1"}} {
 		runChecks(t, env, bin, lib)
 	}

@@ -147,39 +147,16 @@ func fixtureShuffle(d *datadriven.Directive) (string, error) {
 }
 
 // fixtureConfig builds a Config from "new" arguments: the C ABI's option
-// keys for the reference's options.
+// keys and text, parsed by ParseOptions as the C and Python front ends do.
 func fixtureConfig(args []datadriven.Arg) (Config, error) {
-	cfg := DefaultConfig("", 0)
+	kv := make([][2]string, 0, len(args))
 	for _, a := range args {
 		if !a.HasValue {
-			return cfg, fmt.Errorf("option %q has no value", a.Key)
+			return Config{}, fmt.Errorf("option %q has no value", a.Key)
 		}
-		var err error
-		switch a.Key {
-		case "policy":
-			cfg.Policy = a.Value
-		case "dp_size":
-			cfg.DPSize, err = strconv.Atoi(a.Value)
-		case "load_balance_weight":
-			cfg.LoadBalanceWeight, err = strconv.ParseFloat(a.Value, 64)
-		case "match_rate_threshold":
-			cfg.MatchRateThreshold, err = strconv.ParseFloat(a.Value, 64)
-		case "fair_share_multiplier":
-			cfg.FairShareMultiplier, err = strconv.ParseFloat(a.Value, 64)
-		case "cold_start_warmup":
-			cfg.ColdStartWarmup, err = strconv.ParseBool(a.Value)
-		case "max_sessions":
-			cfg.MaxSessions, err = strconv.Atoi(a.Value)
-		case "new_conv_placement":
-			cfg.NewConvPlacement = a.Value
-		default:
-			return cfg, fmt.Errorf("unknown option %q", a.Key)
-		}
-		if err != nil {
-			return cfg, fmt.Errorf("option %s: %v", a.Key, err)
-		}
+		kv = append(kv, [2]string{a.Key, a.Value})
 	}
-	return cfg, nil
+	return ParseOptions(kv)
 }
 
 // fixtureCall parses the arguments and input of a "route" directive.

@@ -8,7 +8,7 @@
  * asks for rank 1 and gets it; request 2 then goes to rank 0, the only rank
  * under the fair share ceil(2 / 2) = 1, which is also expected. Exit status 0
  * on success. (The routing contract's worked examples are checked by the
- * fixtures in testdata/routing, through the C ABI by examples/cpp/harness.cpp.)
+ * fixtures in testdata/routing, through the C ABI by capi/testdata/harness.cpp.)
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
 // like a C++ executor that loads the router as a plug-in. adprouter.h is
 // included for the types and constants only.
 //
-//   g++ -std=c++17 -O2 -Wall -Wextra -Iinclude -o build/harness examples/cpp/harness.cpp -ldl -lpthread
+//   g++ -std=c++17 -O2 -Wall -Wextra -Iinclude -o build/harness capi/testdata/harness.cpp -ldl -lpthread
 //   build/harness build/libadprouter.so            # checks; exit 1 on failure
 //                                                  # (run from the repository root: the routing
 //                                                  # fixtures are read from testdata/routing, or
