@@ -137,8 +137,14 @@ func (p *prefixState) replicaTarget(cfg *Config, b *batch, i int) (fam uint64, w
 	if c < cfg.WarmupMinRequests {
 		return fam, 0, 0, false
 	}
-	size := len(b.states)
-	share := float64(c) / float64(p.wfill)
-	want = min(max(int(math.Ceil(share*float64(size)*cfg.WarmupFactor)), 1), size)
+	_, want = p.target(cfg, c)
 	return fam, want, p.idx.Replicas(fam), true
+}
+
+// target returns a family's share of the demand window, given its count
+// there, and how many ranks demand warmup wants to hold it:
+// ceil(share × dp_size × WarmupFactor), at least 1 and at most dp_size.
+func (p *prefixState) target(cfg *Config, count int) (share float64, ranks int) {
+	share = float64(count) / float64(p.wfill)
+	return share, min(max(int(math.Ceil(share*float64(cfg.DPSize)*cfg.WarmupFactor)), 1), cfg.DPSize)
 }

@@ -2,7 +2,6 @@ package router
 
 import (
 	"cmp"
-	"math"
 	"slices"
 )
 
@@ -132,9 +131,8 @@ func (r *Router) Summary(maxGroups int) Stats {
 		if c < r.cfg.WarmupMinRequests {
 			continue
 		}
-		g := HotGroup{Family: fam, Requests: c, Share: float64(c) / float64(p.wfill)}
-		g.Target = min(max(int(math.Ceil(g.Share*float64(r.cfg.DPSize)*r.cfg.WarmupFactor)), 1), r.cfg.DPSize)
-		g.Replicas = p.idx.Replicas(fam)
+		g := HotGroup{Family: fam, Requests: c, Replicas: p.idx.Replicas(fam)}
+		g.Share, g.Target = p.target(&r.cfg, c)
 		s.HotGroups = append(s.HotGroups, g)
 	}
 	slices.SortFunc(s.HotGroups, func(a, b HotGroup) int {
