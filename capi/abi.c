@@ -75,6 +75,11 @@ adpr_status adpr_router_state_digest(adpr_router router, uint64_t *out) {
     return adprgo_router_state_digest(router, out);
 }
 
+adpr_status adpr_router_tokens_read(adpr_router router, int32_t *out) {
+    FORK_GUARD(NULL, 0);
+    return adprgo_router_tokens_read(router, out);
+}
+
 adpr_status adpr_router_stats(adpr_router router, adpr_stats *stats,
                               adpr_rank_stats *ranks, int32_t num_ranks,
                               adpr_hot_group *groups, int32_t max_groups,

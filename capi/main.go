@@ -93,6 +93,17 @@ func adprgo_router_destroy(h C.adpr_router) C.adpr_status {
 	})
 }
 
+//export adprgo_router_tokens_read
+func adprgo_router_tokens_read(h C.adpr_router, out *C.int32_t) C.adpr_status {
+	return guardRouter("adpr_router_tokens_read", h, nil, 0, func(e *entry) error {
+		if out == nil {
+			return argError("out is NULL, want a pointer to an int32_t")
+		}
+		*out = C.int32_t(e.r.TokensRead())
+		return nil
+	})
+}
+
 //export adprgo_router_state_digest
 func adprgo_router_state_digest(h C.adpr_router, out *C.uint64_t) C.adpr_status {
 	return guardRouter("adpr_router_state_digest", h, nil, 0, func(e *entry) error {

@@ -380,6 +380,13 @@ adpr_status adpr_route(adpr_router router, const adpr_batch *batch,
  * diverged inputs early. O(1): cheap enough for every iteration. */
 adpr_status adpr_router_state_digest(adpr_router router, uint64_t *out);
 
+/* Stores in *out how many leading prompt tokens of each request the router's
+ * decisions read, so a host sends only those in adpr_batch.tokens: 0 (the
+ * default and conversation policies: num_tokens is enough), 64 (KV-aware
+ * with probed matches: its grouping key), or -1 (the whole prompt: the
+ * prefix index or demand warmup hashes it). */
+adpr_status adpr_router_tokens_read(adpr_router router, int32_t *out);
+
 /* Copies the router's counters: *stats, ranks[0..num_ranks) (num_ranks must
  * equal dp_size when ranks is not NULL), and up to max_groups hot prompt
  * families into groups (most requested first; stats->num_hot_groups says

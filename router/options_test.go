@@ -164,3 +164,26 @@ func ExampleParseOptions() {
 	// kv_cache_aware 8 true <nil>
 	// invalid router configuration: option dp_size = "+8", want a decimal integer (digits with an optional leading -)
 }
+
+func TestTokensRead(t *testing.T) {
+	for _, tc := range []struct {
+		opts [][2]string
+		want int
+	}{
+		{[][2]string{{"dp_size", "2"}, {"policy", "default"}}, 0},
+		{[][2]string{{"dp_size", "2"}, {"policy", "conversation"}}, 0},
+		{[][2]string{{"dp_size", "2"}}, PrefixTokens},
+		{[][2]string{{"dp_size", "2"}, {"cold_start_warmup", "true"}}, PrefixTokens},
+		{[][2]string{{"dp_size", "2"}, {"prefix_source", "index"}}, AllTokens},
+		{[][2]string{{"dp_size", "2"}, {"prefix_source", "probe+index"}}, AllTokens},
+		{[][2]string{{"dp_size", "2"}, {"warmup", "demand"}}, AllTokens},
+	} {
+		cfg, err := ParseOptions(tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := mustNew(t, cfg).TokensRead(); got != tc.want {
+			t.Errorf("%v: TokensRead() = %d, want %d", tc.opts, got, tc.want)
+		}
+	}
+}

@@ -327,3 +327,23 @@ func (r *Router) Conversation(id string) (rank int, ok bool) { return r.conv.Get
 
 // NumConversations returns the number of conversation bindings held.
 func (r *Router) NumConversations() int { return r.conv.Len() }
+
+// AllTokens is TokensRead's answer for a Router that hashes whole prompts.
+const AllTokens = -1
+
+// TokensRead returns how many leading prompt tokens of each request the
+// Router's decisions read: 0 for the default and conversation policies
+// (Request.NumTokens is enough), PrefixTokens for the KV-aware policy with
+// probed matches (its grouping key), or AllTokens when the prefix index or
+// demand warmup hashes whole prompts. Front ends send only that many, so
+// they need not know which options imply which.
+func (r *Router) TokensRead() int {
+	switch {
+	case r.cfg.Policy != PolicyKVCacheAware:
+		return 0
+	case r.cfg.indexed():
+		return AllTokens
+	default:
+		return PrefixTokens
+	}
+}

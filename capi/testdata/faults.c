@@ -47,6 +47,7 @@ static struct {
     __typeof__(&adpr_route) route;
     __typeof__(&adpr_router_state_digest) digest;
     __typeof__(&adpr_router_stats) stats;
+    __typeof__(&adpr_router_tokens_read) tokens_read;
     __typeof__(&adpr_block_hashes) hashes;
     __typeof__(&adpr_nvml_init) nvml_init;
     __typeof__(&adpr_nvml_shutdown) nvml_shutdown;
@@ -113,6 +114,7 @@ static adpr_status call(const char *name, adpr_router r, char *err, size_t n) {
     if (!strcmp(name, "adpr_route")) return route_once(r, err, n);
     if (!strcmp(name, "adpr_router_state_digest")) return L.digest(r, &digest);
     if (!strcmp(name, "adpr_router_stats")) return L.stats(r, &st, rs, 2, NULL, 0, err, n);
+    if (!strcmp(name, "adpr_router_tokens_read")) return L.tokens_read(r, &count);
     if (!strcmp(name, "adpr_block_hashes")) return L.hashes(tokens, 4, 2, 0, 0, hashes, 4, &nh, err, n);
     if (!strcmp(name, "adpr_nvml_init")) return L.nvml_init(err, n);
     if (!strcmp(name, "adpr_nvml_shutdown")) return L.nvml_shutdown(err, n);
@@ -133,6 +135,7 @@ static const struct {
     {"adpr_router_create", NEEDS_NOTHING},   {"adpr_router_destroy", NEEDS_ROUTER},
     {"adpr_route", NEEDS_ROUTER},            {"adpr_router_state_digest", NEEDS_ROUTER},
     {"adpr_router_stats", NEEDS_ROUTER},     {"adpr_block_hashes", NEEDS_NOTHING},
+    {"adpr_router_tokens_read", NEEDS_ROUTER},
     {"adpr_nvml_init", NEEDS_NOTHING},       {"adpr_nvml_shutdown", NEEDS_NOTHING},
     {"adpr_nvml_device_count", NEEDS_NOTHING}, {"adpr_nvml_memory", NEEDS_NOTHING},
     {"adpr_kv_bytes_per_token", NEEDS_NOTHING}, {"adpr_size_kv", NEEDS_NOTHING},
@@ -150,7 +153,8 @@ static void test_inject(void) {
         adpr_status s = call(name, r, err, sizeof err);
         L.inject(NULL);
         // adpr_router_state_digest has no message buffer: the status is all.
-        int has_msg = strcmp(name, "adpr_router_destroy") && strcmp(name, "adpr_router_state_digest");
+        int has_msg = strcmp(name, "adpr_router_destroy") && strcmp(name, "adpr_router_state_digest") &&
+                      strcmp(name, "adpr_router_tokens_read");
         check(s == ADPR_ERR_INTERNAL && (!has_msg || strstr(err, "injected panic") != NULL),
               "%s: injected panic -> ADPR_ERR_INTERNAL  -- status %d \"%s\"", name, s, err);
         check(call("adpr_route", r, err, sizeof err) == ADPR_OK,
@@ -348,6 +352,7 @@ int main(int argc, char **argv) {
     L.route = sym(lib, "adpr_route");
     L.digest = sym(lib, "adpr_router_state_digest");
     L.stats = sym(lib, "adpr_router_stats");
+    L.tokens_read = sym(lib, "adpr_router_tokens_read");
     L.hashes = sym(lib, "adpr_block_hashes");
     L.nvml_init = sym(lib, "adpr_nvml_init");
     L.nvml_shutdown = sym(lib, "adpr_nvml_shutdown");

@@ -56,6 +56,7 @@ struct Api {
     decltype(&adpr_route) route = nullptr;
     decltype(&adpr_router_state_digest) digest = nullptr;
     decltype(&adpr_router_stats) stats = nullptr;
+    decltype(&adpr_router_tokens_read) tokens_read = nullptr;
     decltype(&adpr_block_hashes) block_hashes = nullptr;
 };
 Api A;
@@ -1064,6 +1065,20 @@ void check_handles() {
     adpr_status ds = A.digest(h, &d);
     check(ds == ADPR_OK && d != 0, "state digest of a live router", fmt("status %d digest %016llx", ds, (unsigned long long)d));
     check(A.digest(h, nullptr) == ADPR_ERR_INVALID_ARGUMENT, "state digest with out NULL -> ADPR_ERR_INVALID_ARGUMENT");
+    check(A.tokens_read(h, nullptr) == ADPR_ERR_INVALID_ARGUMENT, "tokens_read with out NULL -> ADPR_ERR_INVALID_ARGUMENT");
+    for (auto [opts, want] : std::vector<std::pair<Opts, int32_t>>{
+             {{{"policy", "default"}, {"dp_size", "2"}}, 0},
+             {{{"policy", "conversation"}, {"dp_size", "2"}}, 0},
+             {{{"policy", "kv_cache_aware"}, {"dp_size", "2"}}, 64},
+             {{{"policy", "kv_cache_aware"}, {"dp_size", "2"}, {"prefix_source", "index"}}, -1},
+             {{{"policy", "kv_cache_aware"}, {"dp_size", "2"}, {"warmup", "demand"}}, -1}}) {
+        adpr_router t = must_create(opts);
+        int32_t n = 99;
+        adpr_status ts = A.tokens_read(t, &n);
+        check(ts == ADPR_OK && n == want, fmt("tokens_read with %s = %d", opts.back().second.c_str(), want),
+              fmt("status %d got %d", ts, n));
+        A.destroy(t);
+    }
     check(A.destroy(h) == ADPR_OK, "destroy");
     check(A.destroy(h) == ADPR_ERR_INVALID_HANDLE, "destroy twice -> ADPR_ERR_INVALID_HANDLE");
     adpr_status s = route(h, b, o, &msg);
@@ -1526,7 +1541,8 @@ int main(int argc, char **argv) {
                     resolve(lib, "adpr_strerror", A.strerror) & resolve(lib, "adpr_router_create", A.create) &
                     resolve(lib, "adpr_router_destroy", A.destroy) & resolve(lib, "adpr_route", A.route) &
                     resolve(lib, "adpr_router_state_digest", A.digest) & resolve(lib, "adpr_router_stats", A.stats) &
-                    resolve(lib, "adpr_block_hashes", A.block_hashes);
+                    resolve(lib, "adpr_block_hashes", A.block_hashes) &
+                    resolve(lib, "adpr_router_tokens_read", A.tokens_read);
     if (!resolved) {
         std::fprintf(stderr, "%s lacks an adpr_* function of adprouter.h\n", argv[1]);
         return 1;

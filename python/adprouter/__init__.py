@@ -311,6 +311,8 @@ def _load():
         lib.adpr_router_destroy.argtypes = [ctypes.c_uint64]
         lib.adpr_router_state_digest.restype = ctypes.c_int32
         lib.adpr_router_state_digest.argtypes = [ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]
+        lib.adpr_router_tokens_read.restype = ctypes.c_int32
+        lib.adpr_router_tokens_read.argtypes = [ctypes.c_uint64, ctypes.POINTER(ctypes.c_int32)]
         lib.adpr_router_stats.restype = ctypes.c_int32
         lib.adpr_router_stats.argtypes = [ctypes.c_uint64, ctypes.POINTER(_Stats),
                                           ctypes.POINTER(_RankStats), ctypes.c_int32,
@@ -612,16 +614,25 @@ class Router:
         self._handle = handle.value
         self.policy = policy
         self.dp_size = dp_size
-        # How many leading tokens per request to send: the KV-aware policy
-        # reads the first 64 (its grouping key), or the whole prompt when the
-        # router's prefix index hashes it; the other policies read none.
-        self._send_tokens = 0
-        if policy == "kv_cache_aware":
-            indexed = (options.get("prefix_source", "probe") != "probe"
-                       or options.get("warmup") == "demand")
-            self._send_tokens = None if indexed else PREFIX_TOKENS
+        # How many leading tokens per request to send, as the library says
+        # its decisions read them: none, the first 64 (the KV-aware grouping
+        # key) or the whole prompt (None: the prefix index hashes it).
+        n = ctypes.c_int32(0)
+        status = lib.adpr_router_tokens_read(self._handle, ctypes.byref(n))
+        if status != _OK:
+            lib.adpr_router_destroy(self._handle)
+            self._handle = 0
+            _raise(status, None)
+        self._send_tokens = None if n.value < 0 else n.value
         self._errbuf = errbuf
         self._lock = threading.Lock()
+
+    @property
+    def tokens_read(self):
+        """How many leading prompt tokens of each request this router's
+        decisions read (the library says, from the options): 0, 64, or -1
+        for the whole prompt. route() sends only those."""
+        return -1 if self._send_tokens is None else self._send_tokens
 
     def close(self):
         """Destroys the router; further calls raise InvalidHandleError.

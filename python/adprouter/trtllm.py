@@ -245,9 +245,7 @@ class ADPRouter:
         self._dp = _dp_size(dist)
         self.router = Router(policy=self._policy, dp_size=self._dp, **config, **extras)
         # Send lora/salt scopes only when the router's prefix index reads them.
-        self._scoped = (self._policy == "kv_cache_aware"
-                        and (extras.get("prefix_source", "probe") != "probe"
-                             or extras.get("warmup") == "demand"))
+        self._scoped = self.router.tokens_read < 0
         self._carry = []
 
     # ---- TensorRT-LLM's factory ------------------------------------------------------
@@ -460,7 +458,6 @@ class KVCacheAwareADPRouter(ADPRouter):
         source = self.options.get("prefix_source", "probe")
         self._use_matches = source != "index"
         self.needs_prefix_matches = self._use_matches
-        self._index = source != "probe" or self.options.get("warmup") == "demand"
         self._gathered = None  # (ids probed, [flat id/match list per rank])
         self._dicts = None     # explicit per-rank {id: match} dicts
 

@@ -176,6 +176,14 @@ class ErrorTypesTest(unittest.TestCase):
         self.assertGreater(st["index_entries"], 0)
         r.close()
 
+    def test_tokens_read_comes_from_the_library(self):
+        for kwargs, want in [(dict(policy="default"), 0), (dict(policy="conversation"), 0),
+                             (dict(), 64), (dict(prefix_source="index"), -1),
+                             (dict(prefix_source="probe+index"), -1), (dict(warmup="demand"), -1)]:
+            r = Router(dp_size=2, **kwargs)
+            self.assertEqual(r.tokens_read, want, kwargs)
+            r.close()
+
     def test_block_hashes_ranges(self):
         for what, kwargs in [
             ("tokens_per_block 2**32+32", dict(tokens_per_block=2**32 + 32)),
