@@ -218,9 +218,10 @@ func WritePercentileSVG(w io.Writer, reps []*Report) error {
 	}
 	var b strings.Builder
 	height := max(len(panels), 1) * (panelHeight + marginTop + marginBot)
+	width := plotWidth + 80 // room for long variant names in the legend
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
-		plotWidth, height, plotWidth, height)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", plotWidth, height)
+		width, height, width, height)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
 	for i, p := range panels {
 		drawPercentiles(&b, i*(panelHeight+marginTop+marginBot), p.title, p.results)
 	}
