@@ -200,7 +200,7 @@ Policy variants (-policies; -policies all runs every one):
 			wc.TraceTimeScale, wc.TraceLengthScale = *traceTime, *traceLen
 			traceWCs = append(traceWCs, wc)
 		}
-		if !set["workload"] && !*sweep && *genTrace == "" {
+		if !set["workload"] && !*sweep {
 			kinds = nil // a trace alone replaces the default workload
 		}
 		if !slices.Contains(kinds, sim.KindTrace) {

@@ -58,7 +58,8 @@ func TestRun(t *testing.T) {
 		t.Errorf("unexpected JSON: %s", b[:min(len(b), 600)])
 	}
 	s, err := os.ReadFile(svg)
-	if err != nil || !bytes.HasPrefix(s, []byte("<svg")) || !bytes.Contains(s, []byte("kv_cache_aware+warmup")) {
+	if err != nil || !bytes.HasPrefix(s, []byte("<svg")) || !bytes.Contains(s, []byte("kv_cache_aware+warmup")) ||
+		!bytes.Contains(s, []byte("coldstart, reuse after-iteration: mean TTFT")) {
 		t.Errorf("bad SVG (%v): %.200s", err, s)
 	}
 
@@ -146,6 +147,11 @@ func TestTraceReplayCommand(t *testing.T) {
 	}
 	if strings.Contains(out, "workload coldstart") {
 		t.Error("-trace alone also ran the default workload")
+	}
+	// A trace replayed and written again: the same trace, from time 0.
+	code, out, _ = runCmd(t, "-trace", "testdata/mixed.jsonl", "-gen-trace", "-")
+	if code != 0 || strings.Count(out, "\n") != 130 || !strings.HasPrefix(out, `{"timestamp":0,"input_length":2134,"output_length":161,"hash_ids":[0,1,2,3,4]}`) {
+		t.Errorf("-trace -gen-trace: exit %d, %.200s", code, out)
 	}
 	code, out, _ = runCmd(t, "-trace", "testdata/mixed.jsonl", "-workload", "noreuse", "-dp", "4", "-duration", "1", "-q", "-json", "-")
 	if code != 0 || !strings.Contains(out, `"kind": "noreuse"`) || !strings.Contains(out, `"trace": "mixed.jsonl"`) {

@@ -49,7 +49,7 @@ func (r *Report) WriteSVG(w io.Writer) error {
 				win = &Window{Start: seconds(res.Window.StartS), End: seconds(res.Window.EndS)}
 			}
 		}
-		panels = append(panels, panel{title: fmt.Sprintf("%s: mean TTFT by arrival time", run.Workload.Kind),
+		panels = append(panels, panel{title: fmt.Sprintf("%s, reuse %s: mean TTFT by arrival time", run.Workload.Name(), r.Engine.Reuse),
 			from: 0, to: max(last, 1), window: win, results: run.Results})
 		if win != nil {
 			margin := (win.End - win.Start) / 10
