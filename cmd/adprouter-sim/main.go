@@ -109,8 +109,10 @@ Usage: adprouter-sim [flags]
 With no flags: the coldstart workload, 8 ranks, policies `+strings.Join(sim.DefaultVariants, ", ")+`.
 Workload flags default as shown for every workload, except where noted; a flag
 given on the command line applies to every workload run. Output: an aligned
-table on stdout; -json and -plot files. Without -timing the output depends
-only on the flags (same seed, same bytes).
+table on stdout; -json, -plot and -svg files. -sweep compares every workload
+and reference policy (and -policies) under both reuse semantics, relative to
+the best reference. Without -timing the output depends only on the flags
+(same seed, same bytes).
 
 Workloads:
   coldstart     quiet period of sequential requests sharing a system prompt, then a spike
@@ -126,7 +128,7 @@ Workloads:
 Policy variants (-policies; -policies all runs every one):
 `)
 		for _, v := range sim.Variants() {
-			fmt.Fprintf(fs.Output(), "  %-28s %s\n", v.Name, v.Doc)
+			fmt.Fprintf(fs.Output(), "  %-34s %s\n", v.Name, v.Doc)
 		}
 		fmt.Fprint(fs.Output(), "\nFlags:\n")
 		fs.PrintDefaults()
@@ -144,7 +146,7 @@ Policy variants (-policies; -policies all runs every one):
 	}
 	if *listPolicies {
 		for _, v := range sim.Variants() {
-			fmt.Fprintf(stdout, "%-28s %s\n", v.Name, v.Doc)
+			fmt.Fprintf(stdout, "%-34s %s\n", v.Name, v.Doc)
 		}
 		return 0
 	}
