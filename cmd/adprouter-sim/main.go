@@ -10,11 +10,14 @@
 // With no flags it runs the cold-start scenario (a quiet period, then a
 // spike) on 8 ranks with the default, kv_cache_aware, kv_cache_aware+warmup
 // and conversation policies, and prints one table. -json writes every number
-// as JSON, -plot an SVG of TTFT over time, -workload all runs every
-// workload. Same flags and seed, same output, byte for byte (unless -timing
-// adds the measured routing time). Run with -help for every flag and
-// default; the model is documented in package
-// github.com/adprouter/adprouter/cmd/adprouter-sim/sim.
+// as JSON, -plot an SVG of TTFT over time, -svg one of TTFT percentiles,
+// -workload all runs every workload, -trace FILE replays a trace in the
+// common JSONL format, -gen-trace FILE writes one, -reuse picks the
+// engine's block reuse semantics, and -sweep compares every workload and
+// reference policy (plus -policies) under both reuse semantics. Same flags
+// and seed, same output, byte for byte (unless -timing adds the measured
+// routing time). Run with -help for every flag and default; the model is
+// documented in package github.com/adprouter/adprouter/cmd/adprouter-sim/sim.
 package main
 
 import (
@@ -22,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -41,8 +45,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	eng := sim.DefaultEngine()
 	base, _ := sim.DefaultWorkload(sim.KindShared)
 
-	workloads := fs.String("workload", sim.KindColdStart, "workloads to run, comma-separated, or all: "+strings.Join(sim.Kinds, ", "))
-	policies := fs.String("policies", strings.Join(sim.DefaultVariants, ","), "policy variants to compare, comma-separated, or all (see -list-policies)")
+	workloads := fs.String("workload", sim.KindColdStart, "workloads to run, comma-separated, or all (-sweep: default all): "+strings.Join(sim.Kinds, ", ")+"; trace stands for the -trace files")
+	policies := fs.String("policies", strings.Join(sim.DefaultVariants, ","), "policy variants to compare, comma-separated, or all (see -list-policies); -sweep: variants compared beside the references (default none)")
+	sweep := fs.Bool("sweep", false, "compare every workload (default all) and reference policy ("+strings.Join(sim.References, ", ")+"), plus -policies, relative to the best reference, under each -reuse semantics (default both)")
+	reuse := fs.String("reuse", sim.ReuseAfterIteration, "prompt-block reuse semantics of the engine: "+sim.ReuseAfterIteration+" (TensorRT-LLM: from the end of the iteration that computed them) or "+sim.ReuseOnSchedule+" (vLLM-like: as soon as scheduled); -sweep: a comma-separated list or all (default all)")
+	traces := fs.String("trace", "", "replay the traces in `FILES` (comma-separated; JSONL: timestamp ms, input_length, output_length, hash_ids of 512-token blocks); alone, instead of the default workload")
+	traceTime := fs.Float64("trace-time-scale", 1, "trace replay: arrival time = timestamp (relative to the first) x this (< 1 compresses)")
+	traceLen := fs.Float64("trace-length-scale", 1, "trace replay: input and output lengths, and the 512-token block, x this")
+	genTrace := fs.String("gen-trace", "", "write the -workload workloads (merged, one trace) to `FILE` in the trace format (- for stdout) and exit")
+	svgFile := fs.String("svg", "", "write an SVG of TTFT percentiles per policy for the spike workloads (coldstart, tenantspike; else every workload) to `FILE`")
 	listPolicies := fs.Bool("list-policies", false, "list the registered policy variants and exit")
 	jsonFile := fs.String("json", "", "write the full report as JSON to `FILE` (- for stdout)")
 	plotFile := fs.String("plot", "", "write an SVG of TTFT over time per policy to `FILE`")
@@ -61,7 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&eng.PrefillUsPerToken, "prefill-us", eng.PrefillUsPerToken, "iteration time: µs per prefill token")
 	fs.Float64Var(&eng.DecodeUsPerSeq, "decode-us", eng.DecodeUsPerSeq, "iteration time: µs per decoding request")
 	fs.StringVar(&eng.ActiveTokens, "active-tokens", eng.ActiveTokens, "num_active_tokens each rank reports: \"\" = as TensorRT-LLM for the policy (prompt; KV-aware: uncached prompt), or prompt, uncached, context (prompt + generated)")
-	fs.BoolVar(&eng.EagerReuse, "eager-reuse", eng.EagerReuse, "prompt blocks reusable from the iteration that computes them (vLLM v1), not from its end (TensorRT-LLM)")
+	fs.BoolFunc("eager-reuse", "alias of -reuse "+sim.ReuseOnSchedule, func(string) error { return fs.Set("reuse", sim.ReuseOnSchedule) })
 
 	w := base
 	seed := fs.Uint64("seed", base.Seed, "workload seed")
@@ -80,7 +91,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&w.ZipfS, "zipf", base.ZipfS, "multitenant, tenantspike: Zipf exponent of system prompt popularity")
 	fs.IntVar(&w.TurnsMin, "turns-min", base.TurnsMin, "conversation: turns, minimum")
 	fs.IntVar(&w.TurnsMax, "turns-max", base.TurnsMax, "conversation: turns, maximum")
-	fs.Float64Var(&w.ThinkS, "think", base.ThinkS, "conversation: mean think time between turns, s")
+	fs.Float64Var(&w.ThinkS, "think", base.ThinkS, "conversation, followup: mean think time between turns, s (followup: default 3)")
+	fs.Float64Var(&w.FollowUpP, "followup-p", base.FollowUpP, "followup: probability that a turn gets an in-flight follow-up")
+	fs.Float64Var(&w.FollowUpS, "followup-delay", base.FollowUpS, "followup: mean delay of a follow-up after its turn arrived, s")
 	fs.IntVar(&w.Siblings, "siblings", base.Siblings, "siblings: samples per prompt")
 	fs.Float64Var(&w.QuietS, "quiet", base.QuietS, "coldstart, tenantspike: quiet period, s")
 	fs.Float64Var(&w.QuietIntervalS, "quiet-interval", base.QuietIntervalS, "coldstart, tenantspike: gap between quiet requests, s")
@@ -96,8 +109,10 @@ Usage: adprouter-sim [flags]
 With no flags: the coldstart workload, 8 ranks, policies `+strings.Join(sim.DefaultVariants, ", ")+`.
 Workload flags default as shown for every workload, except where noted; a flag
 given on the command line applies to every workload run. Output: an aligned
-table on stdout; -json and -plot files. Without -timing the output depends
-only on the flags (same seed, same bytes).
+table on stdout; -json, -plot and -svg files. -sweep compares every workload
+and reference policy (and -policies) under both reuse semantics, relative to
+the best reference. Without -timing the output depends only on the flags
+(same seed, same bytes).
 
 Workloads:
   coldstart     quiet period of sequential requests sharing a system prompt, then a spike
@@ -105,13 +120,15 @@ Workloads:
   shared        one long shared system prompt + short unique suffixes
   multitenant   -groups system prompts with Zipf(-zipf) popularity + unique suffixes
   conversation  multi-turn conversations: growing context, think time, conversation ids
+  followup      long-context conversations whose turns may get in-flight follow-ups
   noreuse       unique random prompts
   siblings      bursts of -siblings samples of the same new prompt
+  trace         the -trace files, replayed
 
 Policy variants (-policies; -policies all runs every one):
 `)
 		for _, v := range sim.Variants() {
-			fmt.Fprintf(fs.Output(), "  %-28s %s\n", v.Name, v.Doc)
+			fmt.Fprintf(fs.Output(), "  %-34s %s\n", v.Name, v.Doc)
 		}
 		fmt.Fprint(fs.Output(), "\nFlags:\n")
 		fs.PrintDefaults()
@@ -129,7 +146,7 @@ Policy variants (-policies; -policies all runs every one):
 	}
 	if *listPolicies {
 		for _, v := range sim.Variants() {
-			fmt.Fprintf(stdout, "%-28s %s\n", v.Name, v.Doc)
+			fmt.Fprintf(stdout, "%-34s %s\n", v.Name, v.Doc)
 		}
 		return 0
 	}
@@ -155,19 +172,112 @@ Policy variants (-policies; -policies all runs every one):
 		eng.DPSize = len(eng.RankBlocks)
 	}
 
-	kinds := strings.Split(*workloads, ",")
-	if strings.TrimSpace(*workloads) == "all" {
+	modes := strings.Split(*reuse, ",")
+	if strings.TrimSpace(*reuse) == "all" || (*sweep && !set["reuse"] && !set["eager-reuse"]) {
+		modes = sim.ReuseModes
+	}
+	for i := range modes {
+		modes[i] = strings.TrimSpace(modes[i])
+	}
+	if len(modes) > 1 && !*sweep {
+		return fail(fmt.Errorf("-reuse %s: one reuse semantics at a time, or -sweep to compare them", *reuse))
+	}
+	eng.Reuse = modes[0]
+
+	list := *workloads
+	if *sweep && !set["workload"] {
+		list = "all"
+	}
+	kinds := strings.Split(list, ",")
+	if strings.TrimSpace(list) == "all" {
 		kinds = sim.Kinds
+	}
+	var traceWCs []sim.WorkloadConfig
+	if *traces != "" {
+		for _, f := range strings.Split(*traces, ",") {
+			wc, err := sim.ReadTraceFile(strings.TrimSpace(f))
+			if err != nil {
+				return fail(err)
+			}
+			wc.TraceTimeScale, wc.TraceLengthScale = *traceTime, *traceLen
+			traceWCs = append(traceWCs, wc)
+		}
+		if !set["workload"] && !*sweep {
+			kinds = nil // a trace alone replaces the default workload
+		}
+		if !slices.Contains(kinds, sim.KindTrace) {
+			kinds = append(kinds, sim.KindTrace)
+		}
 	}
 	var wcs []sim.WorkloadConfig
 	for _, k := range kinds {
-		wc, err := sim.DefaultWorkload(strings.TrimSpace(k))
+		k = strings.TrimSpace(k)
+		if k == sim.KindTrace {
+			if len(traceWCs) == 0 {
+				return fail(fmt.Errorf("workload trace needs -trace FILE"))
+			}
+			for _, wc := range traceWCs {
+				wc.Seed = *seed
+				overrideSet(&wc, &w, set)
+				wcs = append(wcs, wc)
+			}
+			continue
+		}
+		wc, err := sim.DefaultWorkload(k)
 		if err != nil {
 			return fail(err)
 		}
 		wc.Seed = *seed
 		overrideSet(&wc, &w, set)
 		wcs = append(wcs, wc)
+	}
+	if *genTrace != "" {
+		var wls []*sim.Workload
+		for _, wc := range wcs {
+			wl, err := sim.Generate(wc)
+			if err != nil {
+				return fail(err)
+			}
+			wls = append(wls, wl)
+		}
+		write := func(out io.Writer) error { return sim.ToTrace(out, wls) }
+		if err := writeFile(*genTrace, stdout, write); err != nil {
+			return fail(err)
+		}
+		return 0
+	}
+	if *sweep {
+		extra := []sim.Variant{}
+		if set["policies"] {
+			var err error
+			if extra, err = sim.ParseVariants(*policies); err != nil {
+				return fail(err)
+			}
+		}
+		if *plotFile != "" || *timing {
+			return fail(fmt.Errorf("-sweep writes -json and -svg; -plot and -timing are for single runs"))
+		}
+		sw, err := sim.RunSweep(sim.SweepOptions{Engine: eng, Reuse: modes, Workloads: wcs, Extra: extra, Parallel: *parallel})
+		if err != nil {
+			return fail(err)
+		}
+		if !*quiet {
+			if err := sw.WriteTable(stdout); err != nil {
+				return fail(err)
+			}
+		}
+		if *jsonFile != "" {
+			if err := writeFile(*jsonFile, stdout, sw.WriteJSON); err != nil {
+				return fail(err)
+			}
+		}
+		if *svgFile != "" {
+			write := func(out io.Writer) error { return sim.WritePercentileSVG(out, sw.Reports()) }
+			if err := writeFile(*svgFile, stdout, write); err != nil {
+				return fail(err)
+			}
+		}
+		return 0
 	}
 	variants, err := sim.ParseVariants(*policies)
 	if err != nil {
@@ -189,6 +299,12 @@ Policy variants (-policies; -policies all runs every one):
 	}
 	if *plotFile != "" {
 		if err := writeFile(*plotFile, stdout, rep.WriteSVG); err != nil {
+			return fail(err)
+		}
+	}
+	if *svgFile != "" {
+		write := func(out io.Writer) error { return sim.WritePercentileSVG(out, []*sim.Report{rep}) }
+		if err := writeFile(*svgFile, stdout, write); err != nil {
 			return fail(err)
 		}
 	}
@@ -214,6 +330,8 @@ func overrideSet(dst, src *sim.WorkloadConfig, set map[string]bool) {
 		"turns-min":      func() { dst.TurnsMin = src.TurnsMin },
 		"turns-max":      func() { dst.TurnsMax = src.TurnsMax },
 		"think":          func() { dst.ThinkS = src.ThinkS },
+		"followup-p":     func() { dst.FollowUpP = src.FollowUpP },
+		"followup-delay": func() { dst.FollowUpS = src.FollowUpS },
 		"siblings":       func() { dst.Siblings = src.Siblings },
 		"quiet":          func() { dst.QuietS = src.QuietS },
 		"quiet-interval": func() { dst.QuietIntervalS = src.QuietIntervalS },

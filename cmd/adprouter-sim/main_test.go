@@ -58,7 +58,8 @@ func TestRun(t *testing.T) {
 		t.Errorf("unexpected JSON: %s", b[:min(len(b), 600)])
 	}
 	s, err := os.ReadFile(svg)
-	if err != nil || !bytes.HasPrefix(s, []byte("<svg")) || !bytes.Contains(s, []byte("kv_cache_aware+warmup")) {
+	if err != nil || !bytes.HasPrefix(s, []byte("<svg")) || !bytes.Contains(s, []byte("kv_cache_aware+warmup")) ||
+		!bytes.Contains(s, []byte("coldstart, reuse after-iteration: mean TTFT")) {
 		t.Errorf("bad SVG (%v): %.200s", err, s)
 	}
 
@@ -77,11 +78,11 @@ func TestRun(t *testing.T) {
 
 func TestRunWorkloadsAndPolicies(t *testing.T) {
 	code, out, errs := runCmd(t, append(tiny, "-workload", "shared,siblings", "-policies", "default,conversation+least_queued",
-		"-arrival", "bursty", "-burst-size", "3", "-rate", "20", "-ranks", "300,500,500,500", "-route-limit", "-1", "-timing", "-active-tokens", "context", "-eager-reuse")...)
+		"-arrival", "bursty", "-burst-size", "3", "-rate", "20", "-ranks", "300,500,500,500", "-route-limit", "-1", "-timing", "-active-tokens", "context", "-reuse", "on-schedule")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"workload shared", "workload siblings", "conversation+least_queued", "[300 500 500 500] blocks", "bursty", "route us/call", "active tokens context, eager reuse"} {
+	for _, want := range []string{"workload shared", "workload siblings", "conversation+least_queued", "[300 500 500 500] blocks", "bursty", "route us/call", "active tokens context, reuse on-schedule"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -111,6 +112,117 @@ func TestRunFlagsAndErrors(t *testing.T) {
 		code, out, errs := runCmd(t, tc.args...)
 		if code != tc.code || !strings.Contains(out+errs, tc.want) {
 			t.Errorf("%q: exit %d, want %d with %q; got:\n%s%s", tc.args, code, tc.code, tc.want, out, errs)
+		}
+	}
+}
+
+// genTraceArgs regenerate testdata/mixed.jsonl, the trace the tests replay.
+var genTraceArgs = []string{"-gen-trace", "-", "-workload", "multitenant,followup", "-duration", "4"}
+
+func TestGenTraceTestdata(t *testing.T) {
+	want, err := os.ReadFile("testdata/mixed.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCmd(t, genTraceArgs...)
+	if code != 0 || out != string(want) {
+		t.Fatalf("exit %d (%s): adprouter-sim %s does not reproduce testdata/mixed.jsonl", code, errs, strings.Join(genTraceArgs, " "))
+	}
+	_, other, _ := runCmd(t, append(genTraceArgs, "-seed", "2")...)
+	if other == out || !strings.HasPrefix(other, `{"timestamp":`) {
+		t.Error("-seed 2 gives the same trace")
+	}
+}
+
+func TestTraceReplayCommand(t *testing.T) {
+	code, out, errs := runCmd(t, "-trace", "testdata/mixed.jsonl", "-trace-time-scale", "0.5", "-trace-length-scale", "0.25", "-dp", "4")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"workload trace, seed 1: trace mixed.jsonl: 130 requests over 5.54s, times x0.5, lengths x0.25 (block 128 tokens)",
+		"130 requests in 130 sessions", "kv_cache_aware+warmup"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "workload coldstart") {
+		t.Error("-trace alone also ran the default workload")
+	}
+	// A trace replayed and written again: the same trace, from time 0.
+	code, out, _ = runCmd(t, "-trace", "testdata/mixed.jsonl", "-gen-trace", "-")
+	if code != 0 || strings.Count(out, "\n") != 130 || !strings.HasPrefix(out, `{"timestamp":0,"input_length":2134,"output_length":161,"hash_ids":[0,1,2,3,4]}`) {
+		t.Errorf("-trace -gen-trace: exit %d, %.200s", code, out)
+	}
+	code, out, _ = runCmd(t, "-trace", "testdata/mixed.jsonl", "-workload", "noreuse", "-dp", "4", "-duration", "1", "-q", "-json", "-")
+	if code != 0 || !strings.Contains(out, `"kind": "noreuse"`) || !strings.Contains(out, `"trace": "mixed.jsonl"`) {
+		t.Errorf("-trace with -workload noreuse: exit %d, want both workloads in the JSON", code)
+	}
+}
+
+func TestSweepCommand(t *testing.T) {
+	dir := t.TempDir()
+	js, svg := filepath.Join(dir, "sweep.json"), filepath.Join(dir, "sweep.svg")
+	args := append(tiny, "-sweep", "-workload", "coldstart,followup,trace", "-trace", "testdata/mixed.jsonl", "-trace-length-scale", "0.25",
+		"-policies", "kv_cache_aware+probe+index", "-json", js, "-svg", svg)
+	code, out, errs := runCmd(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"reuse after-iteration: blocks reusable", "reuse on-schedule: blocks reusable",
+		"  trace:mixed.jsonl (seed 1, 130 requests)", "reuse on-schedule, summary", "kv_cache_aware+probe+index"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("sweep output lacks %q:\n%s", want, out)
+		}
+	}
+	var sw struct {
+		Tables []struct {
+			Reuse   string
+			Compare []struct{ Workload string }
+		}
+	}
+	b, _ := os.ReadFile(js)
+	if err := json.Unmarshal(b, &sw); err != nil || len(sw.Tables) != 2 || len(sw.Tables[1].Compare) != 3 || sw.Tables[1].Compare[2].Workload != "trace:mixed.jsonl" {
+		t.Errorf("sweep JSON (%v): %.300s", err, b)
+	}
+	if s, err := os.ReadFile(svg); err != nil || !bytes.Contains(s, []byte("coldstart, reuse on-schedule: TTFT percentiles")) {
+		t.Errorf("sweep SVG (%v): %.300s", err, s)
+	}
+	code, again, _ := runCmd(t, args...)
+	b2, _ := os.ReadFile(js)
+	if code != 0 || again != out || !bytes.Equal(b, b2) {
+		t.Error("the same sweep gave different output")
+	}
+	// One semantics only; -eager-reuse is -reuse on-schedule.
+	code, out, _ = runCmd(t, append(tiny, "-sweep", "-workload", "coldstart", "-eager-reuse")...)
+	if code != 0 || !strings.Contains(out, "reuse on-schedule:") || strings.Contains(out, "reuse after-iteration") {
+		t.Errorf("-sweep -eager-reuse: exit %d:\n%s", code, out)
+	}
+}
+
+func TestTraceAndReuseErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.jsonl")
+	if err := os.WriteFile(bad, []byte(`{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": []}`+"\n"+
+		`{"timestamp": 1, "input_length": "10", "output_length": 1, "hash_ids": []}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-trace", filepath.Join(dir, "none.jsonl")}, "no such file"},
+		{[]string{"-trace", bad}, "bad.jsonl: trace line 2: field input_length: want an integer, got string"},
+		{[]string{"-workload", "trace"}, "workload trace needs -trace FILE"},
+		{[]string{"-trace", "testdata/mixed.jsonl", "-trace-time-scale", "0"}, "trace_time_scale"},
+		{[]string{"-reuse", "eager"}, "reuse"},
+		{[]string{"-reuse", "all"}, "-sweep to compare them"},
+		{[]string{"-sweep", "-plot", "x.svg"}, "-plot and -timing are for single runs"},
+		{[]string{"-sweep", "-policies", "nope"}, "unknown policy variant"},
+	}
+	for _, tc := range tests {
+		code, out, errs := runCmd(t, tc.args...)
+		if code != 1 || !strings.Contains(out+errs, tc.want) {
+			t.Errorf("%q: exit %d, want 1 with %q; got:\n%s%s", tc.args, code, tc.want, out, errs)
 		}
 	}
 }

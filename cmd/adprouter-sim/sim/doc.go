@@ -48,13 +48,18 @@
 //     tokens + DecodeUsPerSeq * decoding requests; ADP ranks step in
 //     lockstep, so the engine's iteration takes the slowest rank's time
 //     (idle ranks run dummy requests in IterBaseMs).
-//  5. Time advances. Computed prompt blocks enter the cache (usable by
-//     requests that start later; with EagerReuse, already by requests that
-//     start later in the same iteration). A request whose prefill completed
-//     emits its first token (its TTFT is measured from its arrival), then
-//     one token per iteration; after Output tokens it finishes, the full
-//     blocks of its answer are cached too, and its blocks are released. A
-//     conversation's next turn arrives a think time later.
+//  5. Time advances. Computed prompt blocks enter the cache, usable by
+//     requests that start later (EngineConfig.Reuse: ReuseAfterIteration,
+//     TensorRT-LLM's semantics and the default; with ReuseOnSchedule, the
+//     vLLM-like semantics, a block is cached as soon as the chunk that
+//     computes it is scheduled, so requests that start later in the same
+//     iteration on the same rank reuse it already). A request whose
+//     prefill completed emits its first token (its TTFT is measured from
+//     its arrival), then one token per iteration; after Output tokens it
+//     finishes, the full blocks of its answer are cached too, and its
+//     blocks are released. A conversation's next turn arrives a think time
+//     later; an in-flight follow-up arrives a delay after the turn it
+//     follows arrived, answered or not.
 //
 // When nothing is running or waiting, time jumps to the next arrival.
 //
@@ -77,20 +82,44 @@
 //	conversation  conversations of TurnsMin-TurnsMax turns; each   2-8 turns, 512-token system prompt,
 //	              turn = previous prompt + answer + a new user     32-256-token messages, think 5 s,
 //	              message, after an exponential think time         4 new conversations/s, 60 s
+//	followup      conversations whose turns may get an in-flight   2-6 turns, 1024-token system prompt,
+//	              follow-up (FollowUpP): FollowUpS after the turn  256-2048-token messages, think 3 s,
+//	              arrived, its whole prompt + a new message        p 0.5, delay 50 ms, 2 new/s, 60 s
 //	noreuse       unique random prompts                            256-2048 tokens, 20 req/s, 60 s
 //	siblings      Siblings samples of one new prompt, together     8 x 256-2048 tokens, 2.5 bursts/s, 60 s
 //
 // Every kind draws output lengths in OutputMin-OutputMax (32-256). The
-// coldstart and tenantspike spike is the workload's Window, whose requests are also reported
-// apart (Result.Window).
+// coldstart and tenantspike spike is the workload's Window, whose requests
+// are also reported apart (Result.Window).
+//
+// # Traces
+//
+// KindTrace replays a trace in the common JSONL format (ParseTrace,
+// ReadTraceFile): one request per line with its arrival time in ms, input
+// and output lengths, and the hash ids of its 512-token prompt blocks,
+// prefix-chained. Hash id h becomes the same tokens (drawn from h and the
+// seed) wherever it appears, so shared leading ids are shared token
+// prefixes; lengths and the block size scale by TraceLengthScale, times by
+// TraceTimeScale. ToTrace writes generated workloads in that format, the
+// generator of test traces.
+//
+// # Sweeps
+//
+// RunSweep runs every workload with the References (default,
+// kv_cache_aware, kv_cache_aware+warmup, conversation) and extra variants
+// under each reuse semantics, and compares every variant with the best
+// reference on each workload (Compare): the one with the lowest TTFT p99.
+// WritePercentileSVG plots the TTFT percentiles of the spike workloads.
 //
 // # Policies
 //
 // A Variant names a router configuration: a policy and a mutation of the
 // reference defaults. The builtin variants are default, kv_cache_aware,
-// kv_cache_aware+warmup, conversation and conversation+least_queued;
-// Register adds more (one line per option). A variant can also withhold the
-// probed match lengths (NoProbe) or report more rank state (Gather).
+// kv_cache_aware+warmup, conversation and conversation+least_queued, and
+// kv_cache_aware with the options beyond the reference (+capacity, +index,
+// +probe+index, +demand, +probe+index+demand); Register adds more (one line
+// per option). A variant can also withhold the probed match lengths
+// (NoProbe) or report more rank state (Gather).
 //
 // # Determinism
 //

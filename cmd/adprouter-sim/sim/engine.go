@@ -40,13 +40,14 @@ type EngineConfig struct {
 	IterBaseMs        float64 `json:"iter_base_ms"`
 	PrefillUsPerToken float64 `json:"prefill_us_per_token"`
 	DecodeUsPerSeq    float64 `json:"decode_us_per_seq"`
-	// EagerReuse makes a prompt block reusable from the iteration that
-	// computes it (vLLM v1 caches a block as soon as it is scheduled; a
-	// request started later in the same iteration on the same rank reuses
-	// it). Off: from the end of that iteration (TensorRT-LLM stores context
-	// blocks once computed), so requests that start their prefill together
-	// compute a shared prefix once each.
-	EagerReuse bool `json:"eager_reuse"`
+	// Reuse is the engine's prompt-block reuse semantics: when a prompt
+	// block being computed becomes reusable by other requests on its rank.
+	// ReuseAfterIteration (TensorRT-LLM, the default): from the end of the
+	// iteration that computed it, so requests that start their prefill
+	// together compute a shared prefix once each. ReuseOnSchedule (vLLM
+	// v1, which caches a block as soon as it is scheduled): already for
+	// requests scheduled later in the same iteration on the same rank.
+	Reuse string `json:"reuse"`
 	// ActiveTokens selects what a rank reports as num_active_tokens, summed
 	// over the requests routed to it and not finished: TokensReference ("",
 	// the default) does what TensorRT-LLM's executor does for the policy
@@ -55,6 +56,31 @@ type EngineConfig struct {
 	// started yet counts in full) —; TokensPrompt, TokensUncached or
 	// TokensContext (prompt + generated) force one measure for every policy.
 	ActiveTokens string `json:"active_tokens,omitempty"`
+}
+
+// Prompt-block reuse semantics (EngineConfig.Reuse).
+const (
+	// ReuseAfterIteration: a block is reusable once the iteration that
+	// computed it has ended (TensorRT-LLM).
+	ReuseAfterIteration = "after-iteration"
+	// ReuseOnSchedule: a block is reusable as soon as the iteration that
+	// computes it is scheduled, by requests scheduled after it in that
+	// iteration (vLLM v1).
+	ReuseOnSchedule = "on-schedule"
+)
+
+// ReuseModes lists the reuse semantics, the default first.
+var ReuseModes = []string{ReuseAfterIteration, ReuseOnSchedule}
+
+// DescribeReuse says in words what a reuse semantics means.
+func DescribeReuse(mode string) string {
+	switch mode {
+	case ReuseAfterIteration:
+		return "blocks reusable after the iteration that computed them (TensorRT-LLM)"
+	case ReuseOnSchedule:
+		return "blocks reusable as soon as scheduled (vLLM-like)"
+	}
+	return mode
 }
 
 // Measures of num_active_tokens (EngineConfig.ActiveTokens).
@@ -73,7 +99,8 @@ const (
 // DefaultEngine returns the documented engine defaults: 8 ranks of 4096
 // blocks of 32 tokens (131072 tokens each), 64 active requests per rank, an
 // 8192-token iteration budget, and an iteration time of 4 ms + 40 µs per
-// prefill token (25k tokens/s) + 60 µs per decoding request.
+// prefill token (25k tokens/s) + 60 µs per decoding request, with
+// TensorRT-LLM's reuse semantics (ReuseAfterIteration).
 func DefaultEngine() EngineConfig {
 	return EngineConfig{
 		DPSize:            8,
@@ -84,6 +111,7 @@ func DefaultEngine() EngineConfig {
 		IterBaseMs:        4,
 		PrefillUsPerToken: 40,
 		DecodeUsPerSeq:    60,
+		Reuse:             ReuseAfterIteration,
 	}
 }
 
@@ -132,6 +160,9 @@ func (e *EngineConfig) Validate() error {
 	case TokensReference, TokensPrompt, TokensUncached, TokensContext:
 	default:
 		return bad("active_tokens", fmt.Sprintf("%q", e.ActiveTokens), `"" (reference), "prompt", "uncached" or "context"`)
+	}
+	if !slices.Contains(ReuseModes, e.Reuse) {
+		return bad("reuse", fmt.Sprintf("%q", e.Reuse), fmt.Sprintf("%q or %q", ReuseAfterIteration, ReuseOnSchedule))
 	}
 	if e.RouteLimit < -1 {
 		return bad("route_limit", e.RouteLimit, ">= -1")
@@ -398,6 +429,12 @@ func (s *Simulator) arrive() {
 		}
 		s.m.arrived++
 		s.waiting = append(s.waiting, q)
+		if next := a.turn + 1; next < len(a.sess.Turns) && a.sess.Turns[next].InFlight {
+			nt := &a.sess.Turns[next]
+			np := make([]int32, 0, len(p)+len(nt.User))
+			np = append(append(np, p...), nt.User...)
+			heap.Push(&s.arrivals, arrival{at: a.at + nt.Think, id: nt.ID, sess: a.sess, turn: next, prompt: np})
+		}
 	}
 }
 
@@ -558,6 +595,9 @@ func (s *Simulator) schedule(r *rank) (prefill, decodes int) {
 			q.chunk = min(len(q.prompt)-q.computed, budget)
 			budget -= q.chunk
 			prefill += q.chunk
+			if s.eng.Reuse == ReuseOnSchedule {
+				commitPrompt(r.cache, q, q.computed+q.chunk, tpb)
+			}
 		}
 	}
 	for budget > 0 && len(r.queue) > 0 {
@@ -585,7 +625,7 @@ func (s *Simulator) schedule(r *rank) (prefill, decodes int) {
 		q.chunk = min(len(q.prompt)-q.computed, budget)
 		budget -= q.chunk
 		prefill += q.chunk
-		if s.eng.EagerReuse {
+		if s.eng.Reuse == ReuseOnSchedule {
 			commitPrompt(r.cache, q, q.computed+q.chunk, tpb)
 		}
 	}
@@ -649,7 +689,7 @@ func (s *Simulator) finish(r *rank, q *request) {
 	r.cache.Release(q.held, q.private)
 	r.add(q, -1)
 	s.m.completed++
-	if next := q.turn + 1; next < len(q.sess.Turns) {
+	if next := q.turn + 1; next < len(q.sess.Turns) && !q.sess.Turns[next].InFlight {
 		t := &q.sess.Turns[next]
 		p := make([]int32, 0, len(seq)+len(t.User))
 		p = append(append(p, seq...), t.User...)

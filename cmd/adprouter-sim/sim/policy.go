@@ -83,6 +83,7 @@ const (
 	VariantKVIndex           = "kv_cache_aware+index"
 	VariantKVProbeIndex      = "kv_cache_aware+probe+index"
 	VariantKVDemand          = "kv_cache_aware+demand"
+	VariantKVProbeDemand     = "kv_cache_aware+probe+index+demand"
 )
 
 // registry holds the variants in registration order.
@@ -106,6 +107,12 @@ var registry = []Variant{
 	{Name: VariantKVDemand, Policy: router.PolicyKVCacheAware,
 		Doc:   "kv_cache_aware with demand-proportional warmup of hot prompt families",
 		Apply: func(c *router.Config) { c.Warmup = router.WarmupDemand }},
+	{Name: VariantKVProbeDemand, Policy: router.PolicyKVCacheAware,
+		Doc: "kv_cache_aware with prefix_source probe+index and demand warmup (the options of issue 15's table)",
+		Apply: func(c *router.Config) {
+			c.PrefixSource = router.SourceProbeIndex
+			c.Warmup = router.WarmupDemand
+		}},
 	{Name: VariantConversation, Policy: router.PolicyConversation,
 		Doc: "reference conversation affinity, new conversations round robin"},
 	{Name: VariantConversationLeast, Policy: router.PolicyConversation,
@@ -113,8 +120,9 @@ var registry = []Variant{
 		Apply: func(c *router.Config) { c.NewConvPlacement = router.PlacementLeastQueued }},
 }
 
-// DefaultVariants names the variants compared when none are given.
-var DefaultVariants = []string{VariantDefault, VariantKVCacheAware, VariantKVWarmup, VariantConversation}
+// DefaultVariants names the variants compared when none are given: the
+// References.
+var DefaultVariants = slices.Clone(References)
 
 // Register adds v to the registry. It fails when the name is taken or empty,
 // or when v's configuration is invalid. Call it from init functions or

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -136,6 +137,17 @@ func (w *WorkloadConfig) Describe() string {
 	case KindColdStart:
 		return fmt.Sprintf("cold start: %gs quiet (one request every %gs), then a %gs spike at %gx the rate (%g req/s %s); system prompt %d tokens + %s unique, %s",
 			w.QuietS, w.QuietIntervalS, w.SpikeS, w.SpikeFactor, w.SpikeFactor/w.QuietIntervalS, arr, w.SystemTokens, sfx, out)
+	case KindFollowUp:
+		return fmt.Sprintf("conversations of %d-%d turns over long contexts (system prompt %d tokens, user messages %s tokens, think time %gs), a turn followed with probability %g by an in-flight follow-up %gs (mean) after it arrived, extending its prompt; %g new/s %s for %gs, %s",
+			w.TurnsMin, w.TurnsMax, w.SystemTokens, sfx, w.ThinkS, w.FollowUpP, w.FollowUpS, w.Rate, arr, w.DurationS, out)
+	case KindTrace:
+		lo, hi := math.Inf(1), 0.0
+		for _, r := range w.TraceRecords {
+			lo, hi = min(lo, r.Timestamp), max(hi, r.Timestamp)
+		}
+		span := max(hi-lo, 0)
+		return fmt.Sprintf("trace %s: %d requests over %.3gs, times x%g, lengths x%g (block %d tokens)",
+			w.Trace, len(w.TraceRecords), span/1e3*w.TraceTimeScale, w.TraceTimeScale, w.TraceLengthScale, w.scaleLen(TraceBlockTokens))
 	case KindTenantSpike:
 		return fmt.Sprintf("multi-tenant cold start: %gs quiet (one request every %gs), then a %gs spike at %gx the rate (%g req/s %s); %d system prompts of %d tokens, Zipf(%g) popularity, + %s unique, %s",
 			w.QuietS, w.QuietIntervalS, w.SpikeS, w.SpikeFactor, w.SpikeFactor/w.QuietIntervalS, arr, w.Groups, w.SystemTokens, w.ZipfS, sfx, out)
@@ -160,12 +172,8 @@ func (e *EngineConfig) Describe() string {
 	if e.ActiveTokens != TokensReference {
 		active = e.ActiveTokens
 	}
-	reuse := ""
-	if e.EagerReuse {
-		reuse = ", eager reuse"
-	}
-	return fmt.Sprintf("%d ranks x %s x %d tokens, max_active %d, max_num_tokens %d, route %s per iteration, active tokens %s%s; iteration = %g ms + %g us/prefill token + %g us/decoding request (max over ranks)",
-		e.DPSize, pool, e.TokensPerBlock, e.MaxActive, e.MaxNumTokens, limit, active, reuse, e.IterBaseMs, e.PrefillUsPerToken, e.DecodeUsPerSeq)
+	return fmt.Sprintf("%d ranks x %s x %d tokens, max_active %d, max_num_tokens %d, route %s per iteration, active tokens %s, reuse %s; iteration = %g ms + %g us/prefill token + %g us/decoding request (max over ranks)",
+		e.DPSize, pool, e.TokensPerBlock, e.MaxActive, e.MaxNumTokens, limit, active, e.Reuse, e.IterBaseMs, e.PrefillUsPerToken, e.DecodeUsPerSeq)
 }
 
 // WriteJSON writes the report as indented JSON. Without timing the bytes

@@ -27,8 +27,14 @@ const (
 	streamTokens
 	streamGroups
 	streamThink
+	streamFollowUp
+	// streamTraceTail + line is the stream of the tokens of a trace
+	// request that its hash ids do not cover.
+	streamTraceTail uint64 = 1 << 48
 	// streamAnswer + id is the stream of request id's answer tokens.
 	streamAnswer uint64 = 1 << 32
+	// streamTraceBlock | id is the stream of trace block id's tokens.
+	streamTraceBlock uint64 = 1 << 63
 )
 
 // newRNG returns stream number stream of seed.

@@ -140,8 +140,8 @@ func TestAccounting(t *testing.T) {
 func TestInvariants(t *testing.T) {
 	eng := tinyEngine()
 	eng.KVBlocks = 160 // tight: forces evictions and waiting
-	for _, eager := range []bool{false, true} {
-		eng.EagerReuse = eager
+	for _, reuse := range ReuseModes {
+		eng.Reuse = reuse
 		for _, kind := range Kinds {
 			w, err := Generate(tinyWorkload(kind))
 			if err != nil {
@@ -336,6 +336,8 @@ func TestEngineValidate(t *testing.T) {
 		{func(e *EngineConfig) { e.MaxNumTokens = 10 }, "max_num_tokens"},
 		{func(e *EngineConfig) { e.RouteLimit = -2 }, "route_limit"},
 		{func(e *EngineConfig) { e.ActiveTokens = "all" }, "active_tokens"},
+		{func(e *EngineConfig) { e.Reuse = "" }, "reuse"},
+		{func(e *EngineConfig) { e.Reuse = "eager" }, "reuse"},
 		{func(e *EngineConfig) { e.PrefillUsPerToken = -1 }, "prefill_us_per_token"},
 		{func(e *EngineConfig) { e.IterBaseMs, e.PrefillUsPerToken, e.DecodeUsPerSeq = 0, 0, 0 }, "all zeros"},
 	}
@@ -379,5 +381,78 @@ func TestActiveTokens(t *testing.T) {
 	r.add(queued, -1)
 	if r.tokens != 0 || r.prompt != 0 || r.fresh != 0 {
 		t.Errorf("after both left: tokens %d prompt %d fresh %d", r.tokens, r.prompt, r.fresh)
+	}
+}
+
+// TestReuseSemantics checks, by hand, cases where the reuse semantics
+// differ, on one rank with a 2048-token iteration budget.
+func TestReuseSemantics(t *testing.T) {
+	prompt := func(n int) []int32 {
+		p := make([]int32, n)
+		for i := range p {
+			p[i] = int32(i % 1000)
+		}
+		return p
+	}
+	sys := prompt(1000)
+	// Two requests for the same 1000-token prompt arrive together.
+	siblings := &Workload{Config: WorkloadConfig{Seed: 1, Vocab: 1000}, Sessions: []Session{
+		{Group: -1, Prefix: sys, Turns: []Turn{{ID: 0, Output: 2}}},
+		{Group: -1, Prefix: sys, Turns: []Turn{{ID: 1, Output: 2}}},
+	}}
+	// A 3000-token turn, and 1 ms later an in-flight follow-up that adds
+	// 100 tokens to it.
+	followup := &Workload{Config: WorkloadConfig{Seed: 1, Vocab: 1000}, Sessions: []Session{
+		{ConvID: "c", Group: -1, Prefix: prompt(3000), Turns: []Turn{{ID: 0, Output: 2},
+			{ID: 1, User: prompt(100), Output: 2, Think: 1e6, InFlight: true}}},
+	}}
+	tests := []struct {
+		name    string
+		wl      *Workload
+		reuse   string
+		prefill int64
+		p50     float64
+	}{
+		// Both start in the first iteration and compute the prompt, 4 + 40
+		// µs x 2000 = 84 ms.
+		{"siblings", siblings, ReuseAfterIteration, 2000, 84},
+		// The second reuses the first's 31 whole blocks scheduled before it
+		// (the probe stops at the prompt minus its last token) and computes
+		// 8 tokens: 4 + 40 µs x 1008.
+		{"siblings", siblings, ReuseOnSchedule, 1008, 44.32},
+		// Iteration 1 computes 2048 tokens of the turn; the follow-up starts
+		// in iteration 2 beside the turn's last 952 tokens, reusing the 64
+		// blocks committed by then: 3100 - 2048 = 1052 tokens.
+		// The turn's first token comes at 85.92 + 4 + 40 µs x (952 + 1052) =
+		// 170.08 ms, the follow-up's 1 ms after it arrived.
+		{"followup", followup, ReuseAfterIteration, 3000 + 1052, 169.08},
+		// ... or the 93 whole blocks of the turn, scheduled in full by then:
+		// 3100 - 2976 = 124 tokens.
+		// 85.92 + 4 + 40 µs x (952 + 124) = 132.96 ms.
+		{"followup", followup, ReuseOnSchedule, 3000 + 124, 131.96},
+	}
+	for _, tc := range tests {
+		eng := tinyEngine()
+		eng.DPSize, eng.Reuse = 1, tc.reuse
+		v, _ := LookupVariant(VariantConversation)
+		s, err := NewSimulator(eng, tc.wl, v, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Both arrived before the first token.
+		inflight := len(res.samples) == 2
+		for _, x := range res.samples {
+			for _, y := range res.samples {
+				inflight = inflight && x.arrival < y.arrival+y.ttft
+			}
+		}
+		if res.Completed != 2 || res.PrefillTokens != tc.prefill || res.TTFT.P50 != tc.p50 || !inflight {
+			t.Errorf("%s, reuse %s: %d completed, prefill %d, TTFT p50 %v ms, both in flight %v; want 2, %d, %v ms, true",
+				tc.name, tc.reuse, res.Completed, res.PrefillTokens, res.TTFT.P50, inflight, tc.prefill, tc.p50)
+		}
 	}
 }

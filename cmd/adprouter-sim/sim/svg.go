@@ -5,6 +5,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -48,7 +49,7 @@ func (r *Report) WriteSVG(w io.Writer) error {
 				win = &Window{Start: seconds(res.Window.StartS), End: seconds(res.Window.EndS)}
 			}
 		}
-		panels = append(panels, panel{title: fmt.Sprintf("%s: mean TTFT by arrival time", run.Workload.Kind),
+		panels = append(panels, panel{title: fmt.Sprintf("%s, reuse %s: mean TTFT by arrival time", run.Workload.Name(), r.Engine.Reuse),
 			from: 0, to: max(last, 1), window: win, results: run.Results})
 		if win != nil {
 			margin := (win.End - win.Start) / 10
@@ -184,4 +185,129 @@ func shortCount(n int64) string {
 		return fmt.Sprintf("%.0fk", float64(n)/1e3)
 	}
 	return fmt.Sprint(n)
+}
+
+// Percentile plot geometry: the x axis is in "nines", -log10(1-q), from
+// the median (q = 0.5) to p99.9.
+const (
+	pctFromNines = 0.30103 // q = 0.5
+	pctToNines   = 3       // q = 0.999
+	pctPoints    = 120
+)
+
+// WritePercentileSVG draws, per report (one per reuse semantics) and per
+// spike workload (a workload with a window; every workload when none has
+// one), the TTFT percentiles of all its requests, one line per variant:
+// TTFT on a logarithmic axis against the percentile, p50 to p99.9, on a
+// "nines" axis that gives the tail room. Deterministic like WriteSVG.
+func WritePercentileSVG(w io.Writer, reps []*Report) error {
+	type pctPanel struct {
+		title   string
+		results []*Result
+	}
+	var panels []pctPanel
+	for _, rep := range reps {
+		spike := slices.ContainsFunc(rep.Runs, func(r Run) bool { return r.Workload.Kind == KindColdStart || r.Workload.Kind == KindTenantSpike })
+		for _, run := range rep.Runs {
+			if spike && run.Workload.Kind != KindColdStart && run.Workload.Kind != KindTenantSpike {
+				continue
+			}
+			panels = append(panels, pctPanel{title: fmt.Sprintf("%s, reuse %s: TTFT percentiles of all requests", run.Workload.Name(), rep.Engine.Reuse),
+				results: run.Results})
+		}
+	}
+	var b strings.Builder
+	height := max(len(panels), 1) * (panelHeight + marginTop + marginBot)
+	width := plotWidth + 80 // room for long variant names in the legend
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
+		width, height, width, height)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
+	for i, p := range panels {
+		drawPercentiles(&b, i*(panelHeight+marginTop+marginBot), p.title, p.results)
+	}
+	b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func drawPercentiles(b *strings.Builder, top int, title string, results []*Result) {
+	x0, x1 := float64(marginLeft), float64(plotWidth-marginRight)
+	y0, y1 := float64(top+marginTop+panelHeight), float64(top+marginTop)
+	curves := make([][]float64, len(results)) // TTFT ms at each point
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i, res := range results {
+		ns := make([]int64, len(res.samples))
+		for k, x := range res.samples {
+			ns[k] = x.ttft
+		}
+		slices.Sort(ns)
+		if len(ns) == 0 {
+			continue
+		}
+		for k := range pctPoints + 1 {
+			nines := pctFromNines + (pctToNines-pctFromNines)*float64(k)/pctPoints
+			ms := max(float64(quantile(ns, 1-math.Pow(10, -nines)))/1e6, 1e-3)
+			curves[i] = append(curves[i], ms)
+			lo, hi = min(lo, ms), max(hi, ms)
+		}
+	}
+	if math.IsInf(lo, 0) {
+		lo, hi = 1, 10
+	}
+	dLo, dHi := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+	if dHi <= dLo {
+		dHi = dLo + 1
+	}
+	fx := func(nines float64) float64 {
+		return x0 + (nines-pctFromNines)/(pctToNines-pctFromNines)*(x1-x0)
+	}
+	fy := func(ms float64) float64 { return y0 - (math.Log10(ms)-dLo)/(dHi-dLo)*(y0-y1) }
+
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="14" font-weight="bold">%s</text>`+"\n", marginLeft, top+24, html.EscapeString(title))
+	for d := dLo; d <= dHi; d++ {
+		for _, m := range []float64{1, 2, 5} {
+			if d == dHi && m > 1 {
+				break
+			}
+			v := m * math.Pow(10, d)
+			y := fy(v)
+			stroke := "#eeeeee"
+			if m == 1 {
+				stroke = "#cccccc"
+				fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end">%s ms</text>`+"\n", x0-6, y+4, trimFloat(v))
+			}
+			fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", x0, y, x1, y, stroke)
+		}
+	}
+	for _, t := range []struct {
+		q     float64
+		label string
+	}{{0.5, "p50"}, {0.75, "p75"}, {0.9, "p90"}, {0.95, "p95"}, {0.99, "p99"}, {0.999, "p99.9"}} {
+		x := fx(-math.Log10(1 - t.q))
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eeeeee"/>`+"\n", x, y1, x, y0)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", x, y0+18, t.label)
+	}
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">percentile of TTFT (simulated)</text>`+"\n", (x0+x1)/2, y0+36)
+	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#333333"/>`+"\n", x0, y1, x1-x0, y0-y1)
+	for i, c := range curves {
+		col := palette[i%len(palette)]
+		var path strings.Builder
+		for k, ms := range c {
+			cmd := "L"
+			if k == 0 {
+				cmd = "M"
+			}
+			nines := pctFromNines + (pctToNines-pctFromNines)*float64(k)/pctPoints
+			fmt.Fprintf(&path, "%s%.1f %.1f ", cmd, fx(nines), fy(ms))
+		}
+		if path.Len() > 0 {
+			fmt.Fprintf(b, `<path d="%s" fill="none" stroke="%s" stroke-width="1.6" opacity="0.85"/>`+"\n", strings.TrimSpace(path.String()), col)
+		}
+		res := results[i]
+		ly := y1 + 14 + float64(i)*32
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", x1+14, ly-4, x1+34, ly-4, col)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", x1+40, ly, html.EscapeString(res.Policy))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="10" fill="#555555">p50 %.0f, p99 %.0f ms, prefill %s</text>`+"\n",
+			x1+40, ly+13, res.TTFT.P50, res.TTFT.P99, shortCount(res.PrefillTokens))
+	}
 }

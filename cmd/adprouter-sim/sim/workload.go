@@ -31,10 +31,20 @@ const (
 	// Groups system prompts of Zipf(ZipfS) popularity instead of one: the
 	// multi-tenant spike that demand-proportional warmup is for.
 	KindTenantSpike = "tenantspike"
+	// KindFollowUp: multi-turn conversations over long contexts in which a
+	// turn may be followed by an in-flight follow-up: a request that
+	// arrives FollowUpS (mean) after the turn arrived, while the turn's
+	// prefill may still be running, whose prompt is the turn's whole
+	// prompt plus a new message (an agent step or a user who adds to the
+	// question before the answer comes).
+	KindFollowUp = "followup"
+	// KindTrace: a replayed trace in the common JSONL format (see
+	// ParseTrace); not generated from parameters, so not in Kinds.
+	KindTrace = "trace"
 )
 
 // Kinds lists the workload kinds in their documented order.
-var Kinds = []string{KindColdStart, KindTenantSpike, KindShared, KindMultiTenant, KindConversation, KindNoReuse, KindSiblings}
+var Kinds = []string{KindColdStart, KindTenantSpike, KindShared, KindMultiTenant, KindConversation, KindFollowUp, KindNoReuse, KindSiblings}
 
 // Arrival processes.
 const (
@@ -87,8 +97,13 @@ type WorkloadConfig struct {
 	TurnsMin int `json:"turns_min"`
 	TurnsMax int `json:"turns_max"`
 	// ThinkS is the mean (exponential) think time between an answer and the
-	// next turn, in seconds (conversation).
+	// next turn, in seconds (conversation, followup).
 	ThinkS float64 `json:"think_s"`
+	// FollowUpP is the probability that a turn is followed by an in-flight
+	// follow-up, FollowUpS the mean (exponential) delay of the follow-up
+	// after the turn's arrival, in seconds (followup).
+	FollowUpP float64 `json:"followup_p"`
+	FollowUpS float64 `json:"followup_s"`
 	// Siblings is the number of samples per prompt (siblings).
 	Siblings int `json:"siblings"`
 	// QuietS is the length of the quiet period, QuietIntervalS the fixed gap
@@ -101,6 +116,18 @@ type WorkloadConfig struct {
 	SpikeFactor    float64 `json:"spike_factor"`
 	// Vocab is the token id range [0, Vocab).
 	Vocab int `json:"vocab"`
+	// Trace names the replayed trace (trace: its file name, for reports);
+	// TraceRecords are its requests, as ParseTrace returns them. Arrival
+	// times are the records' timestamps, relative to the first, times
+	// TraceTimeScale; input and output lengths are scaled by
+	// TraceLengthScale, and so is the format's block size (512 tokens):
+	// hash id h names the same round(512*TraceLengthScale) tokens wherever
+	// it appears, so requests that share leading hash ids share a token
+	// prefix.
+	Trace            string        `json:"trace,omitempty"`
+	TraceTimeScale   float64       `json:"trace_time_scale,omitempty"`
+	TraceLengthScale float64       `json:"trace_length_scale,omitempty"`
+	TraceRecords     []TraceRecord `json:"-"`
 }
 
 // DefaultWorkload returns the documented defaults for kind (see the package
@@ -125,6 +152,8 @@ func DefaultWorkload(kind string) (WorkloadConfig, error) {
 		TurnsMin:       2,
 		TurnsMax:       8,
 		ThinkS:         5,
+		FollowUpP:      0.5,
+		FollowUpS:      0.05,
 		Siblings:       8,
 		QuietS:         60,
 		QuietIntervalS: 3,
@@ -142,8 +171,16 @@ func DefaultWorkload(kind string) (WorkloadConfig, error) {
 	case KindConversation:
 		w.Rate = 4
 		w.SystemTokens = 512
+	case KindFollowUp:
+		w.Rate = 2
+		w.SystemTokens = 1024
+		w.SuffixMin, w.SuffixMax = 256, 2048
+		w.TurnsMin, w.TurnsMax = 2, 6
+		w.ThinkS = 3
 	case KindSiblings:
 		w.Rate = 2.5
+	case KindTrace:
+		w.TraceTimeScale, w.TraceLengthScale = 1, 1
 	default:
 		return w, fmt.Errorf("unknown workload %q, want one of %s", kind, strings.Join(Kinds, ", "))
 	}
@@ -156,7 +193,7 @@ func (w *WorkloadConfig) Validate() error {
 		return fmt.Errorf("workload %s: %s = %v, want %s", w.Kind, field, v, want)
 	}
 	pos := func(f float64) bool { return f > 0 && !math.IsInf(f, 0) }
-	if !slices.Contains(Kinds, w.Kind) {
+	if !slices.Contains(Kinds, w.Kind) && w.Kind != KindTrace {
 		return fmt.Errorf("unknown workload %q, want one of %s", w.Kind, strings.Join(Kinds, ", "))
 	}
 	switch w.Arrival {
@@ -180,6 +217,9 @@ func (w *WorkloadConfig) Validate() error {
 	if w.SystemTokens < 0 {
 		return bad("system_tokens", w.SystemTokens, ">= 0")
 	}
+	if w.Kind == KindTrace {
+		return w.validateTrace()
+	}
 	if w.Kind != KindColdStart && w.Kind != KindTenantSpike {
 		if !pos(w.Rate) {
 			return bad("rate", w.Rate, "> 0")
@@ -197,7 +237,7 @@ func (w *WorkloadConfig) Validate() error {
 		if w.PromptMin < 1 || w.PromptMax < w.PromptMin {
 			return bad("prompt_min..prompt_max", fmt.Sprintf("%d..%d", w.PromptMin, w.PromptMax), "1 <= min <= max")
 		}
-	case KindConversation:
+	case KindConversation, KindFollowUp:
 		if w.TurnsMin < 1 || w.TurnsMax < w.TurnsMin {
 			return bad("turns_min..turns_max", fmt.Sprintf("%d..%d", w.TurnsMin, w.TurnsMax), "1 <= min <= max")
 		}
@@ -206,6 +246,14 @@ func (w *WorkloadConfig) Validate() error {
 		}
 		if w.SystemTokens+w.SuffixMin < 1 {
 			return bad("system_tokens + suffix_min", w.SystemTokens+w.SuffixMin, ">= 1")
+		}
+	}
+	if w.Kind == KindFollowUp {
+		if !(w.FollowUpP >= 0 && w.FollowUpP <= 1) {
+			return bad("followup_p", w.FollowUpP, "0..1")
+		}
+		if !(w.FollowUpS >= 0) || math.IsInf(w.FollowUpS, 0) {
+			return bad("followup_s", w.FollowUpS, ">= 0")
 		}
 	}
 	if w.Kind == KindMultiTenant || w.Kind == KindTenantSpike {
@@ -275,7 +323,8 @@ type Session struct {
 
 // Turn is one request of a session. Its prompt is the session's Prefix, then
 // for every earlier turn its User tokens and its answer (OutputTokens), then
-// its own User tokens.
+// its own User tokens; except that the answer of a turn followed by an
+// in-flight follow-up (the next turn has InFlight) is not in the history.
 type Turn struct {
 	// ID is the request id: unique in the workload.
 	ID uint64
@@ -284,8 +333,13 @@ type Turn struct {
 	// Output is the number of tokens generated (>= 1).
 	Output int
 	// Think is the delay between the previous turn's completion and this
-	// turn's arrival, in ns (0 for the first turn).
+	// turn's arrival, in ns (0 for the first turn); with InFlight, between
+	// the previous turn's arrival and this turn's.
 	Think int64
+	// InFlight marks an in-flight follow-up: it arrives Think after the
+	// previous turn arrived, whether or not that one has been answered, and
+	// its prompt extends the previous prompt without the previous answer.
+	InFlight bool
 }
 
 // NumRequests returns the total number of turns.
@@ -308,7 +362,9 @@ func (w *Workload) Prompt(s *Session, k int) []int32 {
 	p := append([]int32(nil), s.Prefix...)
 	for j := 0; j < k; j++ {
 		p = append(p, s.Turns[j].User...)
-		p = w.OutputTokens(p, s.Turns[j].ID, s.Turns[j].Output)
+		if !s.Turns[j+1].InFlight {
+			p = w.OutputTokens(p, s.Turns[j].ID, s.Turns[j].Output)
+		}
 	}
 	return append(p, s.Turns[k].User...)
 }
@@ -356,6 +412,7 @@ func Generate(cfg WorkloadConfig) (*Workload, error) {
 	tok := newRNG(cfg.Seed, streamTokens)
 	grp := newRNG(cfg.Seed, streamGroups)
 	think := newRNG(cfg.Seed, streamThink)
+	follow := newRNG(cfg.Seed, streamFollowUp)
 	output := func() int { return lens.between(cfg.OutputMin, cfg.OutputMax) }
 	suffix := func() []int32 { return tok.tokens(nil, lens.between(cfg.SuffixMin, cfg.SuffixMax), cfg.Vocab) }
 	single := func(t int64, group int, prefix, user []int32) {
@@ -403,6 +460,26 @@ func Generate(cfg WorkloadConfig) (*Workload, error) {
 			}
 			w.Sessions = append(w.Sessions, s)
 		}
+	case KindFollowUp:
+		system := tok.tokens(nil, cfg.SystemTokens, cfg.Vocab)
+		for c, t := range arrivalTimes(arr, &cfg, 0, cfg.DurationS, cfg.Rate) {
+			s := Session{ConvID: fmt.Sprintf("conv-%d", c), Group: -1, Start: t, Prefix: system}
+			for k := range lens.between(cfg.TurnsMin, cfg.TurnsMax) {
+				turn := Turn{User: suffix(), Output: output()}
+				switch {
+				case k == 0:
+				case follow.float64() < cfg.FollowUpP && !s.Turns[k-1].InFlight:
+					turn.InFlight = true
+					turn.Think = seconds(follow.exp(cfg.FollowUpS))
+				default:
+					turn.Think = seconds(think.exp(cfg.ThinkS))
+				}
+				s.Turns = append(s.Turns, turn)
+			}
+			w.Sessions = append(w.Sessions, s)
+		}
+	case KindTrace:
+		w.fromTrace()
 	case KindColdStart, KindTenantSpike:
 		groups := 1
 		if cfg.Kind == KindTenantSpike {

@@ -320,6 +320,9 @@ func TestWorkloadValidate(t *testing.T) {
 		{KindMultiTenant, func(c *WorkloadConfig) { c.ZipfS = math.NaN() }, "zipf_s"},
 		{KindConversation, func(c *WorkloadConfig) { c.TurnsMin = 0 }, "turns_min"},
 		{KindConversation, func(c *WorkloadConfig) { c.ThinkS = -1 }, "think_s"},
+		{KindFollowUp, func(c *WorkloadConfig) { c.FollowUpP = 1.5 }, "followup_p"},
+		{KindFollowUp, func(c *WorkloadConfig) { c.FollowUpS = math.NaN() }, "followup_s"},
+		{KindFollowUp, func(c *WorkloadConfig) { c.TurnsMax = 0 }, "turns_min"},
 		{KindNoReuse, func(c *WorkloadConfig) { c.PromptMin = 0 }, "prompt_min"},
 		{KindSiblings, func(c *WorkloadConfig) { c.Siblings = 0 }, "siblings"},
 		{KindColdStart, func(c *WorkloadConfig) { c.QuietIntervalS = 0 }, "quiet_interval_s"},
@@ -342,5 +345,46 @@ func TestWorkloadValidate(t *testing.T) {
 		if err := wc.Validate(); err != nil {
 			t.Errorf("default %s workload invalid: %v", kind, err)
 		}
+	}
+}
+
+func TestWorkloadFollowUp(t *testing.T) {
+	w := gen(t, KindFollowUp, func(c *WorkloadConfig) { c.DurationS = 30; c.FollowUpP = 0.4 })
+	checkCommon(t, w)
+	turns, inflight := 0, 0
+	for i := range w.Sessions {
+		s := &w.Sessions[i]
+		if s.ConvID == "" || len(s.Turns) < 2 || len(s.Turns) > 6 || s.Turns[0].InFlight {
+			t.Fatalf("session %d: conversation id %q, %d turns, first in flight %v", i, s.ConvID, len(s.Turns), s.Turns[0].InFlight)
+		}
+		for k := 1; k < len(s.Turns); k++ {
+			turns++
+			prev, p := w.Prompt(s, k-1), w.Prompt(s, k)
+			cur := s.Turns[k]
+			if cur.Think <= 0 {
+				t.Fatalf("session %d turn %d: delay %d", i, k, cur.Think)
+			}
+			answer := w.OutputTokens(nil, s.Turns[k-1].ID, s.Turns[k-1].Output)
+			want := append(slices.Clone(prev), answer...)
+			if cur.InFlight {
+				inflight++
+				want = slices.Clone(prev) // the whole previous prompt, no answer
+				if s.Turns[k-1].InFlight {
+					t.Fatalf("session %d turn %d: a follow-up of a follow-up", i, k)
+				}
+			}
+			if !slices.Equal(p, append(want, cur.User...)) {
+				t.Fatalf("session %d turn %d (in flight %v): prompt is not the history + user message", i, k, cur.InFlight)
+			}
+		}
+	}
+	// A turn after a turn in flight cannot be; of the others, 40%.
+	if f := float64(inflight) / float64(turns); f < 0.2 || f > 0.45 {
+		t.Errorf("%d of %d later turns in flight", inflight, turns)
+	}
+	if w := gen(t, KindFollowUp, func(c *WorkloadConfig) { c.FollowUpP = 0 }); slices.ContainsFunc(w.Sessions, func(s Session) bool {
+		return slices.ContainsFunc(s.Turns, func(t Turn) bool { return t.InFlight })
+	}) {
+		t.Error("follow-ups with followup_p 0")
 	}
 }
