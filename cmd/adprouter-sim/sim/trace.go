@@ -3,17 +3,17 @@ package sim
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-
-	"github.com/adprouter/adprouter/router/prefix"
 )
 
 // TraceBlockTokens is the block size of the common trace format: each hash
@@ -284,7 +284,7 @@ func ToTrace(w io.Writer, wls []*Workload) error {
 	bw := bufio.NewWriter(w)
 	var buf []byte
 	for _, q := range reqs {
-		h := prefix.Root(0, 0)
+		var h uint64
 		buf = append(buf[:0], `{"timestamp":`...)
 		buf = strconv.AppendInt(buf, q.at/1e6, 10)
 		buf = append(buf, `,"input_length":`...)
@@ -294,7 +294,7 @@ func ToTrace(w io.Writer, wls []*Workload) error {
 		buf = append(buf, `,"hash_ids":[`...)
 		for b := 0; b*blockTokens < len(q.prompt); b++ {
 			blk := q.prompt[b*blockTokens : min((b+1)*blockTokens, len(q.prompt))]
-			h = prefix.Block(h, blk)
+			h = chainBlock(h, blk)
 			key := blockKey{h, len(blk)}
 			id, ok := ids[key]
 			if !ok {
@@ -312,4 +312,20 @@ func ToTrace(w io.Writer, wls []*Workload) error {
 		}
 	}
 	return bw.Flush()
+}
+
+// chainBlock hashes one block of tokens, partial or full, chained to the
+// hash of the blocks before it (FNV-1a over the parent and the tokens): the
+// identity of a prefix for numbering a trace's hash_ids, the same on every
+// run.
+func chainBlock(parent uint64, blk []int32) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], parent)
+	h.Write(b[:])
+	for _, t := range blk {
+		binary.LittleEndian.PutUint32(b[:4], uint32(t))
+		h.Write(b[:4])
+	}
+	return h.Sum64()
 }
