@@ -19,6 +19,9 @@ const (
 	// seeded state without running the full 624-word twist: output t < 227
 	// depends only on the seeded words t, t+1 and t+397.
 	mtFastOutputs = mtN - mtM
+
+	// mtLanes is how many generators the vector seeder seeds at once.
+	mtLanes = 32
 )
 
 // mtGenrandBase is init_genrand(19650218), the first step of every
@@ -172,26 +175,28 @@ func (r *pyRandom) uint32() uint32 {
 }
 
 // mtStream yields the genrand_uint32 outputs of one seed: first from a
-// precomputed prefix, then, if a shuffle needs more (rare: a long run of
-// rejections or a very large dp_size), from a fully seeded pyRandom that skips
-// what the prefix already gave.
+// precomputed prefix (every stride-th word of prefix, from its first; stride
+// 0 means 1), then, if a shuffle needs more (rare: a long run of rejections or
+// a very large dp_size), from a fully seeded pyRandom that skips what the
+// prefix already gave.
 type mtStream struct {
 	seed     uint64
 	prefix   []uint32
-	pos      int
+	stride   int
+	pos      int // outputs taken
+	at       int // index in prefix of the next output
 	fallback *pyRandom
 }
 
 func (s *mtStream) next() uint32 {
-	if s.pos < len(s.prefix) {
-		v := s.prefix[s.pos]
+	if s.at < len(s.prefix) {
+		v := s.prefix[s.at]
+		s.at += max(s.stride, 1)
 		s.pos++
 		return v
 	}
 	if s.fallback == nil {
 		s.fallback = new(pyRandom)
-	}
-	if s.pos == len(s.prefix) {
 		s.fallback.seed(s.seed)
 		for range s.pos {
 			s.fallback.uint32()

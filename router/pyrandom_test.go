@@ -108,3 +108,136 @@ func BenchmarkSeed4(b *testing.B) {
 		mtSeed4(&mt, &seeds)
 	}
 }
+
+// The vector seeder must equal mtSeed and the generator, lane by lane, for
+// one- and two-word seeds and every output it produces.
+func TestSeedLanesEqualsGenerator(t *testing.T) {
+	if !seedSIMD {
+		t.Skip("no vector seeder on this CPU or build")
+	}
+	var seeds [mtLanes]uint64
+	for l := range seeds {
+		seeds[l] = uint64(l) * 0x9e3779b97f4a7c15 >> (l % 40)
+	}
+	seeds[0], seeds[1], seeds[2], seeds[3] = 0, 1<<32-1, 1<<32, 18446744073709551615
+	var add [2][mtLanes]uint32
+	for l, s := range seeds {
+		add[0][l], add[1][l] = seedAddends(s)
+	}
+	st := new([mtN][mtLanes]uint32)
+	out := new([mtFastOutputs][mtLanes]uint32)
+	mtSeedLanesAVX2(st, &add, &out[0][0], mtFastOutputs)
+	for l, seed := range seeds {
+		var one [mtN]uint32
+		mtSeed(&one, seed)
+		for i := range one {
+			if st[i][l] != one[i] {
+				t.Fatalf("lane %d (seed %d) word %d = %#x, mtSeed %#x", l, seed, i, st[i][l], one[i])
+			}
+		}
+		var r pyRandom
+		r.seed(seed)
+		for i := range mtFastOutputs {
+			if got, want := out[i][l], r.uint32(); got != want {
+				t.Fatalf("lane %d (seed %d) output %d = %d, generator %d", l, seed, i, got, want)
+			}
+		}
+	}
+}
+
+// Both seeding paths of a decision's seed cache give every position the
+// same stream, whatever order positions are asked in.
+func TestSeedCachePaths(t *testing.T) {
+	reqs := make([]Request, 100)
+	rest := make([]int, len(reqs))
+	for i := range reqs {
+		reqs[i].ID = uint64(i*i) << (i % 37)
+		rest[i] = len(reqs) - 1 - i
+	}
+	order := []int{5, 0, 99, 37, 6, 70, 1, 2, 98, 38}
+	var caches [2]seedCache
+	saved := seedSIMD
+	defer func() { seedSIMD = saved }()
+	for c, simd := range []bool{false, true} {
+		if simd && !saved {
+			t.Skip("no vector seeder on this CPU or build")
+		}
+		seedSIMD = simd
+		caches[c].reset(len(rest))
+		for _, pos := range order {
+			caches[c].stream(pos, rest, reqs, 16)
+		}
+	}
+	for _, pos := range order {
+		var r pyRandom
+		r.seed(reqs[rest[pos]].ID)
+		for c := range caches {
+			if n := caches[c].n[pos]; n != 2*16+16 {
+				t.Fatalf("cache %d position %d: %d outputs, want %d", c, pos, n, 2*16+16)
+			}
+		}
+		s0, s1 := caches[0].stream(pos, rest, reqs, 16), caches[1].stream(pos, rest, reqs, 16)
+		for i := range 300 {
+			want := r.uint32()
+			if a, b := s0.next(), s1.next(); a != want || b != want {
+				t.Fatalf("position %d output %d: portable %d, vector %d, generator %d", pos, i, a, b, want)
+			}
+		}
+	}
+}
+
+// BenchmarkSeedLanes: the vector seeder, 32 seeds and their first 48 outputs
+// per run (ns/op is per run; divide by 32 for a seed).
+func BenchmarkSeedLanes(b *testing.B) {
+	if !seedSIMD {
+		b.Skip("no vector seeder on this CPU or build")
+	}
+	st := new([mtN][mtLanes]uint32)
+	out := new([mtFastOutputs][mtLanes]uint32)
+	var add [2][mtLanes]uint32
+	for i := range b.N {
+		for l := range mtLanes {
+			add[0][l], add[1][l] = seedAddends(uint64(i*mtLanes + l))
+		}
+		mtSeedLanesAVX2(st, &add, &out[0][0], 48)
+	}
+}
+
+// Decisions are the same whichever seeder runs: tie-heavy batches (all ranks
+// tied, and 256 ranks, whose shuffles outrun the precomputed outputs) and
+// ordinary ones, with and without matches.
+func TestTieBreakSeedersAgree(t *testing.T) {
+	if !seedSIMD {
+		t.Skip("no vector seeder on this CPU or build")
+	}
+	defer func() { seedSIMD = true }()
+	cases := []struct {
+		name  string
+		batch benchBatch
+	}{
+		{"ties_256x16", newTiesBatch(256, 16)},
+		{"ties_300x64", newTiesBatch(300, 64)},
+		{"ties_600x256", newTiesBatch(600, 256)},
+		{"plain_256x16", newBenchBatch(256, 16, 2048, benchOpts{})},
+		{"matches_256x16", newBenchBatch(256, 16, 2048, benchOpts{matches: true})},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			size := len(c.batch.states)
+			var got [2]Result
+			for i, simd := range []bool{false, true} {
+				seedSIMD = simd
+				r, err := New(DefaultConfig(PolicyKVCacheAware, size))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := r.RouteInto(&got[i], c.batch.states, c.batch.reqs, c.batch.maxn, c.batch.matches); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !slices.Equal(got[0].Ranks, got[1].Ranks) {
+				t.Errorf("ranks differ: portable %v, vector %v", got[0].Ranks, got[1].Ranks)
+			}
+		})
+	}
+}
