@@ -586,6 +586,254 @@ static PyObject *match_table(PyObject *Py_UNUSED(self), PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* --- Request: the C form of adprouter.Request -------------------------------
+ *
+ * Building 256 Request objects through the Python class costs about as much
+ * as routing them (a Python __init__ frame with keyword arguments and eight
+ * slot stores each). This type has the same attributes (mutable, deletable,
+ * read by the packer through the same member-descriptor offsets as the
+ * class's __slots__), the same signature and defaults, the same repr and the
+ * same call errors, and is constructed through vectorcall without a Python
+ * frame. The binding exports it as adprouter.Request when this module loads;
+ * the pure-Python class stays the definition (and is used without the
+ * module). Subclasses are plain heap types: they construct through
+ * __new__/__init__ and go to the Python packing path like any subclass. */
+
+enum { RQ_NFIELDS = 8 };
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *f[RQ_NFIELDS]; /* id, tokens, num_tokens, target_rank, relax, conversation_id, lora_id, cache_salt */
+} RequestObject;
+
+static const char *const rq_names[RQ_NFIELDS] = {
+    "id", "tokens", "num_tokens", "target_rank", "relax", "conversation_id", "lora_id", "cache_salt",
+};
+static PyObject *rq_interned[RQ_NFIELDS];
+static PyObject *rq_zero;
+
+/* The default of field i (a new reference). */
+static PyObject *rq_default(int i)
+{
+    PyObject *v = i == 4 ? Py_True : i >= 6 ? rq_zero : Py_None;
+    Py_INCREF(v);
+    return v;
+}
+
+/* Index of keyword name among the fields, or -1. */
+static int rq_field(PyObject *name)
+{
+    for (int i = 0; i < RQ_NFIELDS; i++)
+        if (name == rq_interned[i])
+            return i;
+    if (!PyUnicode_Check(name))
+        return -1;
+    for (int i = 0; i < RQ_NFIELDS; i++)
+        if (PyUnicode_CompareWithASCIIString(name, rq_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* Assigns the fields from positional values and keyword (name, value)
+ * pairs, raising the errors Python raises for Request.__init__. Keyword
+ * names and values come either from kwnames + kwvalues (vectorcall) or from
+ * a dict. Returns 0 or -1. */
+static int rq_assign(RequestObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                     PyObject *const *kwvalues, PyObject *kwdict)
+{
+    PyObject *v[RQ_NFIELDS] = {NULL};
+    if (nargs > RQ_NFIELDS) {
+        PyErr_Format(PyExc_TypeError,
+                     "Request.__init__() takes from 2 to %d positional arguments but %zd were given",
+                     RQ_NFIELDS + 1, nargs + 1);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        v[i] = args[i];
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, pos = 0;
+    PyObject *key, *value;
+    for (Py_ssize_t k = 0;; k++) {
+        if (kwnames) {
+            if (k >= nkw)
+                break;
+            key = PyTuple_GET_ITEM(kwnames, k);
+            value = kwvalues[k];
+        } else if (kwdict == NULL || !PyDict_Next(kwdict, &pos, &key, &value)) {
+            break;
+        }
+        int i = rq_field(key);
+        if (i < 0) {
+            if (PyUnicode_Check(key))
+                PyErr_Format(PyExc_TypeError, "Request.__init__() got an unexpected keyword argument '%U'", key);
+            else
+                PyErr_SetString(PyExc_TypeError, "keywords must be strings");
+            return -1;
+        }
+        if (v[i] != NULL) {
+            PyErr_Format(PyExc_TypeError, "Request.__init__() got multiple values for argument '%s'", rq_names[i]);
+            return -1;
+        }
+        v[i] = value;
+    }
+    if (v[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Request.__init__() missing 1 required positional argument: 'id'");
+        return -1;
+    }
+    for (int i = 0; i < RQ_NFIELDS; i++) {
+        PyObject *nv;
+        if (v[i] != NULL) {
+            nv = v[i];
+            Py_INCREF(nv);
+        } else {
+            nv = rq_default(i);
+        }
+        Py_XSETREF(self->f[i], nv);
+    }
+    return 0;
+}
+
+static PyObject *rq_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyTypeObject *tp = (PyTypeObject *)type;
+    RequestObject *self = (RequestObject *)tp->tp_alloc(tp, 0);
+    if (self == NULL)
+        return NULL;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (rq_assign(self, args, nargs, kwnames, args + nargs, NULL) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int rq_init(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    return rq_assign((RequestObject *)self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), NULL, NULL,
+                     kwds);
+}
+
+static int rq_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    for (int i = 0; i < RQ_NFIELDS; i++)
+        Py_VISIT(((RequestObject *)self)->f[i]);
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static int rq_clear(PyObject *self)
+{
+    for (int i = 0; i < RQ_NFIELDS; i++)
+        Py_CLEAR(((RequestObject *)self)->f[i]);
+    return 0;
+}
+
+static void rq_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    rq_clear(self);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+/* A field for repr and __reduce__, raising AttributeError when deleted. */
+static PyObject *rq_get(PyObject *self, int i)
+{
+    PyObject *v = ((RequestObject *)self)->f[i];
+    if (v == NULL)
+        PyErr_Format(PyExc_AttributeError, "'%.200s' object has no attribute '%s'", Py_TYPE(self)->tp_name,
+                     rq_names[i]);
+    return v;
+}
+
+/* Request(id=..., n=..., target_rank=..., relax=..., conversation_id=...),
+ * n being num_tokens, else len(tokens or ()), as the Python class does. */
+static PyObject *rq_repr(PyObject *self)
+{
+    PyObject *ntok = rq_get(self, 2), *id, *target, *relax, *cid, *n;
+    if (ntok == NULL)
+        return NULL;
+    if (ntok != Py_None) {
+        n = ntok;
+        Py_INCREF(n);
+    } else {
+        PyObject *toks = rq_get(self, 1);
+        if (toks == NULL)
+            return NULL;
+        int truth = PyObject_IsTrue(toks);
+        if (truth < 0)
+            return NULL;
+        Py_ssize_t len = truth ? PyObject_Size(toks) : 0;
+        if (len < 0)
+            return NULL;
+        n = PyLong_FromSsize_t(len);
+        if (n == NULL)
+            return NULL;
+    }
+    PyObject *out = NULL;
+    if ((id = rq_get(self, 0)) && (target = rq_get(self, 3)) && (relax = rq_get(self, 4)) &&
+        (cid = rq_get(self, 5)))
+        out = PyUnicode_FromFormat("Request(id=%R, n=%R, target_rank=%R, relax=%R, conversation_id=%R)", id, n,
+                                   target, relax, cid);
+    Py_DECREF(n);
+    return out;
+}
+
+/* Pickles and copies as a call with every field. */
+static PyObject *rq_reduce(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *args = PyTuple_New(RQ_NFIELDS);
+    if (args == NULL)
+        return NULL;
+    for (int i = 0; i < RQ_NFIELDS; i++) {
+        PyObject *v = rq_get(self, i);
+        if (v == NULL) {
+            Py_DECREF(args);
+            return NULL;
+        }
+        Py_INCREF(v);
+        PyTuple_SET_ITEM(args, i, v);
+    }
+    return Py_BuildValue("(ON)", (PyObject *)Py_TYPE(self), args);
+}
+
+static PyMemberDef rq_members[] = {
+    {"id", T_OBJECT_EX, offsetof(RequestObject, f[0]), 0, NULL},
+    {"tokens", T_OBJECT_EX, offsetof(RequestObject, f[1]), 0, NULL},
+    {"num_tokens", T_OBJECT_EX, offsetof(RequestObject, f[2]), 0, NULL},
+    {"target_rank", T_OBJECT_EX, offsetof(RequestObject, f[3]), 0, NULL},
+    {"relax", T_OBJECT_EX, offsetof(RequestObject, f[4]), 0, NULL},
+    {"conversation_id", T_OBJECT_EX, offsetof(RequestObject, f[5]), 0, NULL},
+    {"lora_id", T_OBJECT_EX, offsetof(RequestObject, f[6]), 0, NULL},
+    {"cache_salt", T_OBJECT_EX, offsetof(RequestObject, f[7]), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef rq_methods[] = {
+    {"__reduce__", rq_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot rq_slots[] = {
+    {Py_tp_doc, "Request(id, tokens=None, num_tokens=None, target_rank=None, relax=True, "
+                "conversation_id=None, lora_id=0, cache_salt=0)\n--\n\n"
+                "One new request (the binding sets the full documentation)."},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, rq_init},
+    {Py_tp_traverse, rq_traverse},
+    {Py_tp_clear, rq_clear},
+    {Py_tp_dealloc, rq_dealloc},
+    {Py_tp_repr, rq_repr},
+    {Py_tp_members, rq_members},
+    {Py_tp_methods, rq_methods},
+    {0, NULL},
+};
+
+static PyType_Spec rq_spec = {
+    "adprouter.Request", sizeof(RequestObject), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    rq_slots,
+};
+
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(Request, request_slots, RankState, state_slots): the slot layout to read."},
@@ -603,4 +851,31 @@ static struct PyModuleDef module = {
     "C versions of adprouter's packing hot path; identical results to the Python code.", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__speedups(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    for (int i = 0; i < RQ_NFIELDS; i++)
+        if (rq_interned[i] == NULL && (rq_interned[i] = PyUnicode_InternFromString(rq_names[i])) == NULL)
+            goto fail;
+    if (rq_zero == NULL && (rq_zero = PyLong_FromLong(0)) == NULL)
+        goto fail;
+    PyTypeObject *rq = (PyTypeObject *)PyType_FromSpec(&rq_spec);
+    if (rq == NULL)
+        goto fail;
+    /* Calls of the type itself skip __new__/__init__ (not inherited by
+     * subclasses, which construct the ordinary way). */
+    rq->tp_vectorcall = rq_vectorcall;
+    /* Attribute errors print tp_name, and the class's say 'Request' (its
+     * __module__, "adprouter", comes from the spec's name). */
+    rq->tp_name = "Request";
+    if (PyModule_AddObject(m, "Request", (PyObject *)rq) < 0) {
+        Py_DECREF(rq);
+        goto fail;
+    }
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

@@ -4,13 +4,16 @@ and the match-table input forms against the dict form.
 The extension is compiled here into a temporary folder (skipped without a C compiler
 or Python headers), then every check runs with the binding packing through it and
 through pure Python: the adpr_batch buffers must be identical bytes, decisions and
-error messages identical.
+error messages identical. Its Request type must behave as the pure-Python class does.
 """
 
 import array
+import copy
 import ctypes
+import gc
 import importlib.util
 import os
+import pickle
 import random
 import shutil
 import subprocess
@@ -259,6 +262,114 @@ class MatchFormsTest(BothPaths):
                     self.assertIn(needle, str(cm.exception), name)
                     messages.add(str(cm.exception))
             self.assertEqual(len(messages), 1, (name, messages))
+
+
+REQUEST_FIELDS = ("id", "tokens", "num_tokens", "target_rank", "relax", "conversation_id", "lora_id", "cache_salt")
+
+
+class RequestTypeTest(unittest.TestCase):
+    """_speedups.Request (exported as adprouter.Request when the extension
+    loads) against the pure-Python class it stands in for."""
+
+    def setUp(self):
+        if _built is None or not hasattr(_built, "Request"):
+            self.skipTest("no C compiler or Python headers to build _speedups.c")
+        self.fast, self.slow = _built.Request, adprouter._PyRequest
+
+    def tearDown(self):
+        adprouter._use_speedups(_loaded)
+
+    def outcome(self, fn):
+        """("ok", fields, repr) or (exception type, message) of fn()."""
+        try:
+            q = fn()
+        except Exception as e:  # noqa: BLE001 - comparing whatever is raised
+            return type(e), str(e)
+        return "ok", tuple(getattr(q, f) for f in REQUEST_FIELDS), repr(q)
+
+    def test_same_construction(self):
+        toks = [1, 2, 3]
+        buf = array.array("i", [4, 5])
+        calls = [
+            ((7,), {}), ((7, toks), {}), ((7,), {"tokens": toks}), ((7, None, 99), {}),
+            ((7,), {"num_tokens": 5}), ((7,), {"tokens": ()}), ((7,), {"tokens": buf}),
+            ((7, toks, None, 2, False, "conv", 3, 4), {}),
+            ((), dict(zip(REQUEST_FIELDS, (7, toks, 10, 1, 0, b"c", 2 ** 64 - 1, 5)))),
+            ((7, toks), {"cache_salt": 9, "lora_id": 8, "relax": None}),
+            ((-1,), {"tokens": "not checked here"}),
+            # call errors: the messages Python gives for Request.__init__
+            ((), {}), (tuple(range(9)), {}), ((7,), {"bogus": 1}), ((7,), {"id": 8}),
+            ((7, toks), {"tokens": toks}), ((), {"tokens": toks}), ((7,), {1: 2}),
+        ]
+        for args, kwargs in calls:
+            with self.subTest(args=args, kwargs=kwargs):
+                want = self.outcome(lambda: self.slow(*args, **kwargs))
+                self.assertEqual(self.outcome(lambda: self.fast(*args, **kwargs)), want)
+                # Subclasses construct through __new__/__init__, not vectorcall.
+                sub = type("Sub", (self.fast,), {"__slots__": ()})
+                got = self.outcome(lambda: sub(*args, **kwargs))
+                self.assertEqual(got[:2], want[:2])
+                if args or kwargs:
+                    q = self.fast(1)
+                    init = self.outcome(lambda: self.fast.__init__(q, *args, **kwargs) or q)
+                    self.assertEqual(init, want)
+
+    def test_same_attribute_behaviour(self):
+        for cls in (self.fast, self.slow):
+            q = cls(1, tokens=[1])
+            q.tokens, q.num_tokens, q.relax = None, 12, False
+            self.assertEqual(repr(q), "Request(id=1, n=12, target_rank=None, relax=False, conversation_id=None)")
+        errors = {}
+        for cls in (self.fast, self.slow):
+            q = cls(1)
+            del q.relax
+            got = []
+            for fn in (lambda: q.relax, lambda: repr(q), lambda: setattr(q, "extra", 1),
+                       lambda: q.__dict__, lambda: cls.__new__(cls).id):
+                got.append(self.outcome(fn)[:2])
+            errors[cls] = got
+            self.assertTrue(all(t is AttributeError for t, _ in got), got)
+        self.assertEqual(errors[self.fast], errors[self.slow])
+
+    def test_pickle_and_copy(self):
+        q = self.fast(2 ** 63, tokens=[1, 2], num_tokens=9, target_rank=1, relax=False, conversation_id="c",
+                      lora_id=3, cache_salt=4)
+        clones = [(q, copy.copy(q)), (q, copy.deepcopy(q))]
+        if adprouter.Request is not adprouter._PyRequest:
+            # pickle finds the class by name: the one the binding exports.
+            exported = adprouter.Request(*(getattr(q, f) for f in REQUEST_FIELDS))
+            clones += [(exported, pickle.loads(pickle.dumps(exported, protocol=2))),
+                       (exported, pickle.loads(pickle.dumps(exported)))]
+        for orig, clone in clones:
+            self.assertIs(type(clone), type(orig))
+            self.assertEqual([getattr(clone, f) for f in REQUEST_FIELDS], [getattr(q, f) for f in REQUEST_FIELDS])
+        self.assertIs(copy.copy(q).tokens, q.tokens)
+
+    def test_gc_sees_fields(self):
+        q = self.fast(1, tokens=[])
+        q.tokens.append(q)  # a cycle the collector must be able to break
+        self.assertTrue(gc.is_tracked(q))
+        self.assertIn(q.tokens, gc.get_referents(q))
+
+    def test_packs_like_the_class(self):
+        _built.configure(self.fast, REQUEST_FIELDS, RankState, adprouter.RankState.__slots__)
+        rng = random.Random(3)
+        _, reqs = batch(rng, 30, 4, ("list", "array", "none"))
+        fast = [self.fast(*(getattr(q, f) for f in REQUEST_FIELDS)) for q in reqs]
+        for send in (0, adprouter.PREFIX_TOKENS, None):
+            got = _built.pack_requests(fast, send)
+            self.assertIsNotNone(got)
+            self.assertEqual(as_bytes(got), as_bytes(adprouter._pack_requests(reqs, send)))
+        sub = type("Sub", (self.fast,), {"__slots__": ()})
+        self.assertIsNone(_built.pack_requests([fast[0], sub(1, tokens=[1])], 64))
+
+    def test_exported_when_loaded(self):
+        if _loaded is None or not hasattr(_loaded, "Request"):
+            self.assertIs(adprouter.Request, adprouter._PyRequest)
+        else:
+            self.assertIs(adprouter.Request, _loaded.Request)
+            self.assertEqual(adprouter.Request.__doc__, adprouter._PyRequest.__doc__)
+            self.assertEqual(adprouter.Request.__module__, "adprouter")
 
 
 class LazyResultTest(unittest.TestCase):
