@@ -77,6 +77,35 @@ func (r *Router) routeKVAware(b *batch) {
 
 	beta := r.cfg.LoadBalanceWeight
 	r.seeds.reset(len(rest))
+
+	// The reference sums the eligible ranks' token loads afresh for every
+	// request. While every load and the whole batch's tokens stay below
+	// 2^53 those sums are of integers, exact in any order, so one running
+	// sum (less ranks leaving, plus tokens placed) equals them bit for bit.
+	// Above that the sum is recomputed in the reference's order.
+	bound := 0.0
+	for _, t := range tokens {
+		bound += t
+	}
+	for _, i := range rest {
+		bound += float64(b.reqs[i].Len())
+	}
+	running := bound < 1<<53
+	var eligSum float64
+	for _, k := range eligible {
+		eligSum += tokens[k]
+	}
+	// place puts request i on rank k, keeping eligible and eligSum.
+	place := func(i, k int) {
+		before := tokens[k]
+		r.placeKV(b, i, k, row, tokens)
+		eligSum += tokens[k] - before
+		if count[k] >= expected {
+			eligible = slices.DeleteFunc(eligible, func(e int) bool { return e == k })
+			eligSum -= tokens[k]
+		}
+	}
+
 	for pos, i := range rest {
 		if len(eligible) == 0 {
 			break // every rank is at the soft cap: the rest stay unassigned
@@ -90,19 +119,21 @@ func (r *Router) routeKVAware(b *batch) {
 			if k := r.demandRank(b, i, eligible, allow, tokens); k >= 0 {
 				r.stats.warmup++
 				r.stats.demand++
-				r.placeKV(b, i, k, row, tokens)
-				if count[k] >= expected {
-					eligible = slices.DeleteFunc(eligible, func(e int) bool { return e == k })
-				}
+				place(i, k)
 				continue
 			}
 		}
 
 		nf := float64(n)
-		var sum float64
+		sum := eligSum
+		if !running {
+			sum = 0
+			for _, k := range eligible {
+				sum += tokens[k]
+			}
+		}
 		maxMatch := 0
 		for _, k := range eligible {
-			sum += tokens[k]
 			maxMatch = max(maxMatch, row[k])
 		}
 		denom := max(sum, nf)
@@ -114,16 +145,38 @@ func (r *Router) routeKVAware(b *batch) {
 		// The lowest (score, tokens) pair, and how many ranks share it.
 		var bestScore, bestTokens float64
 		best, ties := -1, 0
-		for _, k := range eligible {
-			if !allowed(allow, k) {
-				continue
+		if !gate {
+			// Without cache affinity the score is n + β·(tokens/denom·n):
+			// each operation is monotone (β, n >= 0, denom > 0), so a
+			// lower load never scores higher and equal loads score the
+			// same. The lowest pair is the first rank with the lowest
+			// load, its ties the ranks with that load: no divisions.
+			for _, k := range eligible {
+				if !allowed(allow, k) {
+					continue
+				}
+				switch t := tokens[k]; {
+				case best < 0 || t < bestTokens:
+					best, bestTokens, ties = k, t, 1
+				case t == bestTokens:
+					ties++
+				}
 			}
-			s := score(n, row[k], gate, nf, denom, beta, tokens[k])
-			switch {
-			case best < 0 || s < bestScore || (s == bestScore && tokens[k] < bestTokens):
-				best, bestScore, bestTokens, ties = k, s, tokens[k], 1
-			case s == bestScore && tokens[k] == bestTokens:
-				ties++
+			if best >= 0 {
+				bestScore = score(n, row[best], gate, nf, denom, beta, bestTokens)
+			}
+		} else {
+			for _, k := range eligible {
+				if !allowed(allow, k) {
+					continue
+				}
+				s := score(n, row[k], gate, nf, denom, beta, tokens[k])
+				switch {
+				case best < 0 || s < bestScore || (s == bestScore && tokens[k] < bestTokens):
+					best, bestScore, bestTokens, ties = k, s, tokens[k], 1
+				case s == bestScore && tokens[k] == bestTokens:
+					ties++
+				}
 			}
 		}
 		if ties > 1 {
@@ -141,10 +194,7 @@ func (r *Router) routeKVAware(b *batch) {
 			}
 		}
 
-		r.placeKV(b, i, best, row, tokens)
-		if count[best] >= expected {
-			eligible = slices.DeleteFunc(eligible, func(k int) bool { return k == best })
-		}
+		place(i, best)
 	}
 	r.eligible = eligible
 	r.finish(b)
