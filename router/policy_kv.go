@@ -285,34 +285,35 @@ func prefixOf(q *Request) []int32 {
 // needed for requests whose best score is tied, so streams are computed on
 // demand, several requests at a time along the routing order: the chains of
 // independent seeds run side by side at little more than the cost of one
-// (four interleaved in portable Go; 32, as four 8-lane vectors, with AVX2).
+// (four interleaved in portable Go; with AVX2, 32 as four 8-lane vectors for
+// a decision's first tie, 64 as eight from its second on, when ties are
+// evidently common, unless 32 cover the rest).
 type seedCache struct {
-	off    []int32 // per routing position: offset into outs, or -1
-	n      []int32 // per routing position: outputs stored
-	outs   []uint32
-	simd   bool       // this decision seeds with mtSeedLanesAVX2
-	stride int        // distance in outs between one stream's outputs
-	lanes  *seedLanes // scratch, allocated on first use
+	off   []int32 // per routing position: offset into outs, or -1
+	n     []int32 // per routing position: outputs stored
+	outs  []uint32
+	simd  bool       // this decision seeds with the AVX2 seeders
+	fills int        // seeding runs in this decision
+	width []int32    // per routing position: distance in outs between its outputs
+	lanes *seedLanes // scratch, allocated on first use
 }
 
 // seedLanes is the scratch of one seeding run.
 type seedLanes struct {
-	four [4][mtN]uint32       // portable: four states
-	st   [mtN][mtLanes]uint32 // AVX2: the states, lane-interleaved
-	add  [2][mtLanes]uint32   // AVX2: per-lane addends (odd, even i)
+	four [4][mtN]uint32        // portable: four states
+	st   [mtN * mtLanes]uint32 // AVX2: the states, lane-interleaved
+	add  [2 * mtLanes]uint32   // AVX2: per-lane addends (odd, even i)
 }
 
 func (c *seedCache) reset(n int) {
 	c.off = slices.Grow(c.off[:0], n)[:n]
 	c.n = slices.Grow(c.n[:0], n)[:n]
+	c.width = slices.Grow(c.width[:0], n)[:n]
 	for i := range c.off {
 		c.off[i] = -1
 	}
 	c.outs = c.outs[:0]
-	c.simd, c.stride = seedSIMD, 1
-	if c.simd {
-		c.stride = mtLanes
-	}
+	c.simd, c.fills = seedSIMD, 0
 }
 
 // stream returns the random stream of the request at routing position pos,
@@ -321,11 +322,11 @@ func (c *seedCache) stream(pos int, rest []int, reqs []Request, m int) mtStream 
 	if c.off[pos] < 0 {
 		c.fill(pos, rest, reqs, m)
 	}
-	o, n := int(c.off[pos]), int(c.n[pos])
+	o, n, w := int(c.off[pos]), int(c.n[pos]), int(c.width[pos])
 	return mtStream{
 		seed:   reqs[rest[pos]].ID,
-		prefix: c.outs[o : o+(n-1)*c.stride+1],
-		stride: c.stride,
+		prefix: c.outs[o : o+(n-1)*w+1],
+		stride: w,
 	}
 }
 
@@ -353,17 +354,25 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
 			lanes++
 		}
 	}
+	if c.simd && (c.fills == 0 || lanes <= 32) {
+		width = 32 // the first tie may be the only one; or 32 lanes are enough
+	}
+	c.fills++
 	start := len(c.outs)
 	if c.simd {
 		// The outputs stay lane-interleaved: stream l reads every
-		// mtLanes-th word from start+l.
-		for l := range mtLanes {
-			sl.add[0][l], sl.add[1][l] = seedAddends(seeds[l])
+		// width-th word from start+l.
+		for l := range width {
+			sl.add[l], sl.add[width+l] = seedAddends(seeds[l])
 		}
-		c.outs = slices.Grow(c.outs, want*mtLanes)[:start+want*mtLanes]
-		mtSeedLanesAVX2(&sl.st, &sl.add, &c.outs[start], want)
-		for l := range lanes {
-			c.off[at[l]], c.n[at[l]] = int32(start+l), int32(want)
+		c.outs = slices.Grow(c.outs, want*width)[:start+want*width]
+		if width == 32 {
+			mtSeed32AVX2(&sl.st[0], &sl.add[0], &c.outs[start], want)
+		} else {
+			mtSeed64AVX2(&sl.st[0], &sl.add[0], &c.outs[start], want)
+		}
+		for l := range min(lanes, width) {
+			c.off[at[l]], c.n[at[l]], c.width[at[l]] = int32(start+l), int32(want), int32(width)
 		}
 		return
 	}
@@ -376,6 +385,6 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
 	for l := range lanes {
 		o := start + l*want
 		mtFirstOutputs(&sl.four[l], c.outs[o:o+want])
-		c.off[at[l]], c.n[at[l]] = int32(o), int32(want)
+		c.off[at[l]], c.n[at[l]], c.width[at[l]] = int32(o), int32(want), 1
 	}
 }

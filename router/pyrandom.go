@@ -20,8 +20,8 @@ const (
 	// depends only on the seeded words t, t+1 and t+397.
 	mtFastOutputs = mtN - mtM
 
-	// mtLanes is how many generators the vector seeder seeds at once.
-	mtLanes = 32
+	// mtLanes is the most generators the vector seeders seed at once.
+	mtLanes = 64
 )
 
 // mtGenrandBase is init_genrand(19650218), the first step of every

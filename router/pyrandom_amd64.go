@@ -6,15 +6,19 @@ package router
 // to run the portable path on the same machine.
 var seedSIMD = hasAVX2()
 
-// mtSeedLanesAVX2 seeds mtLanes generators at once, as four 8-lane AVX2
-// vectors interleaved: st[i][l] becomes word i of random.Random(seed l)'s
-// state, where add[0][l], add[1][l] = seedAddends(seed l), and the nout*mtLanes
-// words from out receive the first nout outputs, lane-interleaved (output t
-// of lane l at t*mtLanes+l). nout <= mtFastOutputs. Only called when
-// seedSIMD is true; mtSeed and mtSeed4 are the portable equivalents.
+// mtSeed32AVX2 and mtSeed64AVX2 seed 32 or 64 generators at once, as four or
+// eight 8-lane AVX2 vectors interleaved. For W lanes: add holds 2*W addends
+// (add[l], add[W+l] = seedAddends(seed of lane l)); st receives the seeded
+// states lane-interleaved (word i of lane l at st[i*W+l], mtN*W words); out
+// receives the first nout <= mtFastOutputs outputs the same way (output t of
+// lane l at out[t*W+l]). Only called when seedSIMD is true; mtSeed and
+// mtSeed4 are the portable equivalents.
 //
 //go:noescape
-func mtSeedLanesAVX2(st *[mtN][mtLanes]uint32, add *[2][mtLanes]uint32, out *uint32, nout int)
+func mtSeed32AVX2(st, add, out *uint32, nout int)
+
+//go:noescape
+func mtSeed64AVX2(st, add, out *uint32, nout int)
 
 func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 

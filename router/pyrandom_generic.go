@@ -6,6 +6,10 @@ package router
 // runs the portable code.
 var seedSIMD = false
 
-func mtSeedLanesAVX2(st *[mtN][mtLanes]uint32, add *[2][mtLanes]uint32, out *uint32, nout int) {
-	panic("router: mtSeedLanesAVX2 called without AVX2")
+func mtSeed32AVX2(st, add, out *uint32, nout int) {
+	panic("router: mtSeed32AVX2 called without AVX2")
+}
+
+func mtSeed64AVX2(st, add, out *uint32, nout int) {
+	panic("router: mtSeed64AVX2 called without AVX2")
 }

@@ -109,37 +109,42 @@ func BenchmarkSeed4(b *testing.B) {
 	}
 }
 
-// The vector seeder must equal mtSeed and the generator, lane by lane, for
-// one- and two-word seeds and every output it produces.
+// The vector seeders must equal mtSeed and the generator, lane by lane, for
+// one- and two-word seeds and every output they produce.
 func TestSeedLanesEqualsGenerator(t *testing.T) {
 	if !seedSIMD {
 		t.Skip("no vector seeder on this CPU or build")
 	}
-	var seeds [mtLanes]uint64
-	for l := range seeds {
-		seeds[l] = uint64(l) * 0x9e3779b97f4a7c15 >> (l % 40)
-	}
-	seeds[0], seeds[1], seeds[2], seeds[3] = 0, 1<<32-1, 1<<32, 18446744073709551615
-	var add [2][mtLanes]uint32
-	for l, s := range seeds {
-		add[0][l], add[1][l] = seedAddends(s)
-	}
-	st := new([mtN][mtLanes]uint32)
-	out := new([mtFastOutputs][mtLanes]uint32)
-	mtSeedLanesAVX2(st, &add, &out[0][0], mtFastOutputs)
-	for l, seed := range seeds {
-		var one [mtN]uint32
-		mtSeed(&one, seed)
-		for i := range one {
-			if st[i][l] != one[i] {
-				t.Fatalf("lane %d (seed %d) word %d = %#x, mtSeed %#x", l, seed, i, st[i][l], one[i])
-			}
+	for _, c := range []struct {
+		width int
+		seed  func(st, add, out *uint32, nout int)
+	}{{32, mtSeed32AVX2}, {64, mtSeed64AVX2}} {
+		seeds := make([]uint64, c.width)
+		for l := range seeds {
+			seeds[l] = uint64(l) * 0x9e3779b97f4a7c15 >> (l % 40)
 		}
-		var r pyRandom
-		r.seed(seed)
-		for i := range mtFastOutputs {
-			if got, want := out[i][l], r.uint32(); got != want {
-				t.Fatalf("lane %d (seed %d) output %d = %d, generator %d", l, seed, i, got, want)
+		seeds[0], seeds[1], seeds[2], seeds[c.width-1] = 0, 1<<32-1, 1<<32, 18446744073709551615
+		add := make([]uint32, 2*c.width)
+		for l, s := range seeds {
+			add[l], add[c.width+l] = seedAddends(s)
+		}
+		st := make([]uint32, mtN*c.width)
+		out := make([]uint32, mtFastOutputs*c.width)
+		c.seed(&st[0], &add[0], &out[0], mtFastOutputs)
+		for l, seed := range seeds {
+			var one [mtN]uint32
+			mtSeed(&one, seed)
+			for i := range one {
+				if got := st[i*c.width+l]; got != one[i] {
+					t.Fatalf("width %d lane %d (seed %d) word %d = %#x, mtSeed %#x", c.width, l, seed, i, got, one[i])
+				}
+			}
+			var r pyRandom
+			r.seed(seed)
+			for i := range mtFastOutputs {
+				if got, want := out[i*c.width+l], r.uint32(); got != want {
+					t.Fatalf("width %d lane %d (seed %d) output %d = %d, generator %d", c.width, l, seed, i, got, want)
+				}
 			}
 		}
 	}
@@ -186,58 +191,27 @@ func TestSeedCachePaths(t *testing.T) {
 	}
 }
 
-// BenchmarkSeedLanes: the vector seeder, 32 seeds and their first 48 outputs
-// per run (ns/op is per run; divide by 32 for a seed).
+// BenchmarkSeedLanes: the vector seeders, 32 or 64 seeds and their first 48
+// outputs per run; ns/seed is the cost of one seed.
 func BenchmarkSeedLanes(b *testing.B) {
 	if !seedSIMD {
 		b.Skip("no vector seeder on this CPU or build")
 	}
-	st := new([mtN][mtLanes]uint32)
-	out := new([mtFastOutputs][mtLanes]uint32)
-	var add [2][mtLanes]uint32
-	for i := range b.N {
-		for l := range mtLanes {
-			add[0][l], add[1][l] = seedAddends(uint64(i*mtLanes + l))
-		}
-		mtSeedLanesAVX2(st, &add, &out[0][0], 48)
-	}
-}
-
-// Decisions are the same whichever seeder runs: tie-heavy batches (all ranks
-// tied, and 256 ranks, whose shuffles outrun the precomputed outputs) and
-// ordinary ones, with and without matches.
-func TestTieBreakSeedersAgree(t *testing.T) {
-	if !seedSIMD {
-		t.Skip("no vector seeder on this CPU or build")
-	}
-	defer func() { seedSIMD = true }()
-	cases := []struct {
-		name  string
-		batch benchBatch
-	}{
-		{"ties_256x16", newTiesBatch(256, 16)},
-		{"ties_300x64", newTiesBatch(300, 64)},
-		{"ties_600x256", newTiesBatch(600, 256)},
-		{"plain_256x16", newBenchBatch(256, 16, 2048, benchOpts{})},
-		{"matches_256x16", newBenchBatch(256, 16, 2048, benchOpts{matches: true})},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			size := len(c.batch.states)
-			var got [2]Result
-			for i, simd := range []bool{false, true} {
-				seedSIMD = simd
-				r, err := New(DefaultConfig(PolicyKVCacheAware, size))
-				if err != nil {
-					t.Fatal(err)
+	for _, c := range []struct {
+		width int
+		seed  func(st, add, out *uint32, nout int)
+	}{{32, mtSeed32AVX2}, {64, mtSeed64AVX2}} {
+		b.Run(fmt.Sprint(c.width), func(b *testing.B) {
+			st := make([]uint32, mtN*c.width)
+			out := make([]uint32, 48*c.width)
+			add := make([]uint32, 2*c.width)
+			for i := range b.N {
+				for l := range c.width {
+					add[l], add[c.width+l] = seedAddends(uint64(i*c.width + l))
 				}
-				if err := r.RouteInto(&got[i], c.batch.states, c.batch.reqs, c.batch.maxn, c.batch.matches); err != nil {
-					t.Fatal(err)
-				}
+				c.seed(&st[0], &add[0], &out[0], 48)
 			}
-			if !slices.Equal(got[0].Ranks, got[1].Ranks) {
-				t.Errorf("ranks differ: portable %v, vector %v", got[0].Ranks, got[1].Ranks)
-			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*c.width), "ns/seed")
 		})
 	}
 }
