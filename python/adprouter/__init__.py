@@ -274,6 +274,8 @@ _INTS = [struct.Struct("=%di" % k) for k in range(PREFIX_TOKENS + 1)]
 
 _lib = None
 _lib_lock = threading.Lock()
+# adpr_route's address in _lib, for adprouter._speedups.route.
+_route_address = None
 
 
 def library_path():
@@ -331,6 +333,8 @@ def _load():
         lib.adpr_route.restype = ctypes.c_int32
         lib.adpr_route.argtypes = [ctypes.c_uint64, ctypes.POINTER(_Batch),
                                    ctypes.POINTER(_Result), ctypes.c_char_p, ctypes.c_size_t]
+        global _route_address
+        _route_address = ctypes.cast(lib.adpr_route, ctypes.c_void_p).value
         got = lib.adpr_abi_version()
         if got != ABI_VERSION:
             raise Error("%s has ABI version %d, this binding needs %d" % (path, got, ABI_VERSION))
@@ -690,6 +694,23 @@ class Router:
             raise InvalidArgumentError("states and requests must be sequences: %s" % (e,),
                                        _INVALID_ARGUMENT) from None
         sp = _speedups
+        if sp is not None and self._lib is _lib and (match_lens is None or not isinstance(match_lens, array)):
+            # The C path: packing and the adpr_route call in one, through
+            # the function's address (no ctypes conversions); None means
+            # something unusual, which the general path below handles.
+            ranks = array("i", bytes(4 * nr))
+            order = array("Q", bytes(8 * nr))
+            offsets = array("i", bytes(4 * (ns + 1)))
+            with self._lock:
+                if not self._handle:
+                    raise InvalidHandleError("the router is closed", _INVALID_HANDLE)
+                got = sp.route(_route_address, self._handle, states, requests, self._send_tokens, match_lens,
+                               match_format == "pairs", maxn, self._errbuf, ranks, order, offsets)
+                if got is not None:
+                    status, expected = got
+                    if status != _OK:
+                        _raise(status, self._errbuf)
+                    return _LazyResult(order, offsets, ranks, expected)
         sbuf = sp.pack_states(states) if sp else None
         if sbuf is None:
             sbuf = _pack_states(states)

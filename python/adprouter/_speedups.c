@@ -300,30 +300,47 @@ static int pack_request(PyObject *q, Py_ssize_t limit, adpr_request *out, growbu
     return 0;
 }
 
+/* Packs requests (an exact list or tuple) into reqs[len(requests)] and the
+ * token and text buffers. Returns 0, FALLBACK or -1 (memory error). */
+static int fill_requests(PyObject *requests, Py_ssize_t limit, adpr_request *reqs, growbuf *tok, growbuf *text)
+{
+    if (request_type == NULL || !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
+        return FALLBACK;
+    Py_ssize_t nr = PySequence_Fast_GET_SIZE(requests);
+    PyObject **items = PySequence_Fast_ITEMS(requests);
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < nr && rc == 0; i++)
+        rc = pack_request(items[i], limit, &reqs[i], tok, text);
+    return rc;
+}
+
+/* send_tokens as a limit: None is -1 (whole prompts). */
+static int send_limit(PyObject *send, Py_ssize_t *limit)
+{
+    *limit = -1;
+    if (send != Py_None) {
+        *limit = PyLong_AsSsize_t(send);
+        if (*limit == -1 && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
 static PyObject *pack_requests(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *requests, *send;
-    if (!PyArg_ParseTuple(args, "OO", &requests, &send))
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "OO", &requests, &send) || send_limit(send, &limit) < 0)
         return NULL;
     if (request_type == NULL || !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
         Py_RETURN_NONE;
-    Py_ssize_t limit = -1; /* send None: whole prompts */
-    if (send != Py_None) {
-        limit = PyLong_AsSsize_t(send);
-        if (limit == -1 && PyErr_Occurred())
-            return NULL;
-    }
     Py_ssize_t nr = PySequence_Fast_GET_SIZE(requests);
-    PyObject **items = PySequence_Fast_ITEMS(requests);
     PyObject *rbuf = PyBytes_FromStringAndSize(NULL, nr * (Py_ssize_t)sizeof(adpr_request));
     if (rbuf == NULL)
         return NULL;
-    adpr_request *reqs = (adpr_request *)PyBytes_AS_STRING(rbuf);
     growbuf tok = {0}, text = {0};
     PyObject *result = NULL;
-    int rc = 0;
-    for (Py_ssize_t i = 0; i < nr && rc == 0; i++)
-        rc = pack_request(items[i], limit, &reqs[i], &tok, &text);
+    int rc = fill_requests(requests, limit, (adpr_request *)PyBytes_AS_STRING(rbuf), &tok, &text);
     if (rc == FALLBACK) {
         result = Py_None;
         Py_INCREF(result);
@@ -338,25 +355,23 @@ static PyObject *pack_requests(PyObject *Py_UNUSED(self), PyObject *args)
     return result;
 }
 
-static PyObject *pack_states(PyObject *Py_UNUSED(self), PyObject *states)
+/* Packs states (an exact list or tuple) into st[len(states)]. Returns 0 or
+ * FALLBACK. */
+static int fill_states(PyObject *states, adpr_rank_state *st)
 {
     if (state_type == NULL || !(PyList_CheckExact(states) || PyTuple_CheckExact(states)))
-        Py_RETURN_NONE;
+        return FALLBACK;
     Py_ssize_t ns = PySequence_Fast_GET_SIZE(states);
     PyObject **items = PySequence_Fast_ITEMS(states);
-    PyObject *out = PyBytes_FromStringAndSize(NULL, ns * (Py_ssize_t)sizeof(adpr_rank_state));
-    if (out == NULL)
-        return NULL;
-    adpr_rank_state *st = (adpr_rank_state *)PyBytes_AS_STRING(out);
     for (Py_ssize_t i = 0; i < ns; i++) {
         PyObject *s = items[i];
         if (!Py_IS_TYPE(s, state_type))
-            goto fallback;
+            return FALLBACK;
         PyObject *v[S_SLOTS];
         for (int k = 0; k < S_SLOTS; k++) {
             v[k] = slot(s, state_off[k]);
             if (v[k] == NULL)
-                goto fallback;
+                return FALLBACK;
         }
         long long rank, active, tokens, cap, free_;
         if (read_int(v[S_RANK], INT32_MIN, INT32_MAX, &rank) ||
@@ -364,17 +379,28 @@ static PyObject *pack_states(PyObject *Py_UNUSED(self), PyObject *states)
             read_int(v[S_TOKENS], INT64_MIN, INT64_MAX, &tokens) ||
             read_int(v[S_CAP], INT64_MIN, INT64_MAX, &cap) ||
             read_int(v[S_FREE], INT64_MIN, INT64_MAX, &free_))
-            goto fallback;
+            return FALLBACK;
         int pressure = PyObject_IsTrue(v[S_PRESSURE]);
         if (pressure < 0) {
             PyErr_Clear();
-            goto fallback;
+            return FALLBACK;
         }
         adpr_rank_state r = {(int32_t)rank, (int32_t)active, tokens, cap, free_, (uint32_t)pressure, 0};
         st[i] = r;
     }
-    return out;
-fallback:
+    return 0;
+}
+
+static PyObject *pack_states(PyObject *Py_UNUSED(self), PyObject *states)
+{
+    if (state_type == NULL || !(PyList_CheckExact(states) || PyTuple_CheckExact(states)))
+        Py_RETURN_NONE;
+    Py_ssize_t ns = PySequence_Fast_GET_SIZE(states);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, ns * (Py_ssize_t)sizeof(adpr_rank_state));
+    if (out == NULL)
+        return NULL;
+    if (fill_states(states, (adpr_rank_state *)PyBytes_AS_STRING(out)) == 0)
+        return out;
     Py_DECREF(out);
     Py_RETURN_NONE;
 }
@@ -542,29 +568,26 @@ static int fill_pairs(PyObject *m, int32_t *out, Py_ssize_t ns, Py_ssize_t r, Py
     return 0;
 }
 
-static PyObject *match_table(PyObject *Py_UNUSED(self), PyObject *args)
+/* Fills table[len(requests) * len(match_lens)] (zeroed by the caller) from
+ * match_lens, an exact list or tuple with one entry per rank, in the dict/row
+ * forms or, with pairs, the raw [id, len, ...] form. Returns 0, FALLBACK or
+ * -1 (memory error). */
+static int fill_table(PyObject *match_lens, PyObject *requests, int pairs, int32_t *table)
 {
-    PyObject *match_lens, *requests;
-    int pairs;
-    if (!PyArg_ParseTuple(args, "OOp", &match_lens, &requests, &pairs))
-        return NULL;
     if (request_type == NULL || !(PyList_CheckExact(match_lens) || PyTuple_CheckExact(match_lens)) ||
         !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
-        Py_RETURN_NONE;
+        return FALLBACK;
     Py_ssize_t ns = PySequence_Fast_GET_SIZE(match_lens), nr = PySequence_Fast_GET_SIZE(requests);
     PyObject **rows = PySequence_Fast_ITEMS(match_lens);
-    PyObject *out = PyBytes_FromStringAndSize(NULL, 4 * ns * nr);
     PyObject **ids = PyMem_Malloc((nr + 1) * sizeof *ids);
     char *seen = PyMem_Malloc(nr + 1);
     PyObject *pos = NULL;
-    if (out == NULL || ids == NULL || seen == NULL) {
-        Py_XDECREF(out);
+    if (ids == NULL || seen == NULL) {
         PyMem_Free(ids);
         PyMem_Free(seen);
-        return PyErr_NoMemory();
+        PyErr_NoMemory();
+        return -1;
     }
-    int32_t *table = (int32_t *)PyBytes_AS_STRING(out);
-    memset(table, 0, 4 * ns * nr);
     int rc = request_ids(PySequence_Fast_ITEMS(requests), nr, ids);
     for (Py_ssize_t r = 0; r < ns && rc == 0; r++) {
         PyObject *m = rows[r];
@@ -578,12 +601,159 @@ static PyObject *match_table(PyObject *Py_UNUSED(self), PyObject *args)
     Py_XDECREF(pos);
     PyMem_Free(ids);
     PyMem_Free(seen);
+    return rc;
+}
+
+static PyObject *match_table(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *match_lens, *requests;
+    int pairs;
+    if (!PyArg_ParseTuple(args, "OOp", &match_lens, &requests, &pairs))
+        return NULL;
+    if (!(PyList_CheckExact(match_lens) || PyTuple_CheckExact(match_lens)) ||
+        !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
+        Py_RETURN_NONE;
+    Py_ssize_t ns = PySequence_Fast_GET_SIZE(match_lens), nr = PySequence_Fast_GET_SIZE(requests);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 4 * ns * nr);
+    if (out == NULL)
+        return NULL;
+    memset(PyBytes_AS_STRING(out), 0, 4 * ns * nr);
+    int rc = fill_table(match_lens, requests, pairs, (int32_t *)PyBytes_AS_STRING(out));
     if (rc == 0)
         return out;
     Py_DECREF(out);
     if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
+}
+
+/* --- route: packing and the adpr_route call in one ----------------------------
+ *
+ * adpr_batch and adpr_route_result as include/adprouter.h lays them out
+ * (LP64), and adpr_route's signature. */
+typedef struct {
+    const adpr_rank_state *states;
+    int32_t num_states, num_requests;
+    const adpr_request *requests;
+    const int32_t *tokens;
+    int64_t tokens_len;
+    const char *text;
+    int64_t text_len;
+    const int32_t *match_lens;
+    int32_t max_num_active_requests;
+} adpr_batch;
+
+typedef struct {
+    int32_t *request_rank;
+    uint64_t *order;
+    int32_t *rank_offsets;
+    int32_t expected, num_unassigned;
+} adpr_route_result;
+
+typedef int32_t (*adpr_route_fn)(uint64_t router, const adpr_batch *batch, adpr_route_result *result, char *err,
+                                 size_t err_len);
+
+/* A writable contiguous buffer of at least n bytes, or FALLBACK. */
+static int out_buffer(PyObject *o, Py_ssize_t n, Py_buffer *view)
+{
+    if (PyObject_GetBuffer(o, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        return FALLBACK;
+    }
+    if (view->len < n) {
+        PyBuffer_Release(view);
+        return FALLBACK;
+    }
+    return 0;
+}
+
+/* route(adpr_route address, handle, states, requests, send_tokens,
+ * match_lens, pairs, max_num_active_requests, errbuf, ranks, order, offsets)
+ * packs the batch as the functions above do, calls adpr_route with the GIL
+ * released, writing into the ranks, order and offsets buffers, and returns
+ * (status, expected); or None, having called nothing, where the Python path
+ * must run. The caller holds the router's lock and has checked the handle
+ * and max_num_active_requests. */
+static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "route() takes 12 arguments");
+        return NULL;
+    }
+    PyObject *states = args[2], *requests = args[3], *match_lens = args[5];
+    void *fn = PyLong_AsVoidPtr(args[0]);
+    unsigned long long handle = PyLong_AsUnsignedLongLong(args[1]);
+    Py_ssize_t limit;
+    int pairs = PyObject_IsTrue(args[6]);
+    long maxn = PyLong_AsLong(args[7]);
+    if (PyErr_Occurred() || pairs < 0 || send_limit(args[4], &limit) < 0)
+        return NULL;
+    if (fn == NULL || request_type == NULL || !(PyList_CheckExact(states) || PyTuple_CheckExact(states)) ||
+        !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)) ||
+        (match_lens != Py_None && !(PyList_CheckExact(match_lens) || PyTuple_CheckExact(match_lens))))
+        Py_RETURN_NONE;
+    Py_ssize_t ns = PySequence_Fast_GET_SIZE(states), nr = PySequence_Fast_GET_SIZE(requests);
+    if (ns > INT32_MAX || nr > INT32_MAX || maxn < 1 || maxn > INT32_MAX ||
+        (match_lens != Py_None && PySequence_Fast_GET_SIZE(match_lens) != ns))
+        Py_RETURN_NONE;
+
+    Py_buffer err = {0}, ranks = {0}, order = {0}, offsets = {0};
+    adpr_rank_state *st = PyMem_Malloc(ns * sizeof *st + 1);
+    adpr_request *reqs = PyMem_Malloc(nr * sizeof *reqs + 1);
+    int32_t *table = match_lens != Py_None ? PyMem_Calloc(ns * nr + 1, 4) : NULL;
+    growbuf tok = {0}, text = {0};
+    PyObject *result = NULL;
+    int rc = 0;
+    if (st == NULL || reqs == NULL || (match_lens != Py_None && table == NULL)) {
+        PyErr_NoMemory();
+        rc = -1;
+    }
+    if (rc == 0)
+        rc = fill_states(states, st);
+    if (rc == 0)
+        rc = fill_requests(requests, limit, reqs, &tok, &text);
+    if (rc == 0 && table != NULL)
+        rc = fill_table(match_lens, requests, pairs, table);
+    int have_err = 0, have_ranks = 0, have_order = 0, have_offsets = 0;
+    if (rc == 0 && (rc = out_buffer(args[8], 1, &err)) == 0)
+        have_err = 1;
+    if (rc == 0 && (rc = out_buffer(args[9], 4 * nr, &ranks)) == 0)
+        have_ranks = 1;
+    if (rc == 0 && (rc = out_buffer(args[10], 8 * nr, &order)) == 0)
+        have_order = 1;
+    if (rc == 0 && (rc = out_buffer(args[11], 4 * (ns + 1), &offsets)) == 0)
+        have_offsets = 1;
+    if (rc == 0) {
+        adpr_batch batch = {
+            ns ? st : NULL, (int32_t)ns, (int32_t)nr, nr ? reqs : NULL,
+            tok.len ? (const int32_t *)tok.p : NULL, tok.len / 4,
+            text.len ? text.p : NULL, text.len,
+            table != NULL && ns > 0 && nr > 0 ? table : NULL, (int32_t)maxn,
+        };
+        adpr_route_result out = {ranks.buf, order.buf, offsets.buf, 0, 0};
+        int32_t status;
+        Py_BEGIN_ALLOW_THREADS
+        status = ((adpr_route_fn)fn)((uint64_t)handle, &batch, &out, err.buf, (size_t)err.len);
+        Py_END_ALLOW_THREADS
+        result = Py_BuildValue("(ii)", (int)status, (int)out.expected);
+    } else if (rc == FALLBACK) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    if (have_err)
+        PyBuffer_Release(&err);
+    if (have_ranks)
+        PyBuffer_Release(&ranks);
+    if (have_order)
+        PyBuffer_Release(&order);
+    if (have_offsets)
+        PyBuffer_Release(&offsets);
+    PyMem_Free(st);
+    PyMem_Free(reqs);
+    PyMem_Free(table);
+    PyMem_Free(tok.p);
+    PyMem_Free(text.p);
+    return result;
 }
 
 /* --- Request: the C form of adprouter.Request -------------------------------
@@ -843,6 +1013,9 @@ static PyMethodDef methods[] = {
     {"pack_states", pack_states, METH_O, "pack_states(states) -> adpr_rank_state bytes, or None."},
     {"match_table", match_table, METH_VARARGS,
      "match_table(match_lens, requests, pairs) -> int32 bytes, row-major by request, or None."},
+    {"route", (PyCFunction)(void (*)(void))route, METH_FASTCALL,
+     "route(adpr_route address, handle, states, requests, send_tokens, match_lens, pairs, max_active, "
+     "errbuf, ranks, order, offsets) -> (status, expected), or None where the Python path must run."},
     {NULL, NULL, 0, NULL},
 };
 

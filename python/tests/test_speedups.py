@@ -8,6 +8,7 @@ error messages identical. Its Request type must behave as the pure-Python class 
 """
 
 import array
+import collections
 import copy
 import ctypes
 import gc
@@ -186,6 +187,77 @@ class PackingTest(BothPaths):
                     res = r.route(sts, reqs, 16, matches)
                     outcomes.append((res.assignment, res.expected, res.unassigned, res.ranks))
             self.assertEqual(outcomes[0], outcomes[1], it)
+
+
+class RouteInCTest(BothPaths):
+    def call(self, r, sts, reqs, maxn, match_lens=None, pairs=False):
+        """_built.route on r: (its return value, ranks, order, offsets)."""
+        ranks, order, offsets = (array.array("i", [0] * len(reqs)), array.array("Q", [0] * len(reqs)),
+                                 array.array("i", [0] * (len(sts) + 1)))
+        _built.configure(Request, REQUEST_FIELDS, RankState, RankState.__slots__)
+        got = _built.route(adprouter._route_address, r._handle, sts, reqs, r._send_tokens, match_lens, pairs,
+                           maxn, r._errbuf, ranks, order, offsets)
+        return got, ranks.tolist(), order.tolist(), offsets.tolist()
+
+    def test_same_outputs_as_ctypes(self):
+        rng = random.Random(17)
+        for it in range(20):
+            dp = rng.choice((1, 3, 8))
+            sts, reqs = batch(rng, rng.randrange(0, 50), dp, ("list", "array"))
+            m = [{q.id: rng.randrange(300) for q in reqs if rng.random() < 0.7} for _ in range(dp)]
+            with self.subTest(iteration=it), Router(policy="kv_cache_aware", dp_size=dp) as r1, \
+                    Router(policy="kv_cache_aware", dp_size=dp) as r2:
+                got, ranks, order, offsets = self.call(r1, sts, reqs, 64, m)
+                adprouter._use_speedups(None)
+                want = r2.route(sts, reqs, 64, m)
+                self.assertEqual(got, (0, want.expected))
+                self.assertEqual(ranks, want.ranks)
+                self.assertEqual(order[:offsets[-1]], [i for k in range(dp) for i in want.assignment[k]])
+                self.assertEqual(order[offsets[-1]:], want.unassigned)
+
+    def test_router_routes_through_it(self):
+        calls = []
+
+        class Spy:
+            def __getattr__(self, name):
+                return getattr(_built, name)
+
+            def route(self, *args):
+                got = _built.route(*args)
+                calls.append(got)
+                return got
+
+        adprouter._use_speedups(Spy())
+        with Router(policy="kv_cache_aware", dp_size=2) as r:
+            res = r.route(test_binding.idle(2), [Request(1, tokens=[1, 2]), Request(2, tokens=[1, 2])], 8,
+                          [{1: 2}, {}])
+            self.assertEqual(res.ranks, [0, 1])
+            self.assertEqual(calls, [(0, res.expected)])
+            with self.assertRaises(InvalidArgumentError):
+                r.route(test_binding.idle(2), [Request(1, target_rank=2)], 8)
+            self.assertEqual(calls[-1][0], adprouter._INVALID_ARGUMENT)
+
+    def test_library_errors_come_back(self):
+        with Router(policy="kv_cache_aware", dp_size=2) as r:
+            got, *_ = self.call(r, test_binding.idle(2), [Request(1, tokens=[1], target_rank=5)], 8)
+            self.assertEqual(got[0], adprouter._INVALID_ARGUMENT)
+            self.assertIn(b"target_rank", r._errbuf.value)
+
+    def test_unusual_input_goes_to_python(self):
+        class MyRequest(Request):
+            __slots__ = ()
+
+        with Router(policy="kv_cache_aware", dp_size=2) as r:
+            sts = test_binding.idle(2)
+            for name, args in [
+                ("subclass", (sts, [MyRequest(1, tokens=[1])], 8)),
+                ("states a UserList", (collections.UserList(sts), [Request(1)], 8)),
+                ("match rows != ranks", (sts, [Request(1)], 8, [{}])),
+                ("match_lens a dict", (sts, [Request(1)], 8, {0: {}})),
+                ("id not in the batch", (sts, [Request(1)], 8, [{2: 1}, {}])),
+            ]:
+                with self.subTest(name):
+                    self.assertIsNone(self.call(r, *args)[0])
 
 
 class MatchFormsTest(BothPaths):
