@@ -965,8 +965,11 @@ class _LazyResult(RouteResult):
             return RouteResult.assignment.__get__(self)
         except AttributeError:
             order, offsets = self._order, self._offsets
-            lists = [order[offsets[r]:offsets[r + 1]].tolist() for r in range(len(offsets) - 1)]
-            value = dict(enumerate(lists))
+            sp = _speedups
+            value = sp.assignment(order, offsets) if sp else None
+            if value is None:
+                lists = [order[offsets[r]:offsets[r + 1]].tolist() for r in range(len(offsets) - 1)]
+                value = dict(enumerate(lists))
             RouteResult.assignment.__set__(self, value)
             return value
 

@@ -756,6 +756,67 @@ static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
     return result;
 }
 
+/* assignment(order, offsets) -> {rank: [ids placed on it, in order]} for
+ * every rank, from adpr_route_result's order (uint64) and rank_offsets
+ * (int32, dp_size + 1 values) buffers, as RouteResult.assignment holds it;
+ * None if the buffers are not what the binding passes. */
+static PyObject *assignment(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *order_obj, *offsets_obj, *out = NULL;
+    if (!PyArg_ParseTuple(args, "OO", &order_obj, &offsets_obj))
+        return NULL;
+    Py_buffer order, offsets;
+    if (PyObject_GetBuffer(order_obj, &order, PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (PyObject_GetBuffer(offsets_obj, &offsets, PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&order);
+        Py_RETURN_NONE;
+    }
+    const uint64_t *ids = order.buf;
+    const int32_t *off = offsets.buf;
+    Py_ssize_t nids = order.len / 8, nranks = offsets.len / 4 - 1;
+    int ok = order.len % 8 == 0 && offsets.len % 4 == 0 && nranks >= 0;
+    for (Py_ssize_t r = 0; ok && r < nranks; r++)
+        ok = off[r] >= 0 && off[r] <= off[r + 1] && off[r + 1] <= nids;
+    if (!ok) {
+        out = Py_None;
+        Py_INCREF(out);
+        goto done;
+    }
+    if ((out = PyDict_New()) == NULL)
+        goto done;
+    for (Py_ssize_t r = 0; r < nranks; r++) {
+        PyObject *lst = PyList_New(off[r + 1] - off[r]), *key = NULL;
+        if (lst == NULL)
+            goto fail;
+        for (Py_ssize_t i = off[r]; i < off[r + 1]; i++) {
+            PyObject *v = PyLong_FromUnsignedLongLong(ids[i]);
+            if (v == NULL) {
+                Py_DECREF(lst);
+                goto fail;
+            }
+            PyList_SET_ITEM(lst, i - off[r], v);
+        }
+        if ((key = PyLong_FromSsize_t(r)) == NULL || PyDict_SetItem(out, key, lst) < 0) {
+            Py_XDECREF(key);
+            Py_DECREF(lst);
+            goto fail;
+        }
+        Py_DECREF(key);
+        Py_DECREF(lst);
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&order);
+    PyBuffer_Release(&offsets);
+    return out;
+}
+
 /* --- Request: the C form of adprouter.Request -------------------------------
  *
  * Building 256 Request objects through the Python class costs about as much
@@ -1013,6 +1074,8 @@ static PyMethodDef methods[] = {
     {"pack_states", pack_states, METH_O, "pack_states(states) -> adpr_rank_state bytes, or None."},
     {"match_table", match_table, METH_VARARGS,
      "match_table(match_lens, requests, pairs) -> int32 bytes, row-major by request, or None."},
+    {"assignment", assignment, METH_VARARGS,
+     "assignment(order, offsets) -> {rank: [ids]} for every rank, or None."},
     {"route", (PyCFunction)(void (*)(void))route, METH_FASTCALL,
      "route(adpr_route address, handle, states, requests, send_tokens, match_lens, pairs, max_active, "
      "errbuf, ranks, order, offsets) -> (status, expected), or None where the Python path must run."},

@@ -237,6 +237,21 @@ class RouteInCTest(BothPaths):
                 r.route(test_binding.idle(2), [Request(1, target_rank=2)], 8)
             self.assertEqual(calls[-1][0], adprouter._INVALID_ARGUMENT)
 
+    def test_assignment(self):
+        rng = random.Random(2)
+        for it in range(30):
+            dp, n = rng.randrange(1, 9), rng.randrange(0, 40)
+            order = array.array("Q", [rng.randrange(2 ** 64) for _ in range(n)])
+            cuts = sorted(rng.randrange(n + 1) for _ in range(dp))
+            offsets = array.array("i", [0] + cuts)
+            want = {r: order[offsets[r]:offsets[r + 1]].tolist() for r in range(dp)}
+            self.assertEqual(_built.assignment(order, offsets), want, it)
+        good = array.array("Q", [1, 2])
+        for bad_order, bad_offsets in [(good, array.array("i", [0, 3])), (good, array.array("i", [1, 0])),
+                                       (good, array.array("i", [-1, 1])), (b"123", array.array("i", [0, 0])),
+                                       (good, b"\0\0\0"), (good, 5)]:
+            self.assertIsNone(_built.assignment(bad_order, bad_offsets))
+
     def test_library_errors_come_back(self):
         with Router(policy="kv_cache_aware", dp_size=2) as r:
             got, *_ = self.call(r, test_binding.idle(2), [Request(1, tokens=[1], target_rank=5)], 8)
