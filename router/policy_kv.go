@@ -286,16 +286,18 @@ func prefixOf(q *Request) []int32 {
 // demand, several requests at a time along the routing order: the chains of
 // independent seeds run side by side at little more than the cost of one
 // (four interleaved in portable Go; with AVX2, 32 as four 8-lane vectors for
-// a decision's first tie, 64 as eight from its second on, when ties are
-// evidently common, unless 32 cover the rest).
+// a decision's first tie, then 64 as eight while most seeded streams get
+// used, one at a time once few do).
 type seedCache struct {
-	off   []int32 // per routing position: offset into outs, or -1
-	n     []int32 // per routing position: outputs stored
-	outs  []uint32
-	simd  bool       // this decision seeds with the AVX2 seeders
-	fills int        // seeding runs in this decision
-	width []int32    // per routing position: distance in outs between its outputs
-	lanes *seedLanes // scratch, allocated on first use
+	off    []int32 // per routing position: offset into outs, or -1
+	n      []int32 // per routing position: outputs stored
+	outs   []uint32
+	simd   bool       // this decision seeds with the AVX2 seeders
+	fills  int        // seeding runs in this decision
+	seeded int        // streams computed in this decision
+	used   int        // streams asked for in this decision
+	width  []int32    // per routing position: distance in outs between its outputs
+	lanes  *seedLanes // scratch, allocated on first use
 }
 
 // seedLanes is the scratch of one seeding run.
@@ -313,12 +315,13 @@ func (c *seedCache) reset(n int) {
 		c.off[i] = -1
 	}
 	c.outs = c.outs[:0]
-	c.simd, c.fills = seedSIMD, 0
+	c.simd, c.fills, c.seeded, c.used = seedSIMD, 0, 0, 0
 }
 
 // stream returns the random stream of the request at routing position pos,
 // sized for shuffles of up to m ranks.
 func (c *seedCache) stream(pos int, rest []int, reqs []Request, m int) mtStream {
+	c.used++
 	if c.off[pos] < 0 {
 		c.fill(pos, rest, reqs, m)
 	}
@@ -354,12 +357,18 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
 			lanes++
 		}
 	}
-	if c.simd && (c.fills == 0 || lanes <= 32) {
-		width = 32 // the first tie may be the only one; or 32 lanes are enough
+	switch {
+	case !c.simd:
+	case c.fills > 0 && c.used*8 < c.seeded:
+		width = 1 // ties are rare here: seed just this request
+	case c.fills == 0 || c.used*2 < c.seeded || lanes <= 32:
+		width = 32 // the first tie, ties now and then, or 32 lanes are enough
 	}
+	lanes = min(lanes, width)
 	c.fills++
+	c.seeded += lanes
 	start := len(c.outs)
-	if c.simd {
+	if c.simd && width > 1 {
 		// The outputs stay lane-interleaved: stream l reads every
 		// width-th word from start+l.
 		for l := range width {
@@ -371,7 +380,7 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
 		} else {
 			mtSeed64AVX2(&sl.st[0], &sl.add[0], &c.outs[start], want)
 		}
-		for l := range min(lanes, width) {
+		for l := range lanes {
 			c.off[at[l]], c.n[at[l]], c.width[at[l]] = int32(start+l), int32(want), int32(width)
 		}
 		return

@@ -151,43 +151,56 @@ func TestSeedLanesEqualsGenerator(t *testing.T) {
 }
 
 // Both seeding paths of a decision's seed cache give every position the
-// same stream, whatever order positions are asked in.
+// same stream, whatever order positions are asked in: dense ties (32, then
+// 64 lanes at once with AVX2), then sparse ones (one at a time).
 func TestSeedCachePaths(t *testing.T) {
-	reqs := make([]Request, 100)
+	reqs := make([]Request, 300)
 	rest := make([]int, len(reqs))
 	for i := range reqs {
 		reqs[i].ID = uint64(i*i) << (i % 37)
 		rest[i] = len(reqs) - 1 - i
 	}
-	order := []int{5, 0, 99, 37, 6, 70, 1, 2, 98, 38}
-	var caches [2]seedCache
+	var dense []int
+	for p := 5; p <= 36; p++ {
+		dense = append(dense, p) // all of the first fill used
+	}
+	dense = append(dense, 0, 40, 99, 150, 299, 1, 98)
+	sparse := []int{0, 100, 140, 180, 220, 260, 1}
 	saved := seedSIMD
 	defer func() { seedSIMD = saved }()
-	for c, simd := range []bool{false, true} {
-		if simd && !saved {
-			t.Skip("no vector seeder on this CPU or build")
+	if !saved {
+		t.Skip("no vector seeder on this CPU or build")
+	}
+	widths := map[int32]bool{}
+	for _, order := range [][]int{dense, sparse} {
+		var caches [2]seedCache
+		for c, simd := range []bool{false, true} {
+			seedSIMD = simd
+			caches[c].reset(len(rest))
+			for _, pos := range order {
+				caches[c].stream(pos, rest, reqs, 16)
+			}
 		}
-		seedSIMD = simd
-		caches[c].reset(len(rest))
 		for _, pos := range order {
-			caches[c].stream(pos, rest, reqs, 16)
+			widths[caches[1].width[pos]] = true
+			var r pyRandom
+			r.seed(reqs[rest[pos]].ID)
+			for c := range caches {
+				if n := caches[c].n[pos]; n != 2*16+16 {
+					t.Fatalf("cache %d position %d: %d outputs, want %d", c, pos, n, 2*16+16)
+				}
+			}
+			s0, s1 := caches[0].stream(pos, rest, reqs, 16), caches[1].stream(pos, rest, reqs, 16)
+			for i := range 300 {
+				want := r.uint32()
+				if a, b := s0.next(), s1.next(); a != want || b != want {
+					t.Fatalf("position %d output %d: portable %d, vector %d, generator %d", pos, i, a, b, want)
+				}
+			}
 		}
 	}
-	for _, pos := range order {
-		var r pyRandom
-		r.seed(reqs[rest[pos]].ID)
-		for c := range caches {
-			if n := caches[c].n[pos]; n != 2*16+16 {
-				t.Fatalf("cache %d position %d: %d outputs, want %d", c, pos, n, 2*16+16)
-			}
-		}
-		s0, s1 := caches[0].stream(pos, rest, reqs, 16), caches[1].stream(pos, rest, reqs, 16)
-		for i := range 300 {
-			want := r.uint32()
-			if a, b := s0.next(), s1.next(); a != want || b != want {
-				t.Fatalf("position %d output %d: portable %d, vector %d, generator %d", pos, i, a, b, want)
-			}
-		}
+	if !widths[1] || !widths[32] || !widths[64] {
+		t.Errorf("vector cache seeded with widths %v, want 1, 32 and 64 all exercised", widths)
 	}
 }
 
@@ -212,6 +225,45 @@ func BenchmarkSeedLanes(b *testing.B) {
 				c.seed(&st[0], &add[0], &out[0], 48)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*c.width), "ns/seed")
+		})
+	}
+}
+
+// Decisions are the same whichever seeder runs: tie-heavy batches (all ranks
+// tied, and 256 ranks, whose shuffles outrun the precomputed outputs) and
+// ordinary ones, with and without matches.
+func TestTieBreakSeedersAgree(t *testing.T) {
+	if !seedSIMD {
+		t.Skip("no vector seeder on this CPU or build")
+	}
+	defer func() { seedSIMD = true }()
+	cases := []struct {
+		name  string
+		batch benchBatch
+	}{
+		{"ties_256x16", newTiesBatch(256, 16)},
+		{"ties_300x64", newTiesBatch(300, 64)},
+		{"ties_600x256", newTiesBatch(600, 256)},
+		{"plain_256x16", newBenchBatch(256, 16, 2048, benchOpts{})},
+		{"matches_256x16", newBenchBatch(256, 16, 2048, benchOpts{matches: true})},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			size := len(c.batch.states)
+			var got [2]Result
+			for i, simd := range []bool{false, true} {
+				seedSIMD = simd
+				r, err := New(DefaultConfig(PolicyKVCacheAware, size))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := r.RouteInto(&got[i], c.batch.states, c.batch.reqs, c.batch.maxn, c.batch.matches); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !slices.Equal(got[0].Ranks, got[1].Ranks) {
+				t.Errorf("ranks differ: portable %v, vector %v", got[0].Ranks, got[1].Ranks)
+			}
 		})
 	}
 }
