@@ -184,17 +184,24 @@ func BenchmarkRouteShape(b *testing.B) {
 // ranks and identical prompts, so most requests tie and need a seeded shuffle.
 func BenchmarkRouteTies(b *testing.B) {
 	for _, size := range []int{16, 64} {
-		batch := newBenchBatch(256, size, 2048, benchOpts{})
-		for k := range batch.states {
-			batch.states[k] = RankState{Rank: k}
-		}
-		for i := range batch.reqs {
-			batch.reqs[i].Tokens = batch.reqs[0].Tokens
-		}
+		batch := newTiesBatch(256, size)
 		b.Run(fmt.Sprintf("256req_x_%dranks", size), func(b *testing.B) {
 			benchRoute(b, DefaultConfig(PolicyKVCacheAware, size), batch)
 		})
 	}
+}
+
+// newTiesBatch is the tie-break's worst case: idle ranks and identical
+// prompts, so nearly every request ties on every eligible rank.
+func newTiesBatch(nreq, size int) benchBatch {
+	batch := newBenchBatch(nreq, size, 2048, benchOpts{})
+	for k := range batch.states {
+		batch.states[k] = RankState{Rank: k}
+	}
+	for i := range batch.reqs {
+		batch.reqs[i].Tokens = batch.reqs[0].Tokens
+	}
+	return batch
 }
 
 // BenchmarkPromptLength: the same KV-aware decision with 2k- and 32k-token

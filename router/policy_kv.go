@@ -78,6 +78,35 @@ func (r *Router) routeKVAware(b *batch) {
 
 	beta := r.cfg.LoadBalanceWeight
 	r.seeds.reset(len(rest))
+
+	// The reference sums the eligible ranks' token loads afresh for every
+	// request. While every load and the whole batch's tokens stay below
+	// 2^53 those sums are of integers, exact in any order, so one running
+	// sum (less ranks leaving, plus tokens placed) equals them bit for bit.
+	// Above that the sum is recomputed in the reference's order.
+	bound := 0.0
+	for _, t := range tokens {
+		bound += t
+	}
+	for _, i := range rest {
+		bound += float64(b.reqs[i].Len())
+	}
+	running := bound < 1<<53
+	var eligSum float64
+	for _, k := range eligible {
+		eligSum += tokens[k]
+	}
+	// place puts request i on rank k, keeping eligible and eligSum.
+	place := func(i, k int) {
+		before := tokens[k]
+		r.placeKV(b, i, k, row, tokens)
+		eligSum += tokens[k] - before
+		if count[k] >= expected {
+			eligible = slices.DeleteFunc(eligible, func(e int) bool { return e == k })
+			eligSum -= tokens[k]
+		}
+	}
+
 	for pos, i := range rest {
 		if len(eligible) == 0 {
 			break // every rank is at the soft cap: the rest stay unassigned
@@ -91,19 +120,21 @@ func (r *Router) routeKVAware(b *batch) {
 			if k := r.demandRank(b, i, eligible, allow, tokens); k >= 0 {
 				r.stats.warmup++
 				r.stats.demand++
-				r.placeKV(b, i, k, row, tokens)
-				if count[k] >= expected {
-					eligible = slices.DeleteFunc(eligible, func(e int) bool { return e == k })
-				}
+				place(i, k)
 				continue
 			}
 		}
 
 		nf := float64(n)
-		var sum float64
+		sum := eligSum
+		if !running {
+			sum = 0
+			for _, k := range eligible {
+				sum += tokens[k]
+			}
+		}
 		maxMatch := 0
 		for _, k := range eligible {
-			sum += tokens[k]
 			maxMatch = max(maxMatch, row[k])
 		}
 		denom := max(sum, nf)
@@ -115,16 +146,38 @@ func (r *Router) routeKVAware(b *batch) {
 		// The lowest (score, tokens) pair, and how many ranks share it.
 		var bestScore, bestTokens float64
 		best, ties := -1, 0
-		for _, k := range eligible {
-			if !allowed(allow, k) {
-				continue
+		if !gate {
+			// Without cache affinity the score is n + β·(tokens/denom·n):
+			// each operation is monotone (β, n >= 0, denom > 0), so a
+			// lower load never scores higher and equal loads score the
+			// same. The lowest pair is the first rank with the lowest
+			// load, its ties the ranks with that load: no divisions.
+			for _, k := range eligible {
+				if !allowed(allow, k) {
+					continue
+				}
+				switch t := tokens[k]; {
+				case best < 0 || t < bestTokens:
+					best, bestTokens, ties = k, t, 1
+				case t == bestTokens:
+					ties++
+				}
 			}
-			s := score(n, row[k], gate, nf, denom, beta, tokens[k])
-			switch {
-			case best < 0 || s < bestScore || (s == bestScore && tokens[k] < bestTokens):
-				best, bestScore, bestTokens, ties = k, s, tokens[k], 1
-			case s == bestScore && tokens[k] == bestTokens:
-				ties++
+			if best >= 0 {
+				bestScore = score(n, row[best], gate, nf, denom, beta, bestTokens)
+			}
+		} else {
+			for _, k := range eligible {
+				if !allowed(allow, k) {
+					continue
+				}
+				s := score(n, row[k], gate, nf, denom, beta, tokens[k])
+				switch {
+				case best < 0 || s < bestScore || (s == bestScore && tokens[k] < bestTokens):
+					best, bestScore, bestTokens, ties = k, s, tokens[k], 1
+				case s == bestScore && tokens[k] == bestTokens:
+					ties++
+				}
 			}
 		}
 		if ties > 1 {
@@ -142,10 +195,7 @@ func (r *Router) routeKVAware(b *batch) {
 			}
 		}
 
-		r.placeKV(b, i, best, row, tokens)
-		if count[best] >= expected {
-			eligible = slices.DeleteFunc(eligible, func(k int) bool { return k == best })
-		}
+		place(i, best)
 	}
 	r.eligible = eligible
 	r.finish(b)
@@ -234,53 +284,117 @@ func prefixOf(q *Request) []int32 {
 // their random.Random(id) streams. Seeding MT19937 is the dominant cost of the
 // tie-break (a chain of ~1,250 dependent multiplies per seed), and it is only
 // needed for requests whose best score is tied, so streams are computed on
-// demand, four requests at a time along the routing order: the four chains
-// run interleaved at nearly the cost of one.
+// demand, several requests at a time along the routing order: the chains of
+// independent seeds run side by side at little more than the cost of one
+// (four interleaved in portable Go; with AVX2, 32 as four 8-lane vectors for
+// a decision's first tie, then 64 as eight while most seeded streams get
+// used, one at a time once few do).
 type seedCache struct {
-	off   []int32 // per routing position: offset into outs, or -1
-	n     []int32 // per routing position: outputs stored
-	outs  []uint32
-	lanes [4][mtN]uint32
+	off    []int32 // per routing position: offset into outs, or -1
+	n      []int32 // per routing position: outputs stored
+	outs   []uint32
+	simd   bool       // this decision seeds with the AVX2 seeders
+	fills  int        // seeding runs in this decision
+	seeded int        // streams computed in this decision
+	used   int        // streams asked for in this decision
+	width  []int32    // per routing position: distance in outs between its outputs
+	lanes  *seedLanes // scratch, allocated on first use
+}
+
+// seedLanes is the scratch of one seeding run.
+type seedLanes struct {
+	four [4][mtN]uint32        // portable: four states
+	st   [mtN * mtLanes]uint32 // AVX2: the states, lane-interleaved
+	add  [2 * mtLanes]uint32   // AVX2: per-lane addends (odd, even i)
 }
 
 func (c *seedCache) reset(n int) {
 	c.off = slices.Grow(c.off[:0], n)[:n]
 	c.n = slices.Grow(c.n[:0], n)[:n]
+	c.width = slices.Grow(c.width[:0], n)[:n]
 	for i := range c.off {
 		c.off[i] = -1
 	}
 	c.outs = c.outs[:0]
+	c.simd, c.fills, c.seeded, c.used = seedSIMD, 0, 0, 0
 }
 
 // stream returns the random stream of the request at routing position pos,
 // sized for shuffles of up to m ranks.
 func (c *seedCache) stream(pos int, rest []int, reqs []Request, m int) mtStream {
+	c.used++
 	if c.off[pos] < 0 {
-		// Enough outputs for a shuffle of m ranks in all but rare cases
-		// (each draw is accepted with probability > 1/2); mtStream falls
-		// back to the full generator if a shuffle needs more.
-		want := min(2*m+16, mtFastOutputs)
-		var seeds [4]uint64
-		var at [4]int
-		lanes := 0
-		for p := pos; p < len(rest) && lanes < 4; p++ {
-			if c.off[p] < 0 {
-				seeds[lanes], at[lanes] = reqs[rest[p]].ID, p
-				lanes++
-			}
-		}
-		if lanes == 1 {
-			mtSeed(&c.lanes[0], seeds[0])
-		} else {
-			mtSeed4(&c.lanes, &seeds)
-		}
-		for l := range lanes {
-			start := len(c.outs)
-			c.outs = slices.Grow(c.outs, want)[:start+want]
-			mtFirstOutputs(&c.lanes[l], c.outs[start:])
-			c.off[at[l]], c.n[at[l]] = int32(start), int32(want)
+		c.fill(pos, rest, reqs, m)
+	}
+	o, n, w := int(c.off[pos]), int(c.n[pos]), int(c.width[pos])
+	return mtStream{
+		seed:   reqs[rest[pos]].ID,
+		prefix: c.outs[o : o+(n-1)*w+1],
+		stride: w,
+	}
+}
+
+// fill computes the streams of the request at routing position pos and of
+// the next unseeded ones after it, as many as one seeding run handles.
+func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
+	if c.lanes == nil {
+		c.lanes = new(seedLanes)
+	}
+	sl := c.lanes
+	// Enough outputs for a shuffle of m ranks in all but rare cases (each
+	// draw is accepted with probability > 1/2); mtStream falls back to the
+	// full generator if a shuffle needs more.
+	want := min(2*m+16, mtFastOutputs)
+	width := 4
+	if c.simd {
+		width = mtLanes
+	}
+	var seeds [mtLanes]uint64
+	var at [mtLanes]int
+	lanes := 0
+	for p := pos; p < len(rest) && lanes < width; p++ {
+		if c.off[p] < 0 {
+			seeds[lanes], at[lanes] = reqs[rest[p]].ID, p
+			lanes++
 		}
 	}
-	o := c.off[pos]
-	return mtStream{seed: reqs[rest[pos]].ID, prefix: c.outs[o : o+c.n[pos]]}
+	switch {
+	case !c.simd:
+	case c.fills > 0 && c.used*8 < c.seeded:
+		width = 1 // ties are rare here: seed just this request
+	case c.fills == 0 || c.used*2 < c.seeded || lanes <= 32:
+		width = 32 // the first tie, ties now and then, or 32 lanes are enough
+	}
+	lanes = min(lanes, width)
+	c.fills++
+	c.seeded += lanes
+	start := len(c.outs)
+	if c.simd && width > 1 {
+		// The outputs stay lane-interleaved: stream l reads every
+		// width-th word from start+l.
+		for l := range width {
+			sl.add[l], sl.add[width+l] = seedAddends(seeds[l])
+		}
+		c.outs = slices.Grow(c.outs, want*width)[:start+want*width]
+		if width == 32 {
+			mtSeed32AVX2(&sl.st[0], &sl.add[0], &c.outs[start], want)
+		} else {
+			mtSeed64AVX2(&sl.st[0], &sl.add[0], &c.outs[start], want)
+		}
+		for l := range lanes {
+			c.off[at[l]], c.n[at[l]], c.width[at[l]] = int32(start+l), int32(want), int32(width)
+		}
+		return
+	}
+	if lanes == 1 {
+		mtSeed(&sl.four[0], seeds[0])
+	} else {
+		mtSeed4(&sl.four, (*[4]uint64)(seeds[:4]))
+	}
+	c.outs = slices.Grow(c.outs, want*lanes)[:start+want*lanes]
+	for l := range lanes {
+		o := start + l*want
+		mtFirstOutputs(&sl.four[l], c.outs[o:o+want])
+		c.off[at[l]], c.n[at[l]], c.width[at[l]] = int32(o), int32(want), 1
+	}
 }

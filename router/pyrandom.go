@@ -19,6 +19,9 @@ const (
 	// seeded state without running the full 624-word twist: output t < 227
 	// depends only on the seeded words t, t+1 and t+397.
 	mtFastOutputs = mtN - mtM
+
+	// mtLanes is the most generators the vector seeders seed at once.
+	mtLanes = 64
 )
 
 // mtGenrandBase is init_genrand(19650218), the first step of every
@@ -172,26 +175,33 @@ func (r *pyRandom) uint32() uint32 {
 }
 
 // mtStream yields the genrand_uint32 outputs of one seed: first from a
-// precomputed prefix, then, if a shuffle needs more (rare: a long run of
-// rejections or a very large dp_size), from a fully seeded pyRandom that skips
-// what the prefix already gave.
+// precomputed prefix (every stride-th word of prefix, from its first; stride
+// 0 means 1), then, if a shuffle needs more (rare: a long run of rejections or
+// a very large dp_size), from a fully seeded pyRandom that skips what the
+// prefix already gave.
 type mtStream struct {
 	seed     uint64
 	prefix   []uint32
-	pos      int
+	stride   int
+	pos      int // outputs taken
+	at       int // index in prefix of the next output
 	fallback *pyRandom
 }
 
 func (s *mtStream) next() uint32 {
-	if s.pos < len(s.prefix) {
-		v := s.prefix[s.pos]
+	if s.at < len(s.prefix) {
+		v := s.prefix[s.at]
+		s.at += max(s.stride, 1)
 		s.pos++
 		return v
 	}
+	return s.generate()
+}
+
+// generate returns the next output once the prefix is used up.
+func (s *mtStream) generate() uint32 {
 	if s.fallback == nil {
 		s.fallback = new(pyRandom)
-	}
-	if s.pos == len(s.prefix) {
 		s.fallback.seed(s.seed)
 		for range s.pos {
 			s.fallback.uint32()
@@ -201,23 +211,30 @@ func (s *mtStream) next() uint32 {
 	return s.fallback.uint32()
 }
 
-// randbelow returns CPython's Random._randbelow(n) for 0 < n <= 2^32: draw
-// k = bit_length(n) top bits until the value is below n.
-func (s *mtStream) randbelow(n uint32) uint32 {
-	k := uint(bits.Len32(n))
-	for {
-		r := uint32(uint64(s.next()) >> (32 - k))
-		if r < n {
-			return r
-		}
-	}
-}
-
 // shuffle permutes x exactly as CPython's Random.shuffle does with this
-// stream: for i from len-1 down to 1 swap x[i] with x[randbelow(i+1)].
+// stream: for i from len-1 down to 1 swap x[i] with x[_randbelow(i+1)],
+// where _randbelow(n) draws k = bit_length(n) top bits of an output until
+// the value is below n. It is the tie-break's inner loop, so draws from the
+// prefix are inlined.
 func (s *mtStream) shuffle(x []int) {
+	stride := max(s.stride, 1)
 	for i := len(x) - 1; i > 0; i-- {
-		j := s.randbelow(uint32(i + 1))
+		n := uint32(i + 1)
+		shift := 32 - uint(bits.Len32(n))
+		var j uint32
+		for {
+			var v uint32
+			if s.at < len(s.prefix) {
+				v = s.prefix[s.at]
+				s.at += stride
+				s.pos++
+			} else {
+				v = s.generate()
+			}
+			if j = v >> shift; j < n {
+				break
+			}
+		}
 		x[i], x[j] = x[j], x[i]
 	}
 }

@@ -64,3 +64,162 @@ func BenchmarkSeed4(b *testing.B) {
 		mtSeed4(&mt, &seeds)
 	}
 }
+
+// The vector seeders must equal mtSeed and the generator, lane by lane, for
+// one- and two-word seeds and every output they produce.
+func TestSeedLanesEqualsGenerator(t *testing.T) {
+	if !seedSIMD {
+		t.Skip("no vector seeder on this CPU or build")
+	}
+	for _, c := range []struct {
+		width int
+		seed  func(st, add, out *uint32, nout int)
+	}{{32, mtSeed32AVX2}, {64, mtSeed64AVX2}} {
+		seeds := make([]uint64, c.width)
+		for l := range seeds {
+			seeds[l] = uint64(l) * 0x9e3779b97f4a7c15 >> (l % 40)
+		}
+		seeds[0], seeds[1], seeds[2], seeds[c.width-1] = 0, 1<<32-1, 1<<32, 18446744073709551615
+		add := make([]uint32, 2*c.width)
+		for l, s := range seeds {
+			add[l], add[c.width+l] = seedAddends(s)
+		}
+		st := make([]uint32, mtN*c.width)
+		out := make([]uint32, mtFastOutputs*c.width)
+		c.seed(&st[0], &add[0], &out[0], mtFastOutputs)
+		for l, seed := range seeds {
+			var one [mtN]uint32
+			mtSeed(&one, seed)
+			for i := range one {
+				if got := st[i*c.width+l]; got != one[i] {
+					t.Fatalf("width %d lane %d (seed %d) word %d = %#x, mtSeed %#x", c.width, l, seed, i, got, one[i])
+				}
+			}
+			var r pyRandom
+			r.seed(seed)
+			for i := range mtFastOutputs {
+				if got, want := out[i*c.width+l], r.uint32(); got != want {
+					t.Fatalf("width %d lane %d (seed %d) output %d = %d, generator %d", c.width, l, seed, i, got, want)
+				}
+			}
+		}
+	}
+}
+
+// Both seeding paths of a decision's seed cache give every position the
+// same stream, whatever order positions are asked in: dense ties (32, then
+// 64 lanes at once with AVX2), then sparse ones (one at a time).
+func TestSeedCachePaths(t *testing.T) {
+	reqs := make([]Request, 300)
+	rest := make([]int, len(reqs))
+	for i := range reqs {
+		reqs[i].ID = uint64(i*i) << (i % 37)
+		rest[i] = len(reqs) - 1 - i
+	}
+	var dense []int
+	for p := 5; p <= 36; p++ {
+		dense = append(dense, p) // all of the first fill used
+	}
+	dense = append(dense, 0, 40, 99, 150, 299, 1, 98)
+	sparse := []int{0, 100, 140, 180, 220, 260, 1}
+	saved := seedSIMD
+	defer func() { seedSIMD = saved }()
+	if !saved {
+		t.Skip("no vector seeder on this CPU or build")
+	}
+	widths := map[int32]bool{}
+	for _, order := range [][]int{dense, sparse} {
+		var caches [2]seedCache
+		for c, simd := range []bool{false, true} {
+			seedSIMD = simd
+			caches[c].reset(len(rest))
+			for _, pos := range order {
+				caches[c].stream(pos, rest, reqs, 16)
+			}
+		}
+		for _, pos := range order {
+			widths[caches[1].width[pos]] = true
+			var r pyRandom
+			r.seed(reqs[rest[pos]].ID)
+			for c := range caches {
+				if n := caches[c].n[pos]; n != 2*16+16 {
+					t.Fatalf("cache %d position %d: %d outputs, want %d", c, pos, n, 2*16+16)
+				}
+			}
+			s0, s1 := caches[0].stream(pos, rest, reqs, 16), caches[1].stream(pos, rest, reqs, 16)
+			for i := range 300 {
+				want := r.uint32()
+				if a, b := s0.next(), s1.next(); a != want || b != want {
+					t.Fatalf("position %d output %d: portable %d, vector %d, generator %d", pos, i, a, b, want)
+				}
+			}
+		}
+	}
+	if !widths[1] || !widths[32] || !widths[64] {
+		t.Errorf("vector cache seeded with widths %v, want 1, 32 and 64 all exercised", widths)
+	}
+}
+
+// BenchmarkSeedLanes: the vector seeders, 32 or 64 seeds and their first 48
+// outputs per run; ns/seed is the cost of one seed.
+func BenchmarkSeedLanes(b *testing.B) {
+	if !seedSIMD {
+		b.Skip("no vector seeder on this CPU or build")
+	}
+	for _, c := range []struct {
+		width int
+		seed  func(st, add, out *uint32, nout int)
+	}{{32, mtSeed32AVX2}, {64, mtSeed64AVX2}} {
+		b.Run(fmt.Sprint(c.width), func(b *testing.B) {
+			st := make([]uint32, mtN*c.width)
+			out := make([]uint32, 48*c.width)
+			add := make([]uint32, 2*c.width)
+			for i := range b.N {
+				for l := range c.width {
+					add[l], add[c.width+l] = seedAddends(uint64(i*c.width + l))
+				}
+				c.seed(&st[0], &add[0], &out[0], 48)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*c.width), "ns/seed")
+		})
+	}
+}
+
+// Decisions are the same whichever seeder runs: tie-heavy batches (all ranks
+// tied, and 256 ranks, whose shuffles outrun the precomputed outputs) and
+// ordinary ones, with and without matches.
+func TestTieBreakSeedersAgree(t *testing.T) {
+	if !seedSIMD {
+		t.Skip("no vector seeder on this CPU or build")
+	}
+	defer func() { seedSIMD = true }()
+	cases := []struct {
+		name  string
+		batch benchBatch
+	}{
+		{"ties_256x16", newTiesBatch(256, 16)},
+		{"ties_300x64", newTiesBatch(300, 64)},
+		{"ties_600x256", newTiesBatch(600, 256)},
+		{"plain_256x16", newBenchBatch(256, 16, 2048, benchOpts{})},
+		{"matches_256x16", newBenchBatch(256, 16, 2048, benchOpts{matches: true})},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			size := len(c.batch.states)
+			var got [2]Result
+			for i, simd := range []bool{false, true} {
+				seedSIMD = simd
+				r, err := New(DefaultConfig(PolicyKVCacheAware, size))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := r.RouteInto(&got[i], c.batch.states, c.batch.reqs, c.batch.maxn, c.batch.matches); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !slices.Equal(got[0].Ranks, got[1].Ranks) {
+				t.Errorf("ranks differ: portable %v, vector %v", got[0].Ranks, got[1].Ranks)
+			}
+		})
+	}
+}

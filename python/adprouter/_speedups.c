@@ -300,30 +300,47 @@ static int pack_request(PyObject *q, Py_ssize_t limit, adpr_request *out, growbu
     return 0;
 }
 
+/* Packs requests (an exact list or tuple) into reqs[len(requests)] and the
+ * token and text buffers. Returns 0, FALLBACK or -1 (memory error). */
+static int fill_requests(PyObject *requests, Py_ssize_t limit, adpr_request *reqs, growbuf *tok, growbuf *text)
+{
+    if (request_type == NULL || !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
+        return FALLBACK;
+    Py_ssize_t nr = PySequence_Fast_GET_SIZE(requests);
+    PyObject **items = PySequence_Fast_ITEMS(requests);
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < nr && rc == 0; i++)
+        rc = pack_request(items[i], limit, &reqs[i], tok, text);
+    return rc;
+}
+
+/* send_tokens as a limit: None is -1 (whole prompts). */
+static int send_limit(PyObject *send, Py_ssize_t *limit)
+{
+    *limit = -1;
+    if (send != Py_None) {
+        *limit = PyLong_AsSsize_t(send);
+        if (*limit == -1 && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
 static PyObject *pack_requests(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *requests, *send;
-    if (!PyArg_ParseTuple(args, "OO", &requests, &send))
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "OO", &requests, &send) || send_limit(send, &limit) < 0)
         return NULL;
     if (request_type == NULL || !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
         Py_RETURN_NONE;
-    Py_ssize_t limit = -1; /* send None: whole prompts */
-    if (send != Py_None) {
-        limit = PyLong_AsSsize_t(send);
-        if (limit == -1 && PyErr_Occurred())
-            return NULL;
-    }
     Py_ssize_t nr = PySequence_Fast_GET_SIZE(requests);
-    PyObject **items = PySequence_Fast_ITEMS(requests);
     PyObject *rbuf = PyBytes_FromStringAndSize(NULL, nr * (Py_ssize_t)sizeof(adpr_request));
     if (rbuf == NULL)
         return NULL;
-    adpr_request *reqs = (adpr_request *)PyBytes_AS_STRING(rbuf);
     growbuf tok = {0}, text = {0};
     PyObject *result = NULL;
-    int rc = 0;
-    for (Py_ssize_t i = 0; i < nr && rc == 0; i++)
-        rc = pack_request(items[i], limit, &reqs[i], &tok, &text);
+    int rc = fill_requests(requests, limit, (adpr_request *)PyBytes_AS_STRING(rbuf), &tok, &text);
     if (rc == FALLBACK) {
         result = Py_None;
         Py_INCREF(result);
@@ -338,25 +355,23 @@ static PyObject *pack_requests(PyObject *Py_UNUSED(self), PyObject *args)
     return result;
 }
 
-static PyObject *pack_states(PyObject *Py_UNUSED(self), PyObject *states)
+/* Packs states (an exact list or tuple) into st[len(states)]. Returns 0 or
+ * FALLBACK. */
+static int fill_states(PyObject *states, adpr_rank_state *st)
 {
     if (state_type == NULL || !(PyList_CheckExact(states) || PyTuple_CheckExact(states)))
-        Py_RETURN_NONE;
+        return FALLBACK;
     Py_ssize_t ns = PySequence_Fast_GET_SIZE(states);
     PyObject **items = PySequence_Fast_ITEMS(states);
-    PyObject *out = PyBytes_FromStringAndSize(NULL, ns * (Py_ssize_t)sizeof(adpr_rank_state));
-    if (out == NULL)
-        return NULL;
-    adpr_rank_state *st = (adpr_rank_state *)PyBytes_AS_STRING(out);
     for (Py_ssize_t i = 0; i < ns; i++) {
         PyObject *s = items[i];
         if (!Py_IS_TYPE(s, state_type))
-            goto fallback;
+            return FALLBACK;
         PyObject *v[S_SLOTS];
         for (int k = 0; k < S_SLOTS; k++) {
             v[k] = slot(s, state_off[k]);
             if (v[k] == NULL)
-                goto fallback;
+                return FALLBACK;
         }
         long long rank, active, tokens, cap, free_;
         if (read_int(v[S_RANK], INT32_MIN, INT32_MAX, &rank) ||
@@ -364,17 +379,28 @@ static PyObject *pack_states(PyObject *Py_UNUSED(self), PyObject *states)
             read_int(v[S_TOKENS], INT64_MIN, INT64_MAX, &tokens) ||
             read_int(v[S_CAP], INT64_MIN, INT64_MAX, &cap) ||
             read_int(v[S_FREE], INT64_MIN, INT64_MAX, &free_))
-            goto fallback;
+            return FALLBACK;
         int pressure = PyObject_IsTrue(v[S_PRESSURE]);
         if (pressure < 0) {
             PyErr_Clear();
-            goto fallback;
+            return FALLBACK;
         }
         adpr_rank_state r = {(int32_t)rank, (int32_t)active, tokens, cap, free_, (uint32_t)pressure, 0};
         st[i] = r;
     }
-    return out;
-fallback:
+    return 0;
+}
+
+static PyObject *pack_states(PyObject *Py_UNUSED(self), PyObject *states)
+{
+    if (state_type == NULL || !(PyList_CheckExact(states) || PyTuple_CheckExact(states)))
+        Py_RETURN_NONE;
+    Py_ssize_t ns = PySequence_Fast_GET_SIZE(states);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, ns * (Py_ssize_t)sizeof(adpr_rank_state));
+    if (out == NULL)
+        return NULL;
+    if (fill_states(states, (adpr_rank_state *)PyBytes_AS_STRING(out)) == 0)
+        return out;
     Py_DECREF(out);
     Py_RETURN_NONE;
 }
@@ -542,29 +568,26 @@ static int fill_pairs(PyObject *m, int32_t *out, Py_ssize_t ns, Py_ssize_t r, Py
     return 0;
 }
 
-static PyObject *match_table(PyObject *Py_UNUSED(self), PyObject *args)
+/* Fills table[len(requests) * len(match_lens)] (zeroed by the caller) from
+ * match_lens, an exact list or tuple with one entry per rank, in the dict/row
+ * forms or, with pairs, the raw [id, len, ...] form. Returns 0, FALLBACK or
+ * -1 (memory error). */
+static int fill_table(PyObject *match_lens, PyObject *requests, int pairs, int32_t *table)
 {
-    PyObject *match_lens, *requests;
-    int pairs;
-    if (!PyArg_ParseTuple(args, "OOp", &match_lens, &requests, &pairs))
-        return NULL;
     if (request_type == NULL || !(PyList_CheckExact(match_lens) || PyTuple_CheckExact(match_lens)) ||
         !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
-        Py_RETURN_NONE;
+        return FALLBACK;
     Py_ssize_t ns = PySequence_Fast_GET_SIZE(match_lens), nr = PySequence_Fast_GET_SIZE(requests);
     PyObject **rows = PySequence_Fast_ITEMS(match_lens);
-    PyObject *out = PyBytes_FromStringAndSize(NULL, 4 * ns * nr);
     PyObject **ids = PyMem_Malloc((nr + 1) * sizeof *ids);
     char *seen = PyMem_Malloc(nr + 1);
     PyObject *pos = NULL;
-    if (out == NULL || ids == NULL || seen == NULL) {
-        Py_XDECREF(out);
+    if (ids == NULL || seen == NULL) {
         PyMem_Free(ids);
         PyMem_Free(seen);
-        return PyErr_NoMemory();
+        PyErr_NoMemory();
+        return -1;
     }
-    int32_t *table = (int32_t *)PyBytes_AS_STRING(out);
-    memset(table, 0, 4 * ns * nr);
     int rc = request_ids(PySequence_Fast_ITEMS(requests), nr, ids);
     for (Py_ssize_t r = 0; r < ns && rc == 0; r++) {
         PyObject *m = rows[r];
@@ -578,6 +601,24 @@ static PyObject *match_table(PyObject *Py_UNUSED(self), PyObject *args)
     Py_XDECREF(pos);
     PyMem_Free(ids);
     PyMem_Free(seen);
+    return rc;
+}
+
+static PyObject *match_table(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *match_lens, *requests;
+    int pairs;
+    if (!PyArg_ParseTuple(args, "OOp", &match_lens, &requests, &pairs))
+        return NULL;
+    if (!(PyList_CheckExact(match_lens) || PyTuple_CheckExact(match_lens)) ||
+        !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
+        Py_RETURN_NONE;
+    Py_ssize_t ns = PySequence_Fast_GET_SIZE(match_lens), nr = PySequence_Fast_GET_SIZE(requests);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 4 * ns * nr);
+    if (out == NULL)
+        return NULL;
+    memset(PyBytes_AS_STRING(out), 0, 4 * ns * nr);
+    int rc = fill_table(match_lens, requests, pairs, (int32_t *)PyBytes_AS_STRING(out));
     if (rc == 0)
         return out;
     Py_DECREF(out);
@@ -585,6 +626,444 @@ static PyObject *match_table(PyObject *Py_UNUSED(self), PyObject *args)
         return NULL;
     Py_RETURN_NONE;
 }
+
+/* --- route: packing and the adpr_route call in one ----------------------------
+ *
+ * adpr_batch and adpr_route_result as include/adprouter.h lays them out
+ * (LP64), and adpr_route's signature. */
+typedef struct {
+    const adpr_rank_state *states;
+    int32_t num_states, num_requests;
+    const adpr_request *requests;
+    const int32_t *tokens;
+    int64_t tokens_len;
+    const char *text;
+    int64_t text_len;
+    const int32_t *match_lens;
+    int32_t max_num_active_requests;
+} adpr_batch;
+
+typedef struct {
+    int32_t *request_rank;
+    uint64_t *order;
+    int32_t *rank_offsets;
+    int32_t expected, num_unassigned;
+} adpr_route_result;
+
+typedef int32_t (*adpr_route_fn)(uint64_t router, const adpr_batch *batch, adpr_route_result *result, char *err,
+                                 size_t err_len);
+
+/* A writable contiguous buffer of at least n bytes, or FALLBACK. */
+static int out_buffer(PyObject *o, Py_ssize_t n, Py_buffer *view)
+{
+    if (PyObject_GetBuffer(o, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        return FALLBACK;
+    }
+    if (view->len < n) {
+        PyBuffer_Release(view);
+        return FALLBACK;
+    }
+    return 0;
+}
+
+/* route(adpr_route address, handle, states, requests, send_tokens,
+ * match_lens, pairs, max_num_active_requests, errbuf, ranks, order, offsets)
+ * packs the batch as the functions above do, calls adpr_route with the GIL
+ * released, writing into the ranks, order and offsets buffers, and returns
+ * (status, expected); or None, having called nothing, where the Python path
+ * must run. The caller holds the router's lock and has checked the handle
+ * and max_num_active_requests. */
+static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "route() takes 12 arguments");
+        return NULL;
+    }
+    PyObject *states = args[2], *requests = args[3], *match_lens = args[5];
+    void *fn = PyLong_AsVoidPtr(args[0]);
+    unsigned long long handle = PyLong_AsUnsignedLongLong(args[1]);
+    Py_ssize_t limit;
+    int pairs = PyObject_IsTrue(args[6]);
+    long maxn = PyLong_AsLong(args[7]);
+    if (PyErr_Occurred() || pairs < 0 || send_limit(args[4], &limit) < 0)
+        return NULL;
+    if (fn == NULL || request_type == NULL || !(PyList_CheckExact(states) || PyTuple_CheckExact(states)) ||
+        !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)) ||
+        (match_lens != Py_None && !(PyList_CheckExact(match_lens) || PyTuple_CheckExact(match_lens))))
+        Py_RETURN_NONE;
+    Py_ssize_t ns = PySequence_Fast_GET_SIZE(states), nr = PySequence_Fast_GET_SIZE(requests);
+    if (ns > INT32_MAX || nr > INT32_MAX || maxn < 1 || maxn > INT32_MAX ||
+        (match_lens != Py_None && PySequence_Fast_GET_SIZE(match_lens) != ns))
+        Py_RETURN_NONE;
+
+    Py_buffer err = {0}, ranks = {0}, order = {0}, offsets = {0};
+    adpr_rank_state *st = PyMem_Malloc(ns * sizeof *st + 1);
+    adpr_request *reqs = PyMem_Malloc(nr * sizeof *reqs + 1);
+    int32_t *table = match_lens != Py_None ? PyMem_Calloc(ns * nr + 1, 4) : NULL;
+    growbuf tok = {0}, text = {0};
+    PyObject *result = NULL;
+    int rc = 0;
+    if (st == NULL || reqs == NULL || (match_lens != Py_None && table == NULL)) {
+        PyErr_NoMemory();
+        rc = -1;
+    }
+    if (rc == 0)
+        rc = fill_states(states, st);
+    if (rc == 0)
+        rc = fill_requests(requests, limit, reqs, &tok, &text);
+    if (rc == 0 && table != NULL)
+        rc = fill_table(match_lens, requests, pairs, table);
+    int have_err = 0, have_ranks = 0, have_order = 0, have_offsets = 0;
+    if (rc == 0 && (rc = out_buffer(args[8], 1, &err)) == 0)
+        have_err = 1;
+    if (rc == 0 && (rc = out_buffer(args[9], 4 * nr, &ranks)) == 0)
+        have_ranks = 1;
+    if (rc == 0 && (rc = out_buffer(args[10], 8 * nr, &order)) == 0)
+        have_order = 1;
+    if (rc == 0 && (rc = out_buffer(args[11], 4 * (ns + 1), &offsets)) == 0)
+        have_offsets = 1;
+    if (rc == 0) {
+        adpr_batch batch = {
+            ns ? st : NULL, (int32_t)ns, (int32_t)nr, nr ? reqs : NULL,
+            tok.len ? (const int32_t *)tok.p : NULL, tok.len / 4,
+            text.len ? text.p : NULL, text.len,
+            table != NULL && ns > 0 && nr > 0 ? table : NULL, (int32_t)maxn,
+        };
+        adpr_route_result out = {ranks.buf, order.buf, offsets.buf, 0, 0};
+        int32_t status;
+        Py_BEGIN_ALLOW_THREADS
+        status = ((adpr_route_fn)fn)((uint64_t)handle, &batch, &out, err.buf, (size_t)err.len);
+        Py_END_ALLOW_THREADS
+        result = Py_BuildValue("(ii)", (int)status, (int)out.expected);
+    } else if (rc == FALLBACK) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    if (have_err)
+        PyBuffer_Release(&err);
+    if (have_ranks)
+        PyBuffer_Release(&ranks);
+    if (have_order)
+        PyBuffer_Release(&order);
+    if (have_offsets)
+        PyBuffer_Release(&offsets);
+    PyMem_Free(st);
+    PyMem_Free(reqs);
+    PyMem_Free(table);
+    PyMem_Free(tok.p);
+    PyMem_Free(text.p);
+    return result;
+}
+
+/* assignment(order, offsets) -> {rank: [ids placed on it, in order]} for
+ * every rank, from adpr_route_result's order (uint64) and rank_offsets
+ * (int32, dp_size + 1 values) buffers, as RouteResult.assignment holds it;
+ * None if the buffers are not what the binding passes. */
+static PyObject *assignment(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *order_obj, *offsets_obj, *out = NULL;
+    if (!PyArg_ParseTuple(args, "OO", &order_obj, &offsets_obj))
+        return NULL;
+    Py_buffer order, offsets;
+    if (PyObject_GetBuffer(order_obj, &order, PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (PyObject_GetBuffer(offsets_obj, &offsets, PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&order);
+        Py_RETURN_NONE;
+    }
+    const uint64_t *ids = order.buf;
+    const int32_t *off = offsets.buf;
+    Py_ssize_t nids = order.len / 8, nranks = offsets.len / 4 - 1;
+    int ok = order.len % 8 == 0 && offsets.len % 4 == 0 && nranks >= 0;
+    for (Py_ssize_t r = 0; ok && r < nranks; r++)
+        ok = off[r] >= 0 && off[r] <= off[r + 1] && off[r + 1] <= nids;
+    if (!ok) {
+        out = Py_None;
+        Py_INCREF(out);
+        goto done;
+    }
+    if ((out = PyDict_New()) == NULL)
+        goto done;
+    for (Py_ssize_t r = 0; r < nranks; r++) {
+        PyObject *lst = PyList_New(off[r + 1] - off[r]), *key = NULL;
+        if (lst == NULL)
+            goto fail;
+        for (Py_ssize_t i = off[r]; i < off[r + 1]; i++) {
+            PyObject *v = PyLong_FromUnsignedLongLong(ids[i]);
+            if (v == NULL) {
+                Py_DECREF(lst);
+                goto fail;
+            }
+            PyList_SET_ITEM(lst, i - off[r], v);
+        }
+        if ((key = PyLong_FromSsize_t(r)) == NULL || PyDict_SetItem(out, key, lst) < 0) {
+            Py_XDECREF(key);
+            Py_DECREF(lst);
+            goto fail;
+        }
+        Py_DECREF(key);
+        Py_DECREF(lst);
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&order);
+    PyBuffer_Release(&offsets);
+    return out;
+}
+
+/* --- Request: the C form of adprouter.Request -------------------------------
+ *
+ * Building 256 Request objects through the Python class costs about as much
+ * as routing them (a Python __init__ frame with keyword arguments and eight
+ * slot stores each). This type has the same attributes (mutable, deletable,
+ * read by the packer through the same member-descriptor offsets as the
+ * class's __slots__), the same signature and defaults, the same repr and the
+ * same call errors, and is constructed through vectorcall without a Python
+ * frame. The binding exports it as adprouter.Request when this module loads;
+ * the pure-Python class stays the definition (and is used without the
+ * module). Subclasses are plain heap types: they construct through
+ * __new__/__init__ and go to the Python packing path like any subclass. */
+
+enum { RQ_NFIELDS = 8 };
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *f[RQ_NFIELDS]; /* id, tokens, num_tokens, target_rank, relax, conversation_id, lora_id, cache_salt */
+} RequestObject;
+
+static const char *const rq_names[RQ_NFIELDS] = {
+    "id", "tokens", "num_tokens", "target_rank", "relax", "conversation_id", "lora_id", "cache_salt",
+};
+static PyObject *rq_interned[RQ_NFIELDS];
+static PyObject *rq_zero;
+
+/* The default of field i (a new reference). */
+static PyObject *rq_default(int i)
+{
+    PyObject *v = i == 4 ? Py_True : i >= 6 ? rq_zero : Py_None;
+    Py_INCREF(v);
+    return v;
+}
+
+/* Index of keyword name among the fields, or -1. */
+static int rq_field(PyObject *name)
+{
+    for (int i = 0; i < RQ_NFIELDS; i++)
+        if (name == rq_interned[i])
+            return i;
+    if (!PyUnicode_Check(name))
+        return -1;
+    for (int i = 0; i < RQ_NFIELDS; i++)
+        if (PyUnicode_CompareWithASCIIString(name, rq_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* Assigns the fields from positional values and keyword (name, value)
+ * pairs, raising the errors Python raises for Request.__init__. Keyword
+ * names and values come either from kwnames + kwvalues (vectorcall) or from
+ * a dict. Returns 0 or -1. */
+static int rq_assign(RequestObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                     PyObject *const *kwvalues, PyObject *kwdict)
+{
+    PyObject *v[RQ_NFIELDS] = {NULL};
+    if (nargs > RQ_NFIELDS) {
+        PyErr_Format(PyExc_TypeError,
+                     "Request.__init__() takes from 2 to %d positional arguments but %zd were given",
+                     RQ_NFIELDS + 1, nargs + 1);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        v[i] = args[i];
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, pos = 0;
+    PyObject *key, *value;
+    for (Py_ssize_t k = 0;; k++) {
+        if (kwnames) {
+            if (k >= nkw)
+                break;
+            key = PyTuple_GET_ITEM(kwnames, k);
+            value = kwvalues[k];
+        } else if (kwdict == NULL || !PyDict_Next(kwdict, &pos, &key, &value)) {
+            break;
+        }
+        int i = rq_field(key);
+        if (i < 0) {
+            if (PyUnicode_Check(key))
+                PyErr_Format(PyExc_TypeError, "Request.__init__() got an unexpected keyword argument '%U'", key);
+            else
+                PyErr_SetString(PyExc_TypeError, "keywords must be strings");
+            return -1;
+        }
+        if (v[i] != NULL) {
+            PyErr_Format(PyExc_TypeError, "Request.__init__() got multiple values for argument '%s'", rq_names[i]);
+            return -1;
+        }
+        v[i] = value;
+    }
+    if (v[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Request.__init__() missing 1 required positional argument: 'id'");
+        return -1;
+    }
+    for (int i = 0; i < RQ_NFIELDS; i++) {
+        PyObject *nv;
+        if (v[i] != NULL) {
+            nv = v[i];
+            Py_INCREF(nv);
+        } else {
+            nv = rq_default(i);
+        }
+        Py_XSETREF(self->f[i], nv);
+    }
+    return 0;
+}
+
+static PyObject *rq_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyTypeObject *tp = (PyTypeObject *)type;
+    RequestObject *self = (RequestObject *)tp->tp_alloc(tp, 0);
+    if (self == NULL)
+        return NULL;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (rq_assign(self, args, nargs, kwnames, args + nargs, NULL) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int rq_init(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    return rq_assign((RequestObject *)self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), NULL, NULL,
+                     kwds);
+}
+
+static int rq_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    for (int i = 0; i < RQ_NFIELDS; i++)
+        Py_VISIT(((RequestObject *)self)->f[i]);
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static int rq_clear(PyObject *self)
+{
+    for (int i = 0; i < RQ_NFIELDS; i++)
+        Py_CLEAR(((RequestObject *)self)->f[i]);
+    return 0;
+}
+
+static void rq_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    rq_clear(self);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+/* A field for repr and __reduce__, raising AttributeError when deleted. */
+static PyObject *rq_get(PyObject *self, int i)
+{
+    PyObject *v = ((RequestObject *)self)->f[i];
+    if (v == NULL)
+        PyErr_Format(PyExc_AttributeError, "'%.200s' object has no attribute '%s'", Py_TYPE(self)->tp_name,
+                     rq_names[i]);
+    return v;
+}
+
+/* Request(id=..., n=..., target_rank=..., relax=..., conversation_id=...),
+ * n being num_tokens, else len(tokens or ()), as the Python class does. */
+static PyObject *rq_repr(PyObject *self)
+{
+    PyObject *ntok = rq_get(self, 2), *id, *target, *relax, *cid, *n;
+    if (ntok == NULL)
+        return NULL;
+    if (ntok != Py_None) {
+        n = ntok;
+        Py_INCREF(n);
+    } else {
+        PyObject *toks = rq_get(self, 1);
+        if (toks == NULL)
+            return NULL;
+        int truth = PyObject_IsTrue(toks);
+        if (truth < 0)
+            return NULL;
+        Py_ssize_t len = truth ? PyObject_Size(toks) : 0;
+        if (len < 0)
+            return NULL;
+        n = PyLong_FromSsize_t(len);
+        if (n == NULL)
+            return NULL;
+    }
+    PyObject *out = NULL;
+    if ((id = rq_get(self, 0)) && (target = rq_get(self, 3)) && (relax = rq_get(self, 4)) &&
+        (cid = rq_get(self, 5)))
+        out = PyUnicode_FromFormat("Request(id=%R, n=%R, target_rank=%R, relax=%R, conversation_id=%R)", id, n,
+                                   target, relax, cid);
+    Py_DECREF(n);
+    return out;
+}
+
+/* Pickles and copies as a call with every field. */
+static PyObject *rq_reduce(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *args = PyTuple_New(RQ_NFIELDS);
+    if (args == NULL)
+        return NULL;
+    for (int i = 0; i < RQ_NFIELDS; i++) {
+        PyObject *v = rq_get(self, i);
+        if (v == NULL) {
+            Py_DECREF(args);
+            return NULL;
+        }
+        Py_INCREF(v);
+        PyTuple_SET_ITEM(args, i, v);
+    }
+    return Py_BuildValue("(ON)", (PyObject *)Py_TYPE(self), args);
+}
+
+static PyMemberDef rq_members[] = {
+    {"id", T_OBJECT_EX, offsetof(RequestObject, f[0]), 0, NULL},
+    {"tokens", T_OBJECT_EX, offsetof(RequestObject, f[1]), 0, NULL},
+    {"num_tokens", T_OBJECT_EX, offsetof(RequestObject, f[2]), 0, NULL},
+    {"target_rank", T_OBJECT_EX, offsetof(RequestObject, f[3]), 0, NULL},
+    {"relax", T_OBJECT_EX, offsetof(RequestObject, f[4]), 0, NULL},
+    {"conversation_id", T_OBJECT_EX, offsetof(RequestObject, f[5]), 0, NULL},
+    {"lora_id", T_OBJECT_EX, offsetof(RequestObject, f[6]), 0, NULL},
+    {"cache_salt", T_OBJECT_EX, offsetof(RequestObject, f[7]), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef rq_methods[] = {
+    {"__reduce__", rq_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot rq_slots[] = {
+    {Py_tp_doc, "Request(id, tokens=None, num_tokens=None, target_rank=None, relax=True, "
+                "conversation_id=None, lora_id=0, cache_salt=0)\n--\n\n"
+                "One new request (the binding sets the full documentation)."},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, rq_init},
+    {Py_tp_traverse, rq_traverse},
+    {Py_tp_clear, rq_clear},
+    {Py_tp_dealloc, rq_dealloc},
+    {Py_tp_repr, rq_repr},
+    {Py_tp_members, rq_members},
+    {Py_tp_methods, rq_methods},
+    {0, NULL},
+};
+
+static PyType_Spec rq_spec = {
+    "adprouter.Request", sizeof(RequestObject), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    rq_slots,
+};
 
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
@@ -595,6 +1074,11 @@ static PyMethodDef methods[] = {
     {"pack_states", pack_states, METH_O, "pack_states(states) -> adpr_rank_state bytes, or None."},
     {"match_table", match_table, METH_VARARGS,
      "match_table(match_lens, requests, pairs) -> int32 bytes, row-major by request, or None."},
+    {"assignment", assignment, METH_VARARGS,
+     "assignment(order, offsets) -> {rank: [ids]} for every rank, or None."},
+    {"route", (PyCFunction)(void (*)(void))route, METH_FASTCALL,
+     "route(adpr_route address, handle, states, requests, send_tokens, match_lens, pairs, max_active, "
+     "errbuf, ranks, order, offsets) -> (status, expected), or None where the Python path must run."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -603,4 +1087,31 @@ static struct PyModuleDef module = {
     "C versions of adprouter's packing hot path; identical results to the Python code.", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__speedups(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    for (int i = 0; i < RQ_NFIELDS; i++)
+        if (rq_interned[i] == NULL && (rq_interned[i] = PyUnicode_InternFromString(rq_names[i])) == NULL)
+            goto fail;
+    if (rq_zero == NULL && (rq_zero = PyLong_FromLong(0)) == NULL)
+        goto fail;
+    PyTypeObject *rq = (PyTypeObject *)PyType_FromSpec(&rq_spec);
+    if (rq == NULL)
+        goto fail;
+    /* Calls of the type itself skip __new__/__init__ (not inherited by
+     * subclasses, which construct the ordinary way). */
+    rq->tp_vectorcall = rq_vectorcall;
+    /* Attribute errors print tp_name, and the class's say 'Request' (its
+     * __module__, "adprouter", comes from the spec's name). */
+    rq->tp_name = "Request";
+    if (PyModule_AddObject(m, "Request", (PyObject *)rq) < 0) {
+        Py_DECREF(rq);
+        goto fail;
+    }
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

@@ -4,13 +4,17 @@ and the match-table input forms against the dict form.
 The extension is compiled here into a temporary folder (skipped without a C compiler
 or Python headers), then every check runs with the binding packing through it and
 through pure Python: the adpr_batch buffers must be identical bytes, decisions and
-error messages identical.
+error messages identical. Its Request type must behave as the pure-Python class does.
 """
 
 import array
+import collections
+import copy
 import ctypes
+import gc
 import importlib.util
 import os
+import pickle
 import random
 import shutil
 import subprocess
@@ -185,6 +189,92 @@ class PackingTest(BothPaths):
             self.assertEqual(outcomes[0], outcomes[1], it)
 
 
+class RouteInCTest(BothPaths):
+    def call(self, r, sts, reqs, maxn, match_lens=None, pairs=False):
+        """_built.route on r: (its return value, ranks, order, offsets)."""
+        ranks, order, offsets = (array.array("i", [0] * len(reqs)), array.array("Q", [0] * len(reqs)),
+                                 array.array("i", [0] * (len(sts) + 1)))
+        _built.configure(Request, REQUEST_FIELDS, RankState, RankState.__slots__)
+        got = _built.route(adprouter._route_address, r._handle, sts, reqs, r._send_tokens, match_lens, pairs,
+                           maxn, r._errbuf, ranks, order, offsets)
+        return got, ranks.tolist(), order.tolist(), offsets.tolist()
+
+    def test_same_outputs_as_ctypes(self):
+        rng = random.Random(17)
+        for it in range(20):
+            dp = rng.choice((1, 3, 8))
+            sts, reqs = batch(rng, rng.randrange(0, 50), dp, ("list", "array"))
+            m = [{q.id: rng.randrange(300) for q in reqs if rng.random() < 0.7} for _ in range(dp)]
+            with self.subTest(iteration=it), Router(policy="kv_cache_aware", dp_size=dp) as r1, \
+                    Router(policy="kv_cache_aware", dp_size=dp) as r2:
+                got, ranks, order, offsets = self.call(r1, sts, reqs, 64, m)
+                adprouter._use_speedups(None)
+                want = r2.route(sts, reqs, 64, m)
+                self.assertEqual(got, (0, want.expected))
+                self.assertEqual(ranks, want.ranks)
+                self.assertEqual(order[:offsets[-1]], [i for k in range(dp) for i in want.assignment[k]])
+                self.assertEqual(order[offsets[-1]:], want.unassigned)
+
+    def test_router_routes_through_it(self):
+        calls = []
+
+        class Spy:
+            def __getattr__(self, name):
+                return getattr(_built, name)
+
+            def route(self, *args):
+                got = _built.route(*args)
+                calls.append(got)
+                return got
+
+        adprouter._use_speedups(Spy())
+        with Router(policy="kv_cache_aware", dp_size=2) as r:
+            res = r.route(test_binding.idle(2), [Request(1, tokens=[1, 2]), Request(2, tokens=[1, 2])], 8,
+                          [{1: 2}, {}])
+            self.assertEqual(res.ranks, [0, 1])
+            self.assertEqual(calls, [(0, res.expected)])
+            with self.assertRaises(InvalidArgumentError):
+                r.route(test_binding.idle(2), [Request(1, target_rank=2)], 8)
+            self.assertEqual(calls[-1][0], adprouter._INVALID_ARGUMENT)
+
+    def test_assignment(self):
+        rng = random.Random(2)
+        for it in range(30):
+            dp, n = rng.randrange(1, 9), rng.randrange(0, 40)
+            order = array.array("Q", [rng.randrange(2 ** 64) for _ in range(n)])
+            cuts = sorted(rng.randrange(n + 1) for _ in range(dp))
+            offsets = array.array("i", [0] + cuts)
+            want = {r: order[offsets[r]:offsets[r + 1]].tolist() for r in range(dp)}
+            self.assertEqual(_built.assignment(order, offsets), want, it)
+        good = array.array("Q", [1, 2])
+        for bad_order, bad_offsets in [(good, array.array("i", [0, 3])), (good, array.array("i", [1, 0])),
+                                       (good, array.array("i", [-1, 1])), (b"123", array.array("i", [0, 0])),
+                                       (good, b"\0\0\0"), (good, 5)]:
+            self.assertIsNone(_built.assignment(bad_order, bad_offsets))
+
+    def test_library_errors_come_back(self):
+        with Router(policy="kv_cache_aware", dp_size=2) as r:
+            got, *_ = self.call(r, test_binding.idle(2), [Request(1, tokens=[1], target_rank=5)], 8)
+            self.assertEqual(got[0], adprouter._INVALID_ARGUMENT)
+            self.assertIn(b"target_rank", r._errbuf.value)
+
+    def test_unusual_input_goes_to_python(self):
+        class MyRequest(Request):
+            __slots__ = ()
+
+        with Router(policy="kv_cache_aware", dp_size=2) as r:
+            sts = test_binding.idle(2)
+            for name, args in [
+                ("subclass", (sts, [MyRequest(1, tokens=[1])], 8)),
+                ("states a UserList", (collections.UserList(sts), [Request(1)], 8)),
+                ("match rows != ranks", (sts, [Request(1)], 8, [{}])),
+                ("match_lens a dict", (sts, [Request(1)], 8, {0: {}})),
+                ("id not in the batch", (sts, [Request(1)], 8, [{2: 1}, {}])),
+            ]:
+                with self.subTest(name):
+                    self.assertIsNone(self.call(r, *args)[0])
+
+
 class MatchFormsTest(BothPaths):
     """Every match-table form gives the dict form's table and decision."""
 
@@ -259,6 +349,114 @@ class MatchFormsTest(BothPaths):
                     self.assertIn(needle, str(cm.exception), name)
                     messages.add(str(cm.exception))
             self.assertEqual(len(messages), 1, (name, messages))
+
+
+REQUEST_FIELDS = ("id", "tokens", "num_tokens", "target_rank", "relax", "conversation_id", "lora_id", "cache_salt")
+
+
+class RequestTypeTest(unittest.TestCase):
+    """_speedups.Request (exported as adprouter.Request when the extension
+    loads) against the pure-Python class it stands in for."""
+
+    def setUp(self):
+        if _built is None or not hasattr(_built, "Request"):
+            self.skipTest("no C compiler or Python headers to build _speedups.c")
+        self.fast, self.slow = _built.Request, adprouter._PyRequest
+
+    def tearDown(self):
+        adprouter._use_speedups(_loaded)
+
+    def outcome(self, fn):
+        """("ok", fields, repr) or (exception type, message) of fn()."""
+        try:
+            q = fn()
+        except Exception as e:  # noqa: BLE001 - comparing whatever is raised
+            return type(e), str(e)
+        return "ok", tuple(getattr(q, f) for f in REQUEST_FIELDS), repr(q)
+
+    def test_same_construction(self):
+        toks = [1, 2, 3]
+        buf = array.array("i", [4, 5])
+        calls = [
+            ((7,), {}), ((7, toks), {}), ((7,), {"tokens": toks}), ((7, None, 99), {}),
+            ((7,), {"num_tokens": 5}), ((7,), {"tokens": ()}), ((7,), {"tokens": buf}),
+            ((7, toks, None, 2, False, "conv", 3, 4), {}),
+            ((), dict(zip(REQUEST_FIELDS, (7, toks, 10, 1, 0, b"c", 2 ** 64 - 1, 5)))),
+            ((7, toks), {"cache_salt": 9, "lora_id": 8, "relax": None}),
+            ((-1,), {"tokens": "not checked here"}),
+            # call errors: the messages Python gives for Request.__init__
+            ((), {}), (tuple(range(9)), {}), ((7,), {"bogus": 1}), ((7,), {"id": 8}),
+            ((7, toks), {"tokens": toks}), ((), {"tokens": toks}), ((7,), {1: 2}),
+        ]
+        for args, kwargs in calls:
+            with self.subTest(args=args, kwargs=kwargs):
+                want = self.outcome(lambda: self.slow(*args, **kwargs))
+                self.assertEqual(self.outcome(lambda: self.fast(*args, **kwargs)), want)
+                # Subclasses construct through __new__/__init__, not vectorcall.
+                sub = type("Sub", (self.fast,), {"__slots__": ()})
+                got = self.outcome(lambda: sub(*args, **kwargs))
+                self.assertEqual(got[:2], want[:2])
+                if args or kwargs:
+                    q = self.fast(1)
+                    init = self.outcome(lambda: self.fast.__init__(q, *args, **kwargs) or q)
+                    self.assertEqual(init, want)
+
+    def test_same_attribute_behaviour(self):
+        for cls in (self.fast, self.slow):
+            q = cls(1, tokens=[1])
+            q.tokens, q.num_tokens, q.relax = None, 12, False
+            self.assertEqual(repr(q), "Request(id=1, n=12, target_rank=None, relax=False, conversation_id=None)")
+        errors = {}
+        for cls in (self.fast, self.slow):
+            q = cls(1)
+            del q.relax
+            got = []
+            for fn in (lambda: q.relax, lambda: repr(q), lambda: setattr(q, "extra", 1),
+                       lambda: q.__dict__, lambda: cls.__new__(cls).id):
+                got.append(self.outcome(fn)[:2])
+            errors[cls] = got
+            self.assertTrue(all(t is AttributeError for t, _ in got), got)
+        self.assertEqual(errors[self.fast], errors[self.slow])
+
+    def test_pickle_and_copy(self):
+        q = self.fast(2 ** 63, tokens=[1, 2], num_tokens=9, target_rank=1, relax=False, conversation_id="c",
+                      lora_id=3, cache_salt=4)
+        clones = [(q, copy.copy(q)), (q, copy.deepcopy(q))]
+        if adprouter.Request is not adprouter._PyRequest:
+            # pickle finds the class by name: the one the binding exports.
+            exported = adprouter.Request(*(getattr(q, f) for f in REQUEST_FIELDS))
+            clones += [(exported, pickle.loads(pickle.dumps(exported, protocol=2))),
+                       (exported, pickle.loads(pickle.dumps(exported)))]
+        for orig, clone in clones:
+            self.assertIs(type(clone), type(orig))
+            self.assertEqual([getattr(clone, f) for f in REQUEST_FIELDS], [getattr(q, f) for f in REQUEST_FIELDS])
+        self.assertIs(copy.copy(q).tokens, q.tokens)
+
+    def test_gc_sees_fields(self):
+        q = self.fast(1, tokens=[])
+        q.tokens.append(q)  # a cycle the collector must be able to break
+        self.assertTrue(gc.is_tracked(q))
+        self.assertIn(q.tokens, gc.get_referents(q))
+
+    def test_packs_like_the_class(self):
+        _built.configure(self.fast, REQUEST_FIELDS, RankState, adprouter.RankState.__slots__)
+        rng = random.Random(3)
+        _, reqs = batch(rng, 30, 4, ("list", "array", "none"))
+        fast = [self.fast(*(getattr(q, f) for f in REQUEST_FIELDS)) for q in reqs]
+        for send in (0, adprouter.PREFIX_TOKENS, None):
+            got = _built.pack_requests(fast, send)
+            self.assertIsNotNone(got)
+            self.assertEqual(as_bytes(got), as_bytes(adprouter._pack_requests(reqs, send)))
+        sub = type("Sub", (self.fast,), {"__slots__": ()})
+        self.assertIsNone(_built.pack_requests([fast[0], sub(1, tokens=[1])], 64))
+
+    def test_exported_when_loaded(self):
+        if _loaded is None or not hasattr(_loaded, "Request"):
+            self.assertIs(adprouter.Request, adprouter._PyRequest)
+        else:
+            self.assertIs(adprouter.Request, _loaded.Request)
+            self.assertEqual(adprouter.Request.__doc__, adprouter._PyRequest.__doc__)
+            self.assertEqual(adprouter.Request.__module__, "adprouter")
 
 
 class LazyResultTest(unittest.TestCase):

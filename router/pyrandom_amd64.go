@@ -1,0 +1,44 @@
+//go:build amd64 && !purego
+
+package router
+
+// seedSIMD says whether mtSeedLanes runs the AVX2 seeder. Tests switch it off
+// to run the portable path on the same machine.
+var seedSIMD = hasAVX2()
+
+// mtSeed32AVX2 and mtSeed64AVX2 seed 32 or 64 generators at once, as four or
+// eight 8-lane AVX2 vectors interleaved. For W lanes: add holds 2*W addends
+// (add[l], add[W+l] = seedAddends(seed of lane l)); st receives the seeded
+// states lane-interleaved (word i of lane l at st[i*W+l], mtN*W words); out
+// receives the first nout <= mtFastOutputs outputs the same way (output t of
+// lane l at out[t*W+l]). Only called when seedSIMD is true; mtSeed and
+// mtSeed4 are the portable equivalents.
+//
+//go:noescape
+func mtSeed32AVX2(st, add, out *uint32, nout int)
+
+//go:noescape
+func mtSeed64AVX2(st, add, out *uint32, nout int)
+
+func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
+
+func xgetbv0() (eax uint32)
+
+// hasAVX2 reports whether the CPU has AVX2 and the OS saves the YMM
+// registers across context switches.
+func hasAVX2() bool {
+	maxLeaf, _, _, _ := cpuid(0, 0)
+	if maxLeaf < 7 {
+		return false
+	}
+	_, _, ecx1, _ := cpuid(1, 0)
+	const osxsave, avx = 1 << 27, 1 << 28
+	if ecx1&osxsave == 0 || ecx1&avx == 0 {
+		return false
+	}
+	if xgetbv0()&6 != 6 { // XMM and YMM state enabled
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	return ebx7&(1<<5) != 0
+}
