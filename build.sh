@@ -55,7 +55,7 @@ build_speedups() {
   suffix=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null) || return 0
   includes=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null) || return 0
   mkdir -p "$out"
-  if ! ${CC:-cc} -O2 -shared -fPIC -I"$includes" -o "$out/_speedups$suffix" python/adprouter/_speedups.c 2>"$out/build.log"; then
+  if ! ${CC:-cc} -O2 -shared -fPIC -I"$includes" -I"$ROOT/include" -o "$out/_speedups$suffix" python/adprouter/_speedups.c 2>"$out/build.log"; then
     echo "note: adprouter._speedups not built (see $out/build.log); the binding uses pure Python" >&2
   fi
 }

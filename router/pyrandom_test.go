@@ -1,6 +1,10 @@
 package router
 
-import "testing"
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
 
 // The test vectors of docs/ROUTING.md (the seeded shuffle and the first
 // outputs of random.Random(42)) are fixtures: testdata/routing/shuffle.txt,

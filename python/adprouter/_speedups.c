@@ -23,24 +23,11 @@
 #include <stdint.h>
 #include <string.h>
 
-/* adpr_request: uint64 id, int64 token_offset, token_count, num_tokens,
- * conversation_offset, conversation_len, int32 target_rank, int32 relax,
- * uint64 lora_id, uint64 cache_salt: 72 bytes, no padding. */
-typedef struct {
-    uint64_t id;
-    int64_t token_offset, token_count, num_tokens, conv_offset, conv_len;
-    int32_t target_rank, relax;
-    uint64_t lora_id, cache_salt;
-} adpr_request;
-
-/* adpr_rank_state: int32 rank, num_active_requests, int64
- * num_active_tokens, kv_capacity_tokens, free_kv_tokens, uint32 flags,
- * reserved: 40 bytes, no padding. */
-typedef struct {
-    int32_t rank, num_active_requests;
-    int64_t num_active_tokens, kv_capacity_tokens, free_kv_tokens;
-    uint32_t flags, reserved;
-} adpr_rank_state;
+/* The ABI's structs (adpr_request, adpr_rank_state, adpr_batch,
+ * adpr_route_result) come from the library's own header: one layout,
+ * checked by the compiler. Every build passes -I include/ (build.sh, the
+ * package backend, test_speedups). */
+#include "adprouter.h"
 
 /* Slot layout of adprouter.Request and adprouter.RankState, set by
  * configure(): objects of exactly these types are read through their slot
@@ -254,7 +241,7 @@ static int pack_request(PyObject *q, Py_ssize_t limit, adpr_request *out, growbu
     }
     out->token_count = tok->len / 4 - out->token_offset;
     out->num_tokens = n;
-    out->conv_offset = text->len;
+    out->conversation_offset = text->len;
     if (cid != Py_None) {
         const char *s;
         Py_ssize_t len;
@@ -277,7 +264,7 @@ static int pack_request(PyObject *q, Py_ssize_t limit, adpr_request *out, growbu
             return -1;
         memcpy(text->p + text->len, s, len);
         text->len += len;
-        out->conv_len = len;
+        out->conversation_len = len;
     }
     long long t = -1;
     if (target != Py_None && read_int(target, 0, INT32_MAX, &t))
@@ -629,27 +616,7 @@ static PyObject *match_table(PyObject *Py_UNUSED(self), PyObject *args)
 
 /* --- route: packing and the adpr_route call in one ----------------------------
  *
- * adpr_batch and adpr_route_result as include/adprouter.h lays them out
- * (LP64), and adpr_route's signature. */
-typedef struct {
-    const adpr_rank_state *states;
-    int32_t num_states, num_requests;
-    const adpr_request *requests;
-    const int32_t *tokens;
-    int64_t tokens_len;
-    const char *text;
-    int64_t text_len;
-    const int32_t *match_lens;
-    int32_t max_num_active_requests;
-} adpr_batch;
-
-typedef struct {
-    int32_t *request_rank;
-    uint64_t *order;
-    int32_t *rank_offsets;
-    int32_t expected, num_unassigned;
-} adpr_route_result;
-
+ * adpr_route's signature, for calling it by the address ctypes found. */
 typedef int32_t (*adpr_route_fn)(uint64_t router, const adpr_batch *batch, adpr_route_result *result, char *err,
                                  size_t err_len);
 

@@ -208,7 +208,8 @@ def build_speedups(source, outdir):
         return None
     cc = os.environ.get("CC") or (sysconfig.get_config_var("CC") or "cc").split()[0]
     out = os.path.join(outdir, "_speedups" + sysconfig.get_config_var("EXT_SUFFIX"))
-    cmd = [cc, "-shared", "-fPIC", "-O2", "-I" + include, source, "-o", out]
+    # The extension includes adprouter.h for the ABI's struct layouts.
+    cmd = [cc, "-shared", "-fPIC", "-O2", "-I" + include, "-I" + os.path.join(ROOT, "include"), source, "-o", out]
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     except OSError as e:

@@ -29,6 +29,7 @@ import test_binding
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(os.path.dirname(HERE), "adprouter", "_speedups.c")
+HEADERS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "include")  # adprouter.h
 
 _tmp = None
 _built = None
@@ -51,7 +52,7 @@ def setUpModule():
     _tmp = tempfile.mkdtemp(prefix="adpr-speedups-")
     path = os.path.join(_tmp, "_speedups" + sysconfig.get_config_var("EXT_SUFFIX"))
     proc = subprocess.run([cc, "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers",
-                           "-shared", "-fPIC", "-I" + include, "-o", path, SOURCE],
+                           "-shared", "-fPIC", "-I" + include, "-I" + HEADERS, "-o", path, SOURCE],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         raise AssertionError("compiling _speedups.c failed:\n" + proc.stderr)
