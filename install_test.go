@@ -128,8 +128,8 @@ func wheelFiles(t *testing.T, path string) map[string][]byte {
 }
 
 // pythonTests copies python/tests to dir/python/tests, away from the package
-// sources, and returns the modules to run against an installed package: all
-// but test_reference.py, which loads the reference by its source path. dir/nvml
+// sources, and returns the modules to run against an installed package: every
+// test_*.py (the reference oracle is one of the copied helpers). dir/nvml
 // links to the checkout's nvml/ for the fake NVML source test_nvml.py compiles,
 // dir/testdata to its testdata/ for the routing fixtures test_binding.py runs.
 func pythonTests(t *testing.T, dir string) (testsDir string, modules []string) {
@@ -142,7 +142,7 @@ func pythonTests(t *testing.T, dir string) (testsDir string, modules []string) {
 	for _, n := range names {
 		copyFile(t, n, filepath.Join(testsDir, filepath.Base(n)))
 		m := strings.TrimSuffix(filepath.Base(n), ".py")
-		if strings.HasPrefix(m, "test_") && m != "test_reference" {
+		if strings.HasPrefix(m, "test_") {
 			modules = append(modules, m)
 		}
 	}
@@ -193,10 +193,13 @@ func TestWheelInstalled(t *testing.T) {
 		t.Errorf("wheel %s, want %s", got, want)
 	}
 	distInfo := "adprouter-" + version + ".dist-info/"
-	for _, f := range []string{"adprouter/__init__.py", "adprouter/reference.py", distInfo + "RECORD", distInfo + "WHEEL"} {
+	for _, f := range []string{"adprouter/__init__.py", "adprouter/trtllm.py", distInfo + "RECORD", distInfo + "WHEEL"} {
 		if _, ok := files[f]; !ok {
 			t.Errorf("wheel lacks %s", f)
 		}
+	}
+	if _, ok := files["adprouter/reference.py"]; ok {
+		t.Error("the wheel ships the test oracle adprouter/reference.py; it belongs to python/tests")
 	}
 	if md := string(files[distInfo+"METADATA"]); !strings.Contains(md, "\nVersion: "+version+"\n") {
 		t.Errorf("METADATA does not say Version: %s:\n%.300s", version, md)

@@ -40,7 +40,10 @@ import sys
 import time
 
 import adprouter
-from adprouter import reference as ref
+
+# The pure-Python reference rules, the baseline, live with the tests.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests"))
+import reference as ref  # noqa: E402
 
 _now = time.perf_counter_ns
 SYSTEM_PROMPTS = 4

@@ -17,7 +17,7 @@ block-aligned match for every request):
 
 "pure Python" is trtllm_fakes.ReferenceADPRouter: TensorRT-LLM's parse into
 per-rank dicts and relax sort, then adprouter's pure-Python reference router
-(python/adprouter/reference.py, CPython's own seeded shuffle), i.e. what
+(python/tests/reference.py, CPython's own seeded shuffle), i.e. what
 TensorRT-LLM's own KVCacheAwareADPRouter computes. Runs alternate between the
 two; medians in microseconds (time.perf_counter_ns); the machine is shared, so
 read ratios, not absolutes.

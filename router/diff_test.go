@@ -14,12 +14,12 @@ import (
 )
 
 // Differential test against the pure-Python oracle
-// python/adprouter/reference.py (which uses CPython's own random.Random for
+// python/tests/reference.py (which uses CPython's own random.Random for
 // the tie-break): a few hundred random multi-call cases, all policies, many
 // ties, ids across the whole uint64 range, dp sizes 1..70, fed to one Python
 // process; every decision (or error-vs-success) must agree.
 
-const referencePath = "../python/adprouter/reference.py"
+const referencePath = "../python/tests/reference.py"
 
 type refConfig struct {
 	Policy              string  `json:"policy"`

@@ -6,7 +6,7 @@ Run from the repository root, after ./build.sh:
 Every binding feature and every error path: construction with every policy and
 option, the result shape, every accepted token representation, every rejected
 input, conversation ids, closing, threads, and how the library is found and
-loaded. The pure-Python reference router (adprouter.reference) is the oracle
+loaded. The pure-Python reference router (python/tests/reference.py) is the oracle
 wherever a decision is checked beyond the routing fixtures (testdata/routing:
 the worked examples of docs/ROUTING.md and the cases every suite shares).
 """
@@ -25,7 +25,7 @@ import threading
 import unittest
 
 import adprouter
-from adprouter import reference as ref
+import reference as ref
 from adprouter import (
     ConfigError,
     Error,

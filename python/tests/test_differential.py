@@ -1,5 +1,5 @@
 """Differential tests: the library (through the ctypes binding) against the pure-Python
-reference router (python/adprouter/reference.py) on random batches.
+reference router (python/tests/reference.py) on random batches.
 
 Run from the repository root, after ./build.sh:
     PYTHONPATH=python python3 -m unittest discover -s python/tests -v
@@ -19,7 +19,7 @@ import random
 import unittest
 
 import adprouter
-from adprouter import reference as ref
+import reference as ref
 
 SCALE = float(os.environ.get("ADPROUTER_DIFF_SCALE", "1"))
 POLICIES = ("default", "kv_cache_aware", "conversation")

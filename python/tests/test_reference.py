@@ -1,4 +1,4 @@
-"""Tests of the pure-Python reference router (python/adprouter/reference.py).
+"""Tests of the pure-Python reference router (python/tests/reference.py).
 
 Run from the repository root:
     python3 -m unittest discover -s python/tests -p 'test_reference.py'
@@ -21,7 +21,7 @@ import unittest
 import routing_fixtures
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-REFERENCE_PATH = os.path.normpath(os.path.join(_HERE, "..", "adprouter", "reference.py"))
+REFERENCE_PATH = os.path.join(_HERE, "reference.py")
 
 
 def _load_reference():

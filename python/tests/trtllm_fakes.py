@@ -13,7 +13,7 @@ import threading
 from types import SimpleNamespace
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from adprouter import reference as ref  # noqa: E402
+import reference as ref  # noqa: E402
 
 
 class SchedulingParams:
@@ -193,7 +193,7 @@ def _relax_first(it):
 class ReferenceADPRouter:
     """TensorRT-LLM's route_requests over RequestQueueItems in pure Python:
     TensorRT-LLM's relax sort, then the rules of adprouter's pure-Python
-    reference (python/adprouter/reference.py), with unplaceable requests
+    reference (python/tests/reference.py), with unplaceable requests
     carried into the next call as adprouter.trtllm documents."""
 
     def __init__(self, policy, dp_size, **config):

@@ -3,7 +3,7 @@
 This module is the executable form of ``docs/ROUTING.md``. It serves two purposes:
 
 * a differential-test oracle for the Go core (see the JSON command line at the end of
-  this file: ``python3 python/adprouter/reference.py < cases.json``), and
+  this file: ``python3 python/tests/reference.py < cases.json``), and
 * the "pure-Python baseline" in benchmarks.
 
 The contract's worked examples and test vectors run against it as fixtures
