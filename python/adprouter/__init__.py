@@ -254,16 +254,38 @@ class _HotGroup(ctypes.Structure):
     ]
 
 
-# adpr_rank_state: int32 rank, int32 num_active_requests, int64
-# num_active_tokens, int64 kv_capacity_tokens, int64 free_kv_tokens,
-# uint32 flags, uint32 reserved.
-_STATE = struct.Struct("=iiqqqII")
-# adpr_request: uint64 id, int64 token_offset, token_count, num_tokens,
-# conversation_offset, conversation_len, int32 target_rank, int32 relax,
-# uint64 lora_id, uint64 cache_salt.
-_REQUEST = struct.Struct("=QqqqqqiiQQ")
+class _RankStateC(ctypes.Structure):
+    """adpr_rank_state (include/adprouter.h)."""
+    _fields_ = [("rank", ctypes.c_int32), ("num_active_requests", ctypes.c_int32),
+                ("num_active_tokens", ctypes.c_int64), ("kv_capacity_tokens", ctypes.c_int64),
+                ("free_kv_tokens", ctypes.c_int64), ("flags", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint32)]
+
+
+class _RequestC(ctypes.Structure):
+    """adpr_request (include/adprouter.h)."""
+    _fields_ = [("id", ctypes.c_uint64), ("token_offset", ctypes.c_int64),
+                ("token_count", ctypes.c_int64), ("num_tokens", ctypes.c_int64),
+                ("conversation_offset", ctypes.c_int64), ("conversation_len", ctypes.c_int64),
+                ("target_rank", ctypes.c_int32), ("relax", ctypes.c_int32),
+                ("lora_id", ctypes.c_uint64), ("cache_salt", ctypes.c_uint64)]
+
+
+_STRUCT_CODES = {ctypes.c_int32: "i", ctypes.c_uint32: "I", ctypes.c_int64: "q",
+                 ctypes.c_uint64: "Q"}
+
+
+def _packer(layout):
+    """A struct.Struct packing one record of a ctypes layout, so that each
+    ABI struct's layout is written once (above) and packed fast here."""
+    packer = struct.Struct("=" + "".join(_STRUCT_CODES[t] for _, t in layout._fields_))
+    assert packer.size == ctypes.sizeof(layout), layout  # no padding in the ABI structs
+    return packer
+
+
+_STATE = _packer(_RankStateC)
+_REQUEST = _packer(_RequestC)
 _REQ_SIZE = _REQUEST.size
-assert _STATE.size == 40 and _REQ_SIZE == 72
 
 _ERRBUF = 512
 
@@ -403,12 +425,6 @@ class _KVBudget(ctypes.Structure):
                 ("blocks", ctypes.c_uint64), ("capped", ctypes.c_int32),
                 ("reserved", ctypes.c_int32)]
 
-
-class _RankStateC(ctypes.Structure):
-    _fields_ = [("rank", ctypes.c_int32), ("num_active_requests", ctypes.c_int32),
-                ("num_active_tokens", ctypes.c_int64), ("kv_capacity_tokens", ctypes.c_int64),
-                ("free_kv_tokens", ctypes.c_int64), ("flags", ctypes.c_uint32),
-                ("reserved", ctypes.c_uint32)]
 
 
 _ERR = [ctypes.c_char_p, ctypes.c_size_t]
@@ -811,7 +827,7 @@ def _pack_states(states):
     i = 0
     try:
         for i, s in enumerate(states):
-            pack(sbuf, 40 * i, s.rank, s.num_active_requests, s.num_active_tokens,
+            pack(sbuf, _STATE.size * i, s.rank, s.num_active_requests, s.num_active_tokens,
                  getattr(s, "kv_capacity_tokens", 0), getattr(s, "free_kv_tokens", 0),
                  1 if getattr(s, "memory_pressure", False) else 0, 0)
     except (struct.error, TypeError, AttributeError) as e:

@@ -1,0 +1,64 @@
+"""The binding's ctypes structs have the layouts of include/adprouter.h: a C
+program compiled against the header prints every field's offset and every
+struct's size, and each ctypes struct must match field for field. Skipped
+without a C compiler or without the header (an installed package's tests).
+"""
+
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import adprouter
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HEADERS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "include")
+
+# C struct name -> the binding's ctypes struct.
+STRUCTS = {
+    "adpr_rank_state": adprouter._RankStateC,
+    "adpr_request": adprouter._RequestC,
+    "adpr_batch": adprouter._Batch,
+    "adpr_route_result": adprouter._Result,
+    "adpr_stats": adprouter._Stats,
+    "adpr_rank_stats": adprouter._RankStats,
+    "adpr_hot_group": adprouter._HotGroup,
+    "adpr_option": adprouter._Option,
+    "adpr_memory_info": adprouter._MemoryInfo,
+    "adpr_kv_shape": adprouter._KVShape,
+    "adpr_kv_budget": adprouter._KVBudget,
+}
+
+
+@unittest.skipUnless(os.path.exists(os.path.join(HEADERS, "adprouter.h")), "no include/adprouter.h")
+class LayoutTest(unittest.TestCase):
+    def test_ctypes_structs_match_the_header(self):
+        cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            self.skipTest("no C compiler")
+        lines = ['#include <stddef.h>', '#include <stdio.h>', '#include "adprouter.h"', "int main(void) {"]
+        for name, st in STRUCTS.items():
+            lines.append('printf("%s size %%zu\\n", sizeof(%s));' % (name, name))
+            for field, _ in st._fields_:
+                lines.append('printf("%s.%s %%zu\\n", offsetof(%s, %s));' % (name, field, name, field))
+        lines.append("return 0; }")
+        tmp = tempfile.mkdtemp(prefix="adpr-layout-")
+        try:
+            src, exe = os.path.join(tmp, "layout.c"), os.path.join(tmp, "layout")
+            with open(src, "w") as f:
+                f.write("\n".join(lines))
+            proc = subprocess.run([cc, "-I" + HEADERS, "-o", exe, src], capture_output=True, text=True)
+            self.assertEqual(proc.returncode, 0, "a ctypes field the header lacks?\n" + proc.stderr)
+            got = dict(line.rsplit(" ", 1) for line in subprocess.check_output([exe], text=True).splitlines())
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        for name, st in STRUCTS.items():
+            self.assertEqual(int(got[name + " size"]), ctypes.sizeof(st), name)
+            for field, _ in st._fields_:
+                self.assertEqual(int(got[name + "." + field]), getattr(st, field).offset, name + "." + field)
+
+
+if __name__ == "__main__":
+    unittest.main()
