@@ -113,8 +113,8 @@ typedef uint64_t adpr_router;
  *                          conversation, unused by default (always 1)
  *   cold_start_warmup      [false] "true"/"false"/"1"/"0": send the first
  *                          untargeted requests to every rank once (the
- *                          same as warmup "once"; giving both keys with
- *                          different meanings is an error)
+ *                          same as warmup "once"; true with warmup "off"
+ *                          or "demand" is an error)
  *   max_sessions           [65536] conversation -> rank LRU bound, >= 1
  *   new_conv_placement     ["round_robin"] or "least_queued"
  *   tokens_per_block       [32] KV block size in tokens (1..65536): block
