@@ -5,7 +5,7 @@
  * token lists and per-rank match dicts into the flat buffers of adpr_batch
  * (include/adprouter.h). This module does the same work in C for the common,
  * well-formed case and produces byte-for-byte the buffers the pure-Python
- * code in adprouter/__init__.py produces. Whenever an input is anything but
+ * code in adprouter/_pack.py produces. Whenever an input is anything but
  * the plain case (a subclass, an int out of range, a missing attribute, an
  * id not in the batch, ...) a function returns None and the binding redoes
  * the work in Python, which raises the documented errors: this module never

@@ -11,29 +11,34 @@ import subprocess
 import tempfile
 import unittest
 
-import adprouter
+from adprouter import _abi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEADERS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "include")
 
 # C struct name -> the binding's ctypes struct.
 STRUCTS = {
-    "adpr_rank_state": adprouter._RankStateC,
-    "adpr_request": adprouter._RequestC,
-    "adpr_batch": adprouter._Batch,
-    "adpr_route_result": adprouter._Result,
-    "adpr_stats": adprouter._Stats,
-    "adpr_rank_stats": adprouter._RankStats,
-    "adpr_hot_group": adprouter._HotGroup,
-    "adpr_option": adprouter._Option,
-    "adpr_memory_info": adprouter._MemoryInfo,
-    "adpr_kv_shape": adprouter._KVShape,
-    "adpr_kv_budget": adprouter._KVBudget,
+    "adpr_rank_state": _abi.RankStateC,
+    "adpr_request": _abi.RequestC,
+    "adpr_batch": _abi.Batch,
+    "adpr_route_result": _abi.Result,
+    "adpr_stats": _abi.Stats,
+    "adpr_rank_stats": _abi.RankStats,
+    "adpr_hot_group": _abi.HotGroup,
+    "adpr_option": _abi.Option,
+    "adpr_memory_info": _abi.MemoryInfo,
+    "adpr_kv_shape": _abi.KVShape,
+    "adpr_kv_budget": _abi.KVBudget,
 }
 
 
 @unittest.skipUnless(os.path.exists(os.path.join(HEADERS, "adprouter.h")), "no include/adprouter.h")
 class LayoutTest(unittest.TestCase):
+    def test_every_struct_is_checked(self):
+        structs = {v for v in vars(_abi).values()
+                   if isinstance(v, type) and issubclass(v, ctypes.Structure) and v is not ctypes.Structure}
+        self.assertEqual(structs - set(STRUCTS.values()), set(), "ctypes structs of _abi missing from STRUCTS")
+
     def test_ctypes_structs_match_the_header(self):
         cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
         if not cc:

@@ -19,7 +19,7 @@ ENABLED = os.environ.get("ADPROUTER_FAULT_INJECTION") == "1"
 
 
 def inject(point):
-    lib = adprouter._load()
+    lib = adprouter._abi.load()
     fn = lib.adpr_test_inject_panic
     fn.argtypes, fn.restype = [ctypes.c_char_p], None
     fn(point.encode() if point else None)

@@ -23,6 +23,7 @@ import tempfile
 import unittest
 
 import adprouter
+from adprouter import _abi, _accel, _errors, _pack, _types
 from adprouter import InvalidArgumentError, RankState, Request, Router
 
 import test_binding
@@ -39,7 +40,7 @@ _loaded = None
 def setUpModule():
     global _tmp, _built, _loaded
     test_binding.setUpModule()
-    _loaded = adprouter._speedups  # whatever the binding found; restored afterwards
+    _loaded = _accel.speedups  # whatever the binding found; restored afterwards
     if not os.path.exists(SOURCE):
         # An installed package without its sources (the wheel test): check
         # the extension the package was built with, if it has one.
@@ -62,7 +63,7 @@ def setUpModule():
 
 
 def tearDownModule():
-    adprouter._use_speedups(_loaded)
+    _accel.use(_loaded)
     if _tmp:
         shutil.rmtree(_tmp, ignore_errors=True)
 
@@ -73,12 +74,12 @@ class BothPaths(unittest.TestCase):
             self.skipTest("no C compiler or Python headers to build _speedups.c")
 
     def tearDown(self):
-        adprouter._use_speedups(_loaded)
+        _accel.use(_loaded)
 
     def each_path(self):
         """Yields "c" and "python" with the binding switched accordingly."""
         for name, mod in (("c", _built), ("python", None)):
-            adprouter._use_speedups(mod)
+            _accel.use(mod)
             with self.subTest(path=name):
                 yield name
 
@@ -127,11 +128,11 @@ class PackingTest(BothPaths):
         for it in range(60):
             sts, reqs = batch(rng, rng.randrange(0, 40), 4, kinds)
             with self.subTest(iteration=it):
-                self.assertEqual(bytes(_built.pack_states(sts)), bytes(adprouter._pack_states(sts)))
+                self.assertEqual(bytes(_built.pack_states(sts)), bytes(_pack.pack_states(sts)))
                 for send in (0, adprouter.PREFIX_TOKENS, None):
                     got = _built.pack_requests(reqs, send)
                     self.assertIsNotNone(got)
-                    self.assertEqual(as_bytes(got), as_bytes(adprouter._pack_requests(reqs, send)))
+                    self.assertEqual(as_bytes(got), as_bytes(_pack.pack_requests(reqs, send)))
 
     def test_unusual_input_goes_to_python(self):
         class MyRequest(Request):
@@ -196,7 +197,7 @@ class RouteInCTest(BothPaths):
         ranks, order, offsets = (array.array("i", [0] * len(reqs)), array.array("Q", [0] * len(reqs)),
                                  array.array("i", [0] * (len(sts) + 1)))
         _built.configure(Request, REQUEST_FIELDS, RankState, RankState.__slots__)
-        got = _built.route(adprouter._route_address, r._handle, sts, reqs, r._send_tokens, match_lens, pairs,
+        got = _built.route(_abi.route_address, r._handle, sts, reqs, r._send_tokens, match_lens, pairs,
                            maxn, r._errbuf, ranks, order, offsets)
         return got, ranks.tolist(), order.tolist(), offsets.tolist()
 
@@ -209,7 +210,7 @@ class RouteInCTest(BothPaths):
             with self.subTest(iteration=it), Router(policy="kv_cache_aware", dp_size=dp) as r1, \
                     Router(policy="kv_cache_aware", dp_size=dp) as r2:
                 got, ranks, order, offsets = self.call(r1, sts, reqs, 64, m)
-                adprouter._use_speedups(None)
+                _accel.use(None)
                 want = r2.route(sts, reqs, 64, m)
                 self.assertEqual(got, (0, want.expected))
                 self.assertEqual(ranks, want.ranks)
@@ -228,7 +229,7 @@ class RouteInCTest(BothPaths):
                 calls.append(got)
                 return got
 
-        adprouter._use_speedups(Spy())
+        _accel.use(Spy())
         with Router(policy="kv_cache_aware", dp_size=2) as r:
             res = r.route(test_binding.idle(2), [Request(1, tokens=[1, 2]), Request(2, tokens=[1, 2])], 8,
                           [{1: 2}, {}])
@@ -236,7 +237,7 @@ class RouteInCTest(BothPaths):
             self.assertEqual(calls, [(0, res.expected)])
             with self.assertRaises(InvalidArgumentError):
                 r.route(test_binding.idle(2), [Request(1, target_rank=2)], 8)
-            self.assertEqual(calls[-1][0], adprouter._INVALID_ARGUMENT)
+            self.assertEqual(calls[-1][0], _errors.INVALID_ARGUMENT)
 
     def test_assignment(self):
         rng = random.Random(2)
@@ -256,7 +257,7 @@ class RouteInCTest(BothPaths):
     def test_library_errors_come_back(self):
         with Router(policy="kv_cache_aware", dp_size=2) as r:
             got, *_ = self.call(r, test_binding.idle(2), [Request(1, tokens=[1], target_rank=5)], 8)
-            self.assertEqual(got[0], adprouter._INVALID_ARGUMENT)
+            self.assertEqual(got[0], _errors.INVALID_ARGUMENT)
             self.assertIn(b"target_rank", r._errbuf.value)
 
     def test_unusual_input_goes_to_python(self):
@@ -321,7 +322,7 @@ class MatchFormsTest(BothPaths):
             want_table = want = None
             for path in self.each_path():
                 for name, m, fmt in self.forms(rng, ids, table):
-                    got_table = bytes(adprouter._match_table(m, reqs, dp, n, fmt == "pairs"))
+                    got_table = bytes(_pack.match_table(m, reqs, dp, n, fmt == "pairs"))
                     with Router(policy="kv_cache_aware", dp_size=dp) as r:
                         res = r.route(sts, reqs, 64, m, match_format=fmt)
                     got = (res.assignment, res.expected, res.unassigned)
@@ -362,10 +363,10 @@ class RequestTypeTest(unittest.TestCase):
     def setUp(self):
         if _built is None or not hasattr(_built, "Request"):
             self.skipTest("no C compiler or Python headers to build _speedups.c")
-        self.fast, self.slow = _built.Request, adprouter._PyRequest
+        self.fast, self.slow = _built.Request, _types.Request
 
     def tearDown(self):
-        adprouter._use_speedups(_loaded)
+        _accel.use(_loaded)
 
     def outcome(self, fn):
         """("ok", fields, repr) or (exception type, message) of fn()."""
@@ -423,7 +424,7 @@ class RequestTypeTest(unittest.TestCase):
         q = self.fast(2 ** 63, tokens=[1, 2], num_tokens=9, target_rank=1, relax=False, conversation_id="c",
                       lora_id=3, cache_salt=4)
         clones = [(q, copy.copy(q)), (q, copy.deepcopy(q))]
-        if adprouter.Request is not adprouter._PyRequest:
+        if adprouter.Request is not _types.Request:
             # pickle finds the class by name: the one the binding exports.
             exported = adprouter.Request(*(getattr(q, f) for f in REQUEST_FIELDS))
             clones += [(exported, pickle.loads(pickle.dumps(exported, protocol=2))),
@@ -447,16 +448,16 @@ class RequestTypeTest(unittest.TestCase):
         for send in (0, adprouter.PREFIX_TOKENS, None):
             got = _built.pack_requests(fast, send)
             self.assertIsNotNone(got)
-            self.assertEqual(as_bytes(got), as_bytes(adprouter._pack_requests(reqs, send)))
+            self.assertEqual(as_bytes(got), as_bytes(_pack.pack_requests(reqs, send)))
         sub = type("Sub", (self.fast,), {"__slots__": ()})
         self.assertIsNone(_built.pack_requests([fast[0], sub(1, tokens=[1])], 64))
 
     def test_exported_when_loaded(self):
         if _loaded is None or not hasattr(_loaded, "Request"):
-            self.assertIs(adprouter.Request, adprouter._PyRequest)
+            self.assertIs(adprouter.Request, _types.Request)
         else:
             self.assertIs(adprouter.Request, _loaded.Request)
-            self.assertEqual(adprouter.Request.__doc__, adprouter._PyRequest.__doc__)
+            self.assertEqual(adprouter.Request.__doc__, _types.Request.__doc__)
             self.assertEqual(adprouter.Request.__module__, "adprouter")
 
 

@@ -1,0 +1,246 @@
+"""The C ABI of libadprouter.so: each struct's layout, each function's
+signature, and loading the library.
+
+Every layout and signature of include/adprouter.h the binding uses is
+written here once (python/tests/test_abi_layout.py checks the layouts
+against the header). A new export is declared by adding its line to
+SIGNATURES; nothing else needs to know.
+"""
+
+import ctypes
+import os
+import struct
+import threading
+
+from ._errors import ERRORS, INVALID_ARGUMENT, OK, Error, InternalError, InvalidArgumentError
+
+ABI_VERSION = 1
+NO_TARGET = -1
+
+# Room for the library's error messages (the errbuf of every call).
+ERRBUF = 512
+
+
+# --- the C structs (layout of include/adprouter.h, x86-64/aarch64 LP64) ------
+
+class Option(ctypes.Structure):
+    """adpr_option."""
+    _fields_ = [("key", ctypes.c_char_p), ("value", ctypes.c_char_p)]
+
+
+class Batch(ctypes.Structure):
+    """adpr_batch."""
+    _fields_ = [
+        ("states", ctypes.c_void_p), ("num_states", ctypes.c_int32),
+        ("num_requests", ctypes.c_int32), ("requests", ctypes.c_void_p),
+        ("tokens", ctypes.c_void_p), ("tokens_len", ctypes.c_int64),
+        ("text", ctypes.c_void_p), ("text_len", ctypes.c_int64),
+        ("match_lens", ctypes.c_void_p), ("max_num_active_requests", ctypes.c_int32),
+    ]
+
+
+class Result(ctypes.Structure):
+    """adpr_route_result."""
+    _fields_ = [
+        ("request_rank", ctypes.c_void_p), ("order", ctypes.c_void_p),
+        ("rank_offsets", ctypes.c_void_p), ("expected", ctypes.c_int32),
+        ("num_unassigned", ctypes.c_int32),
+    ]
+
+
+class Stats(ctypes.Structure):
+    """adpr_stats."""
+    _fields_ = [
+        ("decisions", ctypes.c_uint64), ("unassigned", ctypes.c_uint64),
+        ("warmup_placements", ctypes.c_uint64), ("demand_placements", ctypes.c_uint64),
+        ("pending_warmup", ctypes.c_int64), ("conversations", ctypes.c_int64),
+        ("index_entries", ctypes.c_int64), ("index_bytes", ctypes.c_int64),
+        ("num_hot_groups", ctypes.c_int32), ("reserved", ctypes.c_int32),
+    ]
+
+
+class RankStats(ctypes.Structure):
+    """adpr_rank_stats."""
+    _fields_ = [
+        ("placed", ctypes.c_uint64), ("predicted_hit_tokens", ctypes.c_uint64),
+        ("index_blocks", ctypes.c_int64), ("index_limit_blocks", ctypes.c_int64),
+        ("index_evicted_blocks", ctypes.c_uint64), ("flags", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+
+class HotGroup(ctypes.Structure):
+    """adpr_hot_group."""
+    _fields_ = [
+        ("family", ctypes.c_uint64), ("requests", ctypes.c_int64), ("share", ctypes.c_double),
+        ("replicas", ctypes.c_int32), ("target", ctypes.c_int32),
+    ]
+
+
+class RankStateC(ctypes.Structure):
+    """adpr_rank_state."""
+    _fields_ = [("rank", ctypes.c_int32), ("num_active_requests", ctypes.c_int32),
+                ("num_active_tokens", ctypes.c_int64), ("kv_capacity_tokens", ctypes.c_int64),
+                ("free_kv_tokens", ctypes.c_int64), ("flags", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint32)]
+
+
+class RequestC(ctypes.Structure):
+    """adpr_request."""
+    _fields_ = [("id", ctypes.c_uint64), ("token_offset", ctypes.c_int64),
+                ("token_count", ctypes.c_int64), ("num_tokens", ctypes.c_int64),
+                ("conversation_offset", ctypes.c_int64), ("conversation_len", ctypes.c_int64),
+                ("target_rank", ctypes.c_int32), ("relax", ctypes.c_int32),
+                ("lora_id", ctypes.c_uint64), ("cache_salt", ctypes.c_uint64)]
+
+
+class MemoryInfo(ctypes.Structure):
+    """adpr_memory_info."""
+    _fields_ = [("total_bytes", ctypes.c_uint64), ("free_bytes", ctypes.c_uint64),
+                ("used_bytes", ctypes.c_uint64), ("reserved_bytes", ctypes.c_uint64),
+                ("has_reserved", ctypes.c_int32), ("reserved", ctypes.c_int32)]
+
+
+class KVShape(ctypes.Structure):
+    """adpr_kv_shape."""
+    _fields_ = [(name, ctypes.c_int32) for name in (
+        "attention", "dtype", "layers", "kv_heads", "head_dim", "attention_tp",
+        "kv_lora_rank", "qk_rope_head_dim")]
+
+
+class KVBudget(ctypes.Structure):
+    """adpr_kv_budget."""
+    _fields_ = [("free_bytes", ctypes.c_uint64), ("reserve_bytes", ctypes.c_uint64),
+                ("fraction", ctypes.c_double), ("bytes_per_token", ctypes.c_uint64),
+                ("tokens_per_block", ctypes.c_uint64), ("max_tokens", ctypes.c_uint64),
+                ("available_bytes", ctypes.c_uint64), ("usable_bytes", ctypes.c_uint64),
+                ("fit_tokens", ctypes.c_uint64), ("tokens", ctypes.c_uint64),
+                ("blocks", ctypes.c_uint64), ("capped", ctypes.c_int32),
+                ("reserved", ctypes.c_int32)]
+
+
+_STRUCT_CODES = {ctypes.c_int32: "i", ctypes.c_uint32: "I", ctypes.c_int64: "q",
+                 ctypes.c_uint64: "Q"}
+
+
+def _packer(layout):
+    """A struct.Struct packing one record of a ctypes layout, so that each
+    ABI struct's layout is written once (above) and packed fast (_pack)."""
+    packer = struct.Struct("=" + "".join(_STRUCT_CODES[t] for _, t in layout._fields_))
+    assert packer.size == ctypes.sizeof(layout), layout  # no padding in the ABI structs
+    return packer
+
+
+STATE = _packer(RankStateC)
+REQUEST = _packer(RequestC)
+
+
+# --- the functions ----------------------------------------------------------------
+
+_P = ctypes.POINTER
+_ERR = [ctypes.c_char_p, ctypes.c_size_t]  # the trailing errbuf, errbuf_len
+
+# name: (restype, argtypes) of every adpr_* function the binding calls. A
+# new export goes here, in the order of include/adprouter.h.
+SIGNATURES = {
+    "adpr_abi_version": (ctypes.c_uint32, []),
+    "adpr_version": (ctypes.c_char_p, []),
+    "adpr_strerror": (ctypes.c_char_p, [ctypes.c_int32]),
+    "adpr_router_create": (ctypes.c_int32, [_P(Option), ctypes.c_int32, _P(ctypes.c_uint64)] + _ERR),
+    "adpr_router_destroy": (ctypes.c_int32, [ctypes.c_uint64]),
+    "adpr_router_state_digest": (ctypes.c_int32, [ctypes.c_uint64, _P(ctypes.c_uint64)]),
+    "adpr_router_tokens_read": (ctypes.c_int32, [ctypes.c_uint64, _P(ctypes.c_int32)]),
+    "adpr_router_stats": (ctypes.c_int32, [ctypes.c_uint64, _P(Stats), _P(RankStats), ctypes.c_int32,
+                                           _P(HotGroup), ctypes.c_int32] + _ERR),
+    "adpr_block_hashes": (ctypes.c_int32, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32,
+                                           ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p,
+                                           ctypes.c_int64, _P(ctypes.c_int64)] + _ERR),
+    "adpr_nvml_init": (ctypes.c_int32, _ERR),
+    "adpr_nvml_shutdown": (ctypes.c_int32, _ERR),
+    "adpr_nvml_device_count": (ctypes.c_int32, [_P(ctypes.c_int32)] + _ERR),
+    "adpr_nvml_memory": (ctypes.c_int32, [ctypes.c_char_p, _P(MemoryInfo)] + _ERR),
+    "adpr_kv_bytes_per_token": (ctypes.c_int32, [_P(KVShape), _P(ctypes.c_uint64)] + _ERR),
+    "adpr_size_kv": (ctypes.c_int32, [_P(KVBudget), ctypes.c_char_p, ctypes.c_size_t] + _ERR),
+    "adpr_rank_state_fill_kv": (ctypes.c_int32, [_P(RankStateC), ctypes.c_int64, ctypes.c_int64,
+                                                 ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64,
+                                                 ctypes.c_int32] + _ERR),
+    "adpr_route": (ctypes.c_int32, [ctypes.c_uint64, _P(Batch), _P(Result)] + _ERR),
+}
+
+
+# --- loading ------------------------------------------------------------------
+
+lib = None  # the loaded library (load() sets it once)
+_lib_lock = threading.Lock()
+# adpr_route's address in lib, for adprouter._speedups.route.
+route_address = None
+
+
+def library_path():
+    """Where the library is loaded from: $ADPROUTER_LIBRARY when set; else the
+    libadprouter.so inside this package (an installed wheel carries one);
+    else build/libadprouter.so of the source tree this package lives in."""
+    p = os.environ.get("ADPROUTER_LIBRARY")
+    if p:
+        return p
+    here = os.path.dirname(os.path.abspath(__file__))
+    bundled = os.path.join(here, "libadprouter.so")
+    if os.path.exists(bundled):
+        return bundled
+    return os.path.join(os.path.dirname(os.path.dirname(here)), "build", "libadprouter.so")
+
+
+def load():
+    """The library, loaded and declared on first use (not at import)."""
+    global lib, route_address
+    if lib is not None:
+        return lib
+    with _lib_lock:
+        if lib is not None:
+            return lib
+        path = library_path()
+        try:
+            loaded = ctypes.CDLL(path)
+        except OSError as e:
+            raise Error("cannot load the adprouter library from %s (%s); build it with "
+                        "./build.sh or set ADPROUTER_LIBRARY" % (path, e)) from None
+        for name, (restype, argtypes) in SIGNATURES.items():
+            fn = getattr(loaded, name)
+            fn.restype = restype
+            fn.argtypes = argtypes
+        route_address = ctypes.cast(loaded.adpr_route, ctypes.c_void_p).value
+        got = loaded.adpr_abi_version()
+        if got != ABI_VERSION:
+            raise Error("%s has ABI version %d, this binding needs %d" % (path, got, ABI_VERSION))
+        lib = loaded
+        return lib
+
+
+def abi_version():
+    """The loaded library's ABI version."""
+    return load().adpr_abi_version()
+
+
+def version():
+    """The loaded library's version string."""
+    return load().adpr_version().decode()
+
+
+def raise_status(status, errbuf):
+    """Raises the exception of a non-OK status, with errbuf's message (or
+    the library's text for the status when there is none)."""
+    msg = errbuf is not None and errbuf.value.decode("utf-8", "replace")
+    msg = msg or load().adpr_strerror(status).decode()
+    raise ERRORS.get(status, InternalError)(msg, status)
+
+
+def call(name, *args):
+    """Calls the adpr_* function name with args and a fresh errbuf; raises
+    on a non-OK status."""
+    errbuf = ctypes.create_string_buffer(ERRBUF)
+    try:
+        status = getattr(load(), name)(*args, errbuf, ERRBUF)
+    except (ctypes.ArgumentError, TypeError) as e:
+        raise InvalidArgumentError("%s: %s" % (name, e), INVALID_ARGUMENT) from None
+    if status != OK:
+        raise_status(status, errbuf)

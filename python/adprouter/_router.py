@@ -1,0 +1,250 @@
+"""The Router: one routing policy and its state behind a library handle,
+and block_hashes, the prefix index's keys.
+
+Router.route packs through _pack (or the C packer of _accel, when in use)
+and calls adpr_route; every other method is one library call.
+"""
+
+import ctypes
+import threading
+from array import array
+
+from . import _abi, _accel
+from ._abi import ERRBUF, Batch, HotGroup, Option, RankStats, Result, Stats, load, raise_status
+from ._errors import (CONFIG, FORKED, INVALID_ARGUMENT, INVALID_HANDLE, OK, U64, ConfigError,
+                      InvalidArgumentError, InvalidHandleError, check_int)
+from ._options import option_text
+from ._pack import LazyResult, address, match_table, pack_requests, pack_states
+
+# The most hot groups stats() asks for.
+_MAX_GROUPS = 1 << 16
+
+
+def block_hashes(tokens, tokens_per_block=32, lora_id=0, cache_salt=0):
+    """The prefix index's keys for tokens: one 64-bit hash per full block of
+    tokens_per_block tokens, chained, scoped by lora_id and cache_salt (a
+    partial last block is not hashed). The router hashes a prompt without its
+    last token, as engines cache it."""
+    lib = load()
+    check_int("tokens_per_block", tokens_per_block, 1, 65536)
+    check_int("lora_id", lora_id, 0, U64)
+    check_int("cache_salt", cache_salt, 0, U64)
+    try:
+        buf = tokens if isinstance(tokens, array) and tokens.typecode == "i" else array("i", tokens)
+    except (TypeError, OverflowError) as e:
+        raise InvalidArgumentError("tokens: %s (want int32 token ids)" % (e,), INVALID_ARGUMENT) from None
+    n = len(buf)
+    cap = n // tokens_per_block
+    out = array("Q", bytes(8 * max(cap, 1)))
+    got = ctypes.c_int64(0)
+    errbuf = ctypes.create_string_buffer(ERRBUF)
+    status = lib.adpr_block_hashes(buf.buffer_info()[0] if n else None, n, tokens_per_block,
+                                   lora_id, cache_salt, out.buffer_info()[0], cap,
+                                   ctypes.byref(got), errbuf, ERRBUF)
+    if status != OK:
+        raise_status(status, errbuf)
+    return out[:got.value].tolist()
+
+
+class Router:
+    """One routing policy and its state (warmup set, conversation map, ...).
+
+    Keyword arguments are the configuration options of include/adprouter.h,
+    with TensorRT-LLM's names: policy ("default" | "kv_cache_aware" |
+    "conversation"), dp_size (required), load_balance_weight,
+    match_rate_threshold, fair_share_multiplier, cold_start_warmup,
+    max_sessions, new_conv_placement, capacity_aware. Unknown names raise
+    ConfigError.
+
+    Safe to share between threads (calls on one router are serialised by the
+    library). Close it with close() or use it as a context manager.
+    """
+
+    def __init__(self, policy="kv_cache_aware", dp_size=None, **options):
+        lib = load()
+        if dp_size is None:
+            raise ConfigError("dp_size is required", CONFIG)
+        opts = [("policy", policy), ("dp_size", dp_size)] + sorted(options.items())
+        arr = (Option * len(opts))()
+        for i, (k, v) in enumerate(opts):
+            arr[i].key = k.encode()
+            arr[i].value = option_text(k, v)
+        handle = ctypes.c_uint64(0)
+        errbuf = ctypes.create_string_buffer(ERRBUF)
+        status = lib.adpr_router_create(arr, len(opts), ctypes.byref(handle), errbuf, ERRBUF)
+        if status != OK:
+            raise_status(status, errbuf)
+        self._lib = lib
+        self._handle = handle.value
+        self.policy = policy
+        self.dp_size = dp_size
+        # How many leading tokens per request to send, as the library says
+        # its decisions read them: none, the first 64 (the KV-aware grouping
+        # key) or the whole prompt (None: the prefix index hashes it).
+        n = ctypes.c_int32(0)
+        status = lib.adpr_router_tokens_read(self._handle, ctypes.byref(n))
+        if status != OK:
+            lib.adpr_router_destroy(self._handle)
+            self._handle = 0
+            raise_status(status, None)
+        self._send_tokens = None if n.value < 0 else n.value
+        self._errbuf = errbuf
+        self._lock = threading.Lock()
+
+    @property
+    def tokens_read(self):
+        """How many leading prompt tokens of each request this router's
+        decisions read (the library says, from the options): 0, 64, or -1
+        for the whole prompt. route() sends only those."""
+        return -1 if self._send_tokens is None else self._send_tokens
+
+    def close(self):
+        """Destroys the router; further calls raise InvalidHandleError.
+        Closing a closed router does nothing."""
+        h = getattr(self, "_handle", 0)
+        if not h:
+            return
+        status = self._lib.adpr_router_destroy(h)
+        if status not in (OK, INVALID_HANDLE, FORKED):
+            raise_status(status, None)  # the handle is kept: close() may be retried
+        self._handle = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def route(self, states, requests, max_num_active_requests, match_lens=None, match_format="auto"):
+        """Places one batch of new requests; returns a RouteResult.
+
+        states: one RankState per rank, in rank order. requests: Request
+        objects. Raises InvalidArgumentError (a ValueError) for bad input,
+        after which the router is unchanged.
+
+        match_lens (KV-aware policy): None (nothing cached), or one entry per
+        rank, in rank order, giving how many prompt tokens of each request
+        that rank already caches. With match_format="auto" each entry is
+        either a dict {request_id: matched tokens} (requests it omits count
+        0; ids not in the batch are an error) or a sequence aligned with
+        requests (a list, tuple or 1-D int32 buffer of len(requests)
+        values: rank-major rows); or the whole table as one array('i') of
+        len(requests) x len(states) values, request-major as adpr_batch
+        takes it (passed without a copy). With match_format="pairs" each entry is
+        the rank's raw allgathered row [id, matched, id, matched, ...]
+        (a list or tuple, or any sequence: an even number of values, each id
+        in the batch and at most once per row, omitted requests count 0).
+        All forms give the same decision for the same lengths; dicts that
+        name every request in batch order and pairs in batch order are the
+        fastest.
+        """
+        if not self._handle:
+            raise InvalidHandleError("the router is closed", INVALID_HANDLE)
+        maxn = max_num_active_requests
+        if not isinstance(maxn, int) or not 1 <= maxn <= 0x7FFFFFFF:
+            raise InvalidArgumentError("max_num_active_requests = %r, want an integer >= 1" % (maxn,),
+                                       INVALID_ARGUMENT)
+        if match_format not in ("auto", "pairs"):
+            raise InvalidArgumentError("match_format = %r, want \"auto\" or \"pairs\"" % (match_format,),
+                                       INVALID_ARGUMENT)
+        try:
+            ns, nr = len(states), len(requests)
+        except TypeError as e:
+            raise InvalidArgumentError("states and requests must be sequences: %s" % (e,),
+                                       INVALID_ARGUMENT) from None
+        sp = _accel.speedups
+        if sp is not None and self._lib is _abi.lib and (match_lens is None or not isinstance(match_lens, array)):
+            # The C path: packing and the adpr_route call in one, through
+            # the function's address (no ctypes conversions); None means
+            # something unusual, which the general path below handles.
+            ranks = array("i", bytes(4 * nr))
+            order = array("Q", bytes(8 * nr))
+            offsets = array("i", bytes(4 * (ns + 1)))
+            with self._lock:
+                if not self._handle:
+                    raise InvalidHandleError("the router is closed", INVALID_HANDLE)
+                got = sp.route(_abi.route_address, self._handle, states, requests, self._send_tokens, match_lens,
+                               match_format == "pairs", maxn, self._errbuf, ranks, order, offsets)
+                if got is not None:
+                    status, expected = got
+                    if status != OK:
+                        raise_status(status, self._errbuf)
+                    return LazyResult(order, offsets, ranks, expected)
+        sbuf = sp.pack_states(states) if sp else None
+        if sbuf is None:
+            sbuf = pack_states(states)
+        packed = sp.pack_requests(requests, self._send_tokens) if sp else None
+        if packed is None:
+            packed = pack_requests(requests, self._send_tokens)
+        rbuf, tokens, ntok, text = packed
+        matches = None
+        if match_lens is not None:
+            matches = match_table(match_lens, requests, ns, nr, match_format == "pairs")
+
+        ranks = array("i", bytes(4 * nr))
+        order = array("Q", bytes(8 * nr))
+        offsets = array("i", bytes(4 * (ns + 1)))
+        batch = Batch(
+            address(sbuf) if ns else None, ns, nr,
+            address(rbuf) if nr else None,
+            address(tokens) if ntok else None, ntok,
+            address(text) if text else None, len(text),
+            address(matches) if matches is not None and len(matches) else None,
+            maxn)
+        out = Result(ranks.buffer_info()[0], order.buffer_info()[0], offsets.buffer_info()[0], 0, 0)
+        with self._lock:
+            if not self._handle:
+                raise InvalidHandleError("the router is closed", INVALID_HANDLE)
+            status = self._lib.adpr_route(self._handle, ctypes.byref(batch), ctypes.byref(out),
+                                          self._errbuf, ERRBUF)
+            if status != OK:
+                raise_status(status, self._errbuf)
+        return LazyResult(order, offsets, ranks, out.expected)
+
+    def state_digest(self):
+        """A 64-bit digest of the router state that determines future
+        decisions; equal on every rank that saw the same calls."""
+        if not self._handle:
+            raise InvalidHandleError("the router is closed", INVALID_HANDLE)
+        out = ctypes.c_uint64(0)
+        with self._lock:
+            status = self._lib.adpr_router_state_digest(self._handle, ctypes.byref(out))
+        if status != OK:
+            raise_status(status, None)
+        return out.value
+
+    def stats(self, max_groups=16):
+        """Cumulative counters as a dict: decisions, unassigned,
+        warmup_placements, demand_placements, pending_warmup, conversations,
+        index_entries, index_bytes, ranks (a list of per-rank dicts: placed,
+        predicted_hit_tokens, index_blocks, index_limit_blocks,
+        index_evicted_blocks, memory_pressure) and hot_groups (family,
+        requests, share, replicas, target; most requested first)."""
+        if not self._handle:
+            raise InvalidHandleError("the router is closed", INVALID_HANDLE)
+        check_int("max_groups", max_groups, 0, _MAX_GROUPS)
+        st = Stats()
+        ranks = (RankStats * self.dp_size)()
+        groups = (HotGroup * max(max_groups, 1))()
+        with self._lock:
+            status = self._lib.adpr_router_stats(self._handle, ctypes.byref(st), ranks,
+                                                 self.dp_size, groups, max_groups,
+                                                 self._errbuf, ERRBUF)
+            if status != OK:
+                raise_status(status, self._errbuf)
+        out = {name: getattr(st, name) for name, _ in Stats._fields_
+               if name not in ("num_hot_groups", "reserved")}
+        out["ranks"] = [dict(placed=r.placed, predicted_hit_tokens=r.predicted_hit_tokens,
+                             index_blocks=r.index_blocks, index_limit_blocks=r.index_limit_blocks,
+                             index_evicted_blocks=r.index_evicted_blocks,
+                             memory_pressure=bool(r.flags & 1)) for r in ranks]
+        out["hot_groups"] = [dict(family=g.family, requests=g.requests, share=g.share,
+                                  replicas=g.replicas, target=g.target)
+                             for g in groups[:st.num_hot_groups]]
+        return out
