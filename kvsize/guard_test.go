@@ -1,9 +1,7 @@
 package kvsize_test
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/adprouter/adprouter/kvsize"
@@ -52,12 +50,7 @@ func TestGuard(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.want.Input = tt.in
 			got, err := kvsize.Guard(tt.in)
-			if err != nil {
-				t.Fatalf("Guard(%+v): %v", tt.in, err)
-			}
-			if got != tt.want {
-				t.Errorf("Guard(%+v) =\n%+v\nwant\n%+v", tt.in, got, tt.want)
-			}
+			wantValue(t, fmt.Sprintf("Guard(%+v)", tt.in), got, err, tt.want)
 		})
 	}
 }
@@ -73,10 +66,8 @@ func TestGuardInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := kvsize.Guard(tt.in)
-			if !errors.Is(err, kvsize.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Guard(%+v) error = %v; want ErrInvalidArgument mentioning %q", tt.in, err, tt.want)
-			}
+			got, err := kvsize.Guard(tt.in)
+			wantInvalid(t, fmt.Sprintf("Guard(%+v)", tt.in), got, err, tt.want)
 		})
 	}
 }

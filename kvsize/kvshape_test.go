@@ -3,7 +3,6 @@ package kvsize_test
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/adprouter/adprouter/kvsize"
@@ -39,12 +38,7 @@ func TestBytesPerToken(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := tt.shape.BytesPerToken()
-			if err != nil {
-				t.Fatalf("BytesPerToken(%+v): %v", tt.shape, err)
-			}
-			if got != tt.want {
-				t.Errorf("BytesPerToken(%+v) = %d, want %d", tt.shape, got, tt.want)
-			}
+			wantValue(t, fmt.Sprintf("BytesPerToken(%+v)", tt.shape), got, err, tt.want)
 		})
 	}
 }
@@ -76,15 +70,7 @@ func TestBytesPerTokenInvalid(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := tt.shape.BytesPerToken()
-			if err == nil {
-				t.Fatalf("BytesPerToken(%+v) = %d, want an error", tt.shape, got)
-			}
-			if !errors.Is(err, kvsize.ErrInvalid) {
-				t.Errorf("error %q does not wrap ErrInvalidArgument", err)
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %q does not mention %q", err, tt.want)
-			}
+			wantInvalid(t, fmt.Sprintf("BytesPerToken(%+v)", tt.shape), got, err, tt.want)
 		})
 	}
 }

@@ -1,10 +1,8 @@
 package kvsize_test
 
 import (
-	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/adprouter/adprouter/kvsize"
@@ -99,12 +97,7 @@ func TestSizeKV(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := kvsize.SizeKV(tt.in)
-			if err != nil {
-				t.Fatalf("SizeKV(%+v): %v", tt.in, err)
-			}
-			if got != tt.want {
-				t.Errorf("SizeKV(%+v) =\n%+v\nwant\n%+v", tt.in, got, tt.want)
-			}
+			wantValue(t, fmt.Sprintf("SizeKV(%+v)", tt.in), got, err, tt.want)
 			if got.Tokens != got.Blocks*got.TokensPerBlock {
 				t.Errorf("Tokens %d is not Blocks %d x TokensPerBlock %d", got.Tokens, got.Blocks, got.TokensPerBlock)
 			}
@@ -128,15 +121,7 @@ func TestSizeKVInvalid(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := kvsize.SizeKV(tt.in)
-			if !errors.Is(err, kvsize.ErrInvalid) {
-				t.Fatalf("SizeKV(%+v) = %+v, %v; want ErrInvalidArgument", tt.in, got, err)
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %q does not mention %q", err, tt.want)
-			}
-			if got != (kvsize.Budget{}) {
-				t.Errorf("SizeKV returned %+v with its error, want the zero Budget", got)
-			}
+			wantInvalid(t, fmt.Sprintf("SizeKV(%+v)", tt.in), got, err, tt.want)
 		})
 	}
 }
