@@ -299,15 +299,9 @@ func (x *Index) newNode(s, rank int32) int32 {
 		x.fnode = x.nodes[n].next
 	} else {
 		n = int32(len(x.nodes))
-		if n == int32(cap(x.nodes)) {
-			c := x.grownCap(cap(x.nodes))
-			x.nodes = grow(x.nodes, c)
-			x.rlinks = grow(x.rlinks, c)
-			x.alinks = grow(x.alinks, c)
-		}
-		x.nodes = x.nodes[:n+1]
-		x.rlinks = x.rlinks[:n+1]
-		x.alinks = x.alinks[:n+1]
+		x.nodes = extend(x, x.nodes)
+		x.rlinks = extend(x, x.rlinks)
+		x.alinks = extend(x, x.alinks)
 	}
 	sl := &x.slots[s]
 	x.nodes[n] = node{slot: s, rank: rank, next: sl.head}
@@ -325,10 +319,7 @@ func (x *Index) newSlot(h uint64) int32 {
 		x.fslot = x.slots[s].head
 	} else {
 		s = int32(len(x.slots))
-		if s == int32(cap(x.slots)) {
-			x.slots = grow(x.slots, x.grownCap(cap(x.slots)))
-		}
-		x.slots = x.slots[:s+1]
+		x.slots = extend(x, x.slots)
 	}
 	x.slots[s] = slot{hash: h, head: -1}
 	x.nslot++
@@ -340,10 +331,16 @@ func (x *Index) newSlot(h uint64) int32 {
 // node, and at most one slot, per entry).
 func (x *Index) grownCap(c int) int { return min(max(2*c, 256), max(x.max, 1)) }
 
-func grow[T any](s []T, c int) []T {
-	t := make([]T, len(s), c)
-	copy(t, s)
-	return t
+// extend is s one element longer, for a pool whose free list is empty; a
+// full s moves to x.grownCap of its capacity. The node pool's three
+// parallel slices have equal capacities, so they grow together.
+func extend[T any](x *Index, s []T) []T {
+	if len(s) == cap(s) {
+		t := make([]T, len(s), x.grownCap(cap(s)))
+		copy(t, s)
+		s = t
+	}
+	return s[:len(s)+1]
 }
 
 func (x *Index) mask() int { return len(x.table) - 1 }

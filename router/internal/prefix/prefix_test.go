@@ -111,23 +111,24 @@ func TestIndexLRU(t *testing.T) {
 	// Recency is now (most recent first) b0 b1 a0 a1. Touching a's root
 	// makes a1 the least recently used: shrinking evicts it, then b1, b0.
 	x.Insert(0, a[:1])
-	x.SetLimit(0, 3)
-	x.Match(b, out)
-	if out[0] != 2 {
-		t.Errorf("b matches %d after shrinking to 3, want 2", out[0])
-	}
-	x.Match(a, out)
-	if out[0] != 1 {
-		t.Errorf("a matches %d after shrinking to 3, want 1", out[0])
-	}
-	x.SetLimit(0, 1)
-	x.Match(b, out)
-	if out[0] != 0 {
-		t.Errorf("b matches %d after shrinking to 1, want 0", out[0])
-	}
-	x.Match(a, out)
-	if out[0] != 1 {
-		t.Errorf("a matches %d after shrinking to 1, want 1 (its root was touched last)", out[0])
+	for _, step := range []struct {
+		limit        int
+		wantB, wantA int // blocks b and a still match
+	}{
+		{limit: 3, wantB: 2, wantA: 1},
+		{limit: 1, wantB: 0, wantA: 1}, // a's root was touched last
+	} {
+		x.SetLimit(0, step.limit)
+		for _, m := range []struct {
+			name string
+			seq  []uint64
+			want int
+		}{{"b", b, step.wantB}, {"a", a, step.wantA}} {
+			x.Match(m.seq, out)
+			if out[0] != m.want {
+				t.Errorf("%s matches %d after shrinking to %d, want %d", m.name, out[0], step.limit, m.want)
+			}
+		}
 	}
 	x.SetLimit(0, 0)
 	x.Insert(0, a)
