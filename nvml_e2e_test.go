@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,23 +27,18 @@ import (
 // libnvidia-ml must not be a DT_NEEDED dependency.
 func TestNoUndefinedNVMLSymbols(t *testing.T) {
 	lib := library(t)
-	need(t, "nm")
-	out := run(t, nil, "nm", "-D", "--undefined-only", lib)
+	undefined := dynamicSymbols(t, lib, "--undefined-only")
 	var bad []string
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		if name := f[len(f)-1]; strings.HasPrefix(strings.ToLower(name), "nvml") {
+	for _, name := range undefined {
+		if strings.HasPrefix(strings.ToLower(name), "nvml") {
 			bad = append(bad, name)
 		}
 	}
 	if len(bad) > 0 {
 		t.Errorf("nm -D --undefined-only %s lists %d nvml symbols, want none:\n%s", lib, len(bad), strings.Join(bad, "\n"))
 	}
-	if !strings.Contains(out, "dlopen") {
-		t.Errorf("nm -D --undefined-only lists no dlopen; is this the library?\n%s", out)
+	if !slices.Contains(undefined, "dlopen") {
+		t.Errorf("nm -D --undefined-only lists no dlopen; is this the library?\n%s", strings.Join(undefined, "\n"))
 	}
 	need(t, "readelf")
 	if d := run(t, nil, "readelf", "-d", lib); strings.Contains(d, "libnvidia-ml") {

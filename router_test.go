@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -68,19 +69,29 @@ func run(t *testing.T, env []string, name string, args ...string) string {
 	return out.String()
 }
 
+// dynamicSymbols lists the names in lib's dynamic symbol table that nm -D
+// prints with filter (--defined-only, --undefined-only), without their
+// @version suffixes and without the version nodes (type A).
+func dynamicSymbols(t *testing.T, lib, filter string) []string {
+	t.Helper()
+	need(t, "nm")
+	var names []string
+	for _, line := range strings.Split(run(t, nil, "nm", "-D", filter, lib), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[len(f)-2] == "A" {
+			continue
+		}
+		name, _, _ := strings.Cut(f[len(f)-1], "@")
+		names = append(names, name)
+	}
+	return names
+}
+
 // The library exports only adpr_* functions and carries its soname.
 func TestLibrarySymbols(t *testing.T) {
 	lib := library(t)
-	need(t, "nm")
-	out := run(t, nil, "nm", "-D", "--defined-only", lib)
-	var exported []string
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.Fields(line)
-		name := f[len(f)-1]
-		if f[1] == "A" { // the version node
-			continue
-		}
-		exported = append(exported, name)
+	exported := dynamicSymbols(t, lib, "--defined-only")
+	for _, name := range exported {
 		if !strings.HasPrefix(name, "adpr_") {
 			t.Errorf("exported symbol %q, want only adpr_*", name)
 		}
@@ -97,15 +108,14 @@ func TestLibrarySymbols(t *testing.T) {
 // Every function the header declares is exported by the library.
 func TestHeaderMatchesExports(t *testing.T) {
 	lib := library(t)
-	need(t, "nm")
 	hdr, err := os.ReadFile("include/adprouter.h")
 	if err != nil {
 		t.Fatal(err)
 	}
 	declared := regexp.MustCompile(`\b(adpr_[a-z_0-9]+)\(`).FindAllStringSubmatch(string(hdr), -1)
-	out := run(t, nil, "nm", "-D", "--defined-only", lib)
+	exported := dynamicSymbols(t, lib, "--defined-only")
 	for _, m := range declared {
-		if !strings.Contains(out, " "+m[1]+"@") {
+		if !slices.Contains(exported, m[1]) {
 			t.Errorf("%s is declared in include/adprouter.h but not exported", m[1])
 		}
 	}
