@@ -14,12 +14,6 @@ func withKV(s []RankState, capFree ...[2]int64) []RankState {
 	return s
 }
 
-func capCfg(policy Policy, size int) Config {
-	c := DefaultConfig(policy, size)
-	c.CapacityAware = true
-	return c
-}
-
 func TestCapacityAware(t *testing.T) {
 	rr := func(p Placement) Config {
 		c := capCfg(PolicyConversation, 3)

@@ -86,8 +86,27 @@ func matchTable(nreq, size int, f func(req, rank int) int32) []int32 {
 	return m
 }
 
-func kvCfg(size int, beta, threshold, mult float64) Config {
-	c := DefaultConfig(PolicyKVCacheAware, size)
-	c.LoadBalanceWeight, c.MatchRateThreshold, c.FairShareMultiplier = beta, threshold, mult
+// config is DefaultConfig(policy, size) as set changes it; the helpers
+// below name the changes the tests make most.
+func config(policy Policy, size int, set func(*Config)) Config {
+	c := DefaultConfig(policy, size)
+	set(&c)
 	return c
+}
+
+// kvCfg is the KV-aware policy with TensorRT-LLM's three tuning knobs.
+func kvCfg(size int, beta, threshold, mult float64) Config {
+	return config(PolicyKVCacheAware, size, func(c *Config) {
+		c.LoadBalanceWeight, c.MatchRateThreshold, c.FairShareMultiplier = beta, threshold, mult
+	})
+}
+
+// capCfg is policy with capacity-aware routing on.
+func capCfg(policy Policy, size int) Config {
+	return config(policy, size, func(c *Config) { c.CapacityAware = true })
+}
+
+// sourceCfg is the KV-aware policy reading prefixes from source.
+func sourceCfg(size int, source PrefixSource) Config {
+	return config(PolicyKVCacheAware, size, func(c *Config) { c.PrefixSource = source })
 }

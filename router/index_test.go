@@ -28,12 +28,6 @@ func busy(size int, tokens int64) []RankState {
 	return s
 }
 
-func sourceCfg(size int, source PrefixSource) Config {
-	c := DefaultConfig(PolicyKVCacheAware, size)
-	c.PrefixSource = source
-	return c
-}
-
 // Siblings of a new prompt in one batch: the probe source knows nothing
 // cached and scatters them; the index sees the first one placed and sends
 // the rest after it.

@@ -95,15 +95,13 @@ func repeatTok(v int32, n int) []int32 {
 }
 
 func convCfg(size int, placement Placement, mult float64, maxSessions int) Config {
-	c := DefaultConfig(PolicyConversation, size)
-	c.NewConvPlacement, c.FairShareMultiplier, c.MaxSessions = placement, mult, maxSessions
-	return c
+	return config(PolicyConversation, size, func(c *Config) {
+		c.NewConvPlacement, c.FairShareMultiplier, c.MaxSessions = placement, mult, maxSessions
+	})
 }
 
 func warmCfg(size int) Config {
-	c := DefaultConfig(PolicyKVCacheAware, size)
-	c.ColdStartWarmup = true
-	return c
+	return config(PolicyKVCacheAware, size, func(c *Config) { c.ColdStartWarmup = true })
 }
 
 func wantPending(want ...int) func(t *testing.T, r *Router) {
@@ -145,16 +143,19 @@ func one(c ruleCall) []ruleCall { return []ruleCall{c} }
 func u(ids ...uint64) []uint64 { return ids }
 
 func TestRelaxSorting(t *testing.T) {
+	// Strict 2 and relaxed 1 both target rank 0, which can take one request
+	// (maxn 1): every policy sorts the strict request first.
+	strictFirst := one(ruleCall{states: idle(2), maxn: 1,
+		reqs: []Request{targeted(1, 10, 0, false), targeted(2, 10, 0, true)},
+		want: assign(u(2), u(1)), expected: 1})
 	runRuleCases(t, []ruleCase{
 		{
 			// Sorted [2, 1]: strict 2 takes rank 0 (maxn 1); relaxed 1 finds
 			// its target full and is balanced to rank 1. Arrival order would
 			// have given [1] [2].
-			name: "default strict target before relaxed target",
-			cfg:  DefaultConfig(PolicyDefault, 2),
-			calls: one(ruleCall{states: idle(2), maxn: 1,
-				reqs: []Request{targeted(1, 3, 0, false), targeted(2, 3, 0, true)},
-				want: assign(u(2), u(1)), expected: 1}),
+			name:  "default strict target before relaxed target",
+			cfg:   DefaultConfig(PolicyDefault, 2),
+			calls: strictFirst,
 		},
 		{
 			// Strict without a target is not "strict": order stays [1, 2];
@@ -180,11 +181,9 @@ func TestRelaxSorting(t *testing.T) {
 		{
 			// Same as the default case: strict 2 first takes rank 0; expected
 			// = min(max(ceil(2*1), 1), 1) = 1 so only rank 1 is eligible for 1.
-			name: "kv strict target before relaxed target",
-			cfg:  kvCfg(2, 1, 0.1, 2),
-			calls: one(ruleCall{states: idle(2), maxn: 1,
-				reqs: []Request{targeted(1, 10, 0, false), targeted(2, 10, 0, true)},
-				want: assign(u(2), u(1)), expected: 1}),
+			name:  "kv strict target before relaxed target",
+			cfg:   kvCfg(2, 1, 0.1, 2),
+			calls: strictFirst,
 		},
 		{
 			// With warmup each untargeted request takes the smallest pending
@@ -209,11 +208,9 @@ func TestRelaxSorting(t *testing.T) {
 		{
 			// Strict 2 first takes rank 0 (maxn 1); 1's target is full, so the
 			// cursor (rank 0: full at soft cap 1) moves on to rank 1.
-			name: "conversation strict target before relaxed target",
-			cfg:  DefaultConfig(PolicyConversation, 2),
-			calls: one(ruleCall{states: idle(2), maxn: 1,
-				reqs: []Request{targeted(1, 10, 0, false), targeted(2, 10, 0, true)},
-				want: assign(u(2), u(1)), expected: 1}),
+			name:  "conversation strict target before relaxed target",
+			cfg:   DefaultConfig(PolicyConversation, 2),
+			calls: strictFirst,
 		},
 		{
 			// A relaxed request with a target goes there although rank 1 is
