@@ -58,17 +58,93 @@ func (r *Report) WriteSVG(w io.Writer) error {
 				from: max(win.Start-margin, 0), to: min(win.End+margin, max(last, win.Start+1)), window: win, results: run.Results})
 		}
 	}
+	return writeSVG(w, plotWidth, len(panels), func(b *strings.Builder, i, top int) { panels[i].draw(b, top) })
+}
+
+// panelStride is the height of one panel with its margins.
+const panelStride = panelHeight + marginTop + marginBot
+
+// writeSVG writes a self-contained SVG document width wide with n panels
+// (room for one at least), white, each drawn by draw at its top.
+func writeSVG(w io.Writer, width, n int, draw func(b *strings.Builder, i, top int)) error {
 	var b strings.Builder
-	height := len(panels) * (panelHeight + marginTop + marginBot)
+	height := max(n, 1) * panelStride
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
-		plotWidth, height, plotWidth, height)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", plotWidth, height)
-	for i, p := range panels {
-		p.draw(&b, i*(panelHeight+marginTop+marginBot))
+		width, height, width, height)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
+	for i := range n {
+		draw(&b, i, i*panelStride)
 	}
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// logAxis is a panel's y axis: milliseconds on a logarithmic scale over
+// whole decades, drawn from y0 (bottom) up to y1 (top).
+type logAxis struct{ dLo, dHi, y0, y1 float64 }
+
+// newLogAxis spans the decades around [lo, hi] (1 to 10 ms when lo is
+// infinite: no data).
+func newLogAxis(lo, hi, y0, y1 float64) logAxis {
+	if math.IsInf(lo, 0) {
+		lo, hi = 1, 10
+	}
+	dLo, dHi := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+	if dHi <= dLo {
+		dHi = dLo + 1
+	}
+	return logAxis{dLo: dLo, dHi: dHi, y0: y0, y1: y1}
+}
+
+// y is the position of ms milliseconds.
+func (a logAxis) y(ms float64) float64 {
+	return a.y0 - (math.Log10(ms)-a.dLo)/(a.dHi-a.dLo)*(a.y0-a.y1)
+}
+
+// drawGrid draws a line across [x0, x1] at 1, 2 and 5 times each power of
+// ten of the axis, labelling the powers.
+func (a logAxis) drawGrid(b *strings.Builder, x0, x1 float64) {
+	for d := a.dLo; d <= a.dHi; d++ {
+		for _, m := range []float64{1, 2, 5} {
+			if d == a.dHi && m > 1 {
+				break
+			}
+			v := m * math.Pow(10, d)
+			y := a.y(v)
+			stroke := "#eeeeee"
+			if m == 1 {
+				stroke = "#cccccc"
+				fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end">%s ms</text>`+"\n", x0-6, y+4, trimFloat(v))
+			}
+			fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", x0, y, x1, y, stroke)
+		}
+	}
+}
+
+// drawTitle draws a panel's title above its plot.
+func drawTitle(b *strings.Builder, top int, title string) {
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="14" font-weight="bold">%s</text>`+"\n", marginLeft, top+24, html.EscapeString(title))
+}
+
+// drawFrame draws the x axis label under the plot [x0, x1] x [y1, y0] and
+// its border.
+func drawFrame(b *strings.Builder, label string, x0, x1, y0, y1 float64) {
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", (x0+x1)/2, y0+36, label)
+	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#333333"/>`+"\n", x0, y1, x1-x0, y0-y1)
+}
+
+// drawVariant draws variant i's line (path, an SVG path's data; none when
+// empty) and its legend entry right of the plot: colour, policy and note.
+func drawVariant(b *strings.Builder, i int, path, policy, note string, x1, y1 float64) {
+	col := palette[i%len(palette)]
+	if path != "" {
+		fmt.Fprintf(b, `<path d="%s" fill="none" stroke="%s" stroke-width="1.6" opacity="0.85"/>`+"\n", path, col)
+	}
+	ly := y1 + 14 + float64(i)*32
+	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", x1+14, ly-4, x1+34, ly-4, col)
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", x1+40, ly, html.EscapeString(policy))
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="10" fill="#555555">%s</text>`+"\n", x1+40, ly+13, note)
 }
 
 func (p *panel) draw(b *strings.Builder, top int) {
@@ -84,19 +160,12 @@ func (p *panel) draw(b *strings.Builder, top int) {
 			}
 		}
 	}
-	if math.IsInf(lo, 0) {
-		lo, hi = 1, 10
-	}
-	dLo, dHi := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
-	if dHi <= dLo {
-		dHi = dLo + 1
-	}
+	ax := newLogAxis(lo, hi, y0, y1)
 	fx := func(t float64) float64 {
 		return x0 + (t-float64(p.from)/nsPerSecond)/(float64(p.to-p.from)/nsPerSecond)*(x1-x0)
 	}
-	fy := func(ms float64) float64 { return y0 - (math.Log10(ms)-dLo)/(dHi-dLo)*(y0-y1) }
 
-	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="14" font-weight="bold">%s</text>`+"\n", marginLeft, top+24, html.EscapeString(p.title))
+	drawTitle(b, top, p.title)
 	if w := p.window; w != nil {
 		a := max(fx(float64(w.Start)/nsPerSecond), x0)
 		z := min(fx(float64(w.End)/nsPerSecond), x1)
@@ -105,21 +174,7 @@ func (p *panel) draw(b *strings.Builder, top int) {
 		}
 	}
 	// Axes and grid.
-	for d := dLo; d <= dHi; d++ {
-		for _, m := range []float64{1, 2, 5} {
-			v := m * math.Pow(10, d)
-			if d == dHi && m > 1 {
-				break
-			}
-			y := fy(v)
-			stroke := "#eeeeee"
-			if m == 1 {
-				stroke = "#cccccc"
-				fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end">%s ms</text>`+"\n", x0-6, y+4, trimFloat(v))
-			}
-			fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", x0, y, x1, y, stroke)
-		}
-	}
+	ax.drawGrid(b, x0, x1)
 	span := float64(p.to-p.from) / nsPerSecond
 	step := niceStep(span / 8)
 	for t := math.Ceil(float64(p.from)/nsPerSecond/step) * step; t <= float64(p.to)/nsPerSecond; t += step {
@@ -127,11 +182,9 @@ func (p *panel) draw(b *strings.Builder, top int) {
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999999"/>`+"\n", x, y0, x, y0+4)
 		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", x, y0+18, trimFloat(t))
 	}
-	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">arrival time (simulated s)</text>`+"\n", (x0+x1)/2, y0+36)
-	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#333333"/>`+"\n", x0, y1, x1-x0, y0-y1)
+	drawFrame(b, "arrival time (simulated s)", x0, x1, y0, y1)
 
 	for i, pts := range lines {
-		col := palette[i%len(palette)]
 		var path strings.Builder
 		for k, pt := range pts {
 			if pt.MeanMs <= 0 {
@@ -141,20 +194,14 @@ func (p *panel) draw(b *strings.Builder, top int) {
 			if k == 0 || path.Len() == 0 {
 				cmd = "M"
 			}
-			fmt.Fprintf(&path, "%s%.1f %.1f ", cmd, fx(pt.T+float64(p.to-p.from)/nsPerSecond/plotBins/2), fy(pt.MeanMs))
+			fmt.Fprintf(&path, "%s%.1f %.1f ", cmd, fx(pt.T+float64(p.to-p.from)/nsPerSecond/plotBins/2), ax.y(pt.MeanMs))
 		}
-		if path.Len() > 0 {
-			fmt.Fprintf(b, `<path d="%s" fill="none" stroke="%s" stroke-width="1.6" opacity="0.85"/>`+"\n", strings.TrimSpace(path.String()), col)
-		}
-		ly := y1 + 14 + float64(i)*32
 		res := p.results[i]
-		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", x1+14, ly-4, x1+34, ly-4, col)
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", x1+40, ly, html.EscapeString(res.Policy))
 		note := fmt.Sprintf("p99 %.0f ms, prefill %s", res.TTFT.P99, shortCount(res.PrefillTokens))
 		if res.Window != nil {
 			note = fmt.Sprintf("window p99 %.0f ms, prefill %s", res.Window.TTFT.P99, shortCount(res.Window.PrefillTokens))
 		}
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="10" fill="#555555">%s</text>`+"\n", x1+40, ly+13, note)
+		drawVariant(b, i, strings.TrimSpace(path.String()), res.Policy, note, x1, y1)
 	}
 }
 
@@ -216,18 +263,10 @@ func WritePercentileSVG(w io.Writer, reps []*Report) error {
 				results: run.Results})
 		}
 	}
-	var b strings.Builder
-	height := max(len(panels), 1) * (panelHeight + marginTop + marginBot)
 	width := plotWidth + 80 // room for long variant names in the legend
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
-		width, height, width, height)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
-	for i, p := range panels {
-		drawPercentiles(&b, i*(panelHeight+marginTop+marginBot), p.title, p.results)
-	}
-	b.WriteString("</svg>\n")
-	_, err := io.WriteString(w, b.String())
-	return err
+	return writeSVG(w, width, len(panels), func(b *strings.Builder, i, top int) {
+		drawPercentiles(b, top, panels[i].title, panels[i].results)
+	})
 }
 
 func drawPercentiles(b *strings.Builder, top int, title string, results []*Result) {
@@ -251,34 +290,13 @@ func drawPercentiles(b *strings.Builder, top int, title string, results []*Resul
 			lo, hi = min(lo, ms), max(hi, ms)
 		}
 	}
-	if math.IsInf(lo, 0) {
-		lo, hi = 1, 10
-	}
-	dLo, dHi := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
-	if dHi <= dLo {
-		dHi = dLo + 1
-	}
+	ax := newLogAxis(lo, hi, y0, y1)
 	fx := func(nines float64) float64 {
 		return x0 + (nines-pctFromNines)/(pctToNines-pctFromNines)*(x1-x0)
 	}
-	fy := func(ms float64) float64 { return y0 - (math.Log10(ms)-dLo)/(dHi-dLo)*(y0-y1) }
 
-	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="14" font-weight="bold">%s</text>`+"\n", marginLeft, top+24, html.EscapeString(title))
-	for d := dLo; d <= dHi; d++ {
-		for _, m := range []float64{1, 2, 5} {
-			if d == dHi && m > 1 {
-				break
-			}
-			v := m * math.Pow(10, d)
-			y := fy(v)
-			stroke := "#eeeeee"
-			if m == 1 {
-				stroke = "#cccccc"
-				fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end">%s ms</text>`+"\n", x0-6, y+4, trimFloat(v))
-			}
-			fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", x0, y, x1, y, stroke)
-		}
-	}
+	drawTitle(b, top, title)
+	ax.drawGrid(b, x0, x1)
 	for _, t := range []struct {
 		q     float64
 		label string
@@ -287,10 +305,8 @@ func drawPercentiles(b *strings.Builder, top int, title string, results []*Resul
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eeeeee"/>`+"\n", x, y1, x, y0)
 		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", x, y0+18, t.label)
 	}
-	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">percentile of TTFT (simulated)</text>`+"\n", (x0+x1)/2, y0+36)
-	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#333333"/>`+"\n", x0, y1, x1-x0, y0-y1)
+	drawFrame(b, "percentile of TTFT (simulated)", x0, x1, y0, y1)
 	for i, c := range curves {
-		col := palette[i%len(palette)]
 		var path strings.Builder
 		for k, ms := range c {
 			cmd := "L"
@@ -298,16 +314,10 @@ func drawPercentiles(b *strings.Builder, top int, title string, results []*Resul
 				cmd = "M"
 			}
 			nines := pctFromNines + (pctToNines-pctFromNines)*float64(k)/pctPoints
-			fmt.Fprintf(&path, "%s%.1f %.1f ", cmd, fx(nines), fy(ms))
-		}
-		if path.Len() > 0 {
-			fmt.Fprintf(b, `<path d="%s" fill="none" stroke="%s" stroke-width="1.6" opacity="0.85"/>`+"\n", strings.TrimSpace(path.String()), col)
+			fmt.Fprintf(&path, "%s%.1f %.1f ", cmd, fx(nines), ax.y(ms))
 		}
 		res := results[i]
-		ly := y1 + 14 + float64(i)*32
-		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", x1+14, ly-4, x1+34, ly-4, col)
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", x1+40, ly, html.EscapeString(res.Policy))
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="10" fill="#555555">p50 %.0f, p99 %.0f ms, prefill %s</text>`+"\n",
-			x1+40, ly+13, res.TTFT.P50, res.TTFT.P99, shortCount(res.PrefillTokens))
+		note := fmt.Sprintf("p50 %.0f, p99 %.0f ms, prefill %s", res.TTFT.P50, res.TTFT.P99, shortCount(res.PrefillTokens))
+		drawVariant(b, i, strings.TrimSpace(path.String()), res.Policy, note, x1, y1)
 	}
 }
