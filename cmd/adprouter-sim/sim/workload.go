@@ -447,20 +447,9 @@ func Generate(cfg WorkloadConfig) (*Workload, error) {
 				single(t, g, p, nil)
 			}
 		}
-	case KindConversation:
-		system := tok.tokens(nil, cfg.SystemTokens, cfg.Vocab)
-		for c, t := range arrivalTimes(arr, &cfg, 0, cfg.DurationS, cfg.Rate) {
-			s := Session{ConvID: fmt.Sprintf("conv-%d", c), Group: -1, Start: t, Prefix: system}
-			for k := range lens.between(cfg.TurnsMin, cfg.TurnsMax) {
-				turn := Turn{User: suffix(), Output: output()}
-				if k > 0 {
-					turn.Think = seconds(think.exp(cfg.ThinkS))
-				}
-				s.Turns = append(s.Turns, turn)
-			}
-			w.Sessions = append(w.Sessions, s)
-		}
-	case KindFollowUp:
+	case KindConversation, KindFollowUp:
+		// Conversations; followup turns may also come while the previous
+		// one is in flight (follow is drawn only for followup).
 		system := tok.tokens(nil, cfg.SystemTokens, cfg.Vocab)
 		for c, t := range arrivalTimes(arr, &cfg, 0, cfg.DurationS, cfg.Rate) {
 			s := Session{ConvID: fmt.Sprintf("conv-%d", c), Group: -1, Start: t, Prefix: system}
@@ -468,7 +457,7 @@ func Generate(cfg WorkloadConfig) (*Workload, error) {
 				turn := Turn{User: suffix(), Output: output()}
 				switch {
 				case k == 0:
-				case follow.float64() < cfg.FollowUpP && !s.Turns[k-1].InFlight:
+				case cfg.Kind == KindFollowUp && follow.float64() < cfg.FollowUpP && !s.Turns[k-1].InFlight:
 					turn.InFlight = true
 					turn.Think = seconds(follow.exp(cfg.FollowUpS))
 				default:
