@@ -21,8 +21,11 @@
 //	                   and recover panics. No routing logic. Its testdata holds
 //	                   the C/C++ tests of the ABI (harness, faults, wrapper).
 //	include/           the public C header and the C++17 wrapper.
-//	python/adprouter/  the ctypes binding, its optional C speedups, the
-//	                   pure-Python reference rules and the TensorRT-LLM drop-in.
+//	python/adprouter/  the ctypes binding in small private modules (_abi holds
+//	                   every ABI layout and signature; __init__.py only
+//	                   re-exports), its optional C speedups and the
+//	                   TensorRT-LLM drop-in; python/tests/ holds the
+//	                   pure-Python reference rules.
 //	cmd/adprouter-sim/ the deterministic ADP engine simulator.
 //	examples/          programs a user would write: quickstarts, MPI, NVML.
 //	docs/ROUTING.md    the routing contract; testdata/routing/ holds its

@@ -26,8 +26,7 @@ re-exports. Imports run one way, each module from those above it:
     _errors   status codes, the exception classes, integer checks
     _types    RankState, Request (pure Python), RouteResult
     _abi      every struct layout and function signature of adprouter.h,
-              loading the library, raising a status (a new export is one
-              line in _abi.SIGNATURES)
+              loading the library, raising a status
     _options  option values as the text the library parses
     _accel    the optional C packer adprouter._speedups and the switch
               between it and pure Python (_accel.use)
@@ -35,6 +34,11 @@ re-exports. Imports run one way, each module from those above it:
     _nvml     GPU memory and KV sizing
     _router   Router (and block_hashes)
     trtllm    the TensorRT-LLM drop-in (public, imported on demand)
+
+A new library function is one line in _abi.SIGNATURES (and its structs in
+_abi); its wrapper goes in the module of its job (a Router method in
+_router, a new job in a new module importing from those above), and its
+public names are re-exported here and listed in __all__.
 """
 
 from . import _types
@@ -49,6 +53,9 @@ from ._pack import PREFIX_TOKENS
 from ._router import Router, block_hashes
 from ._types import RankState, RouteResult
 
+# The pure-Python Request, also when the C one is exported (README).
+_PyRequest = _types.Request
+
 __all__ = [
     "Router", "RankState", "Request", "RouteResult",
     "Error", "InvalidArgumentError", "ConfigError", "InvalidHandleError", "InternalError",
@@ -62,7 +69,7 @@ __all__ = [
 # The public names say they are adprouter's, wherever they are defined, as
 # they did before the split (reprs, tracebacks, pickles, help()); so does the
 # pure-Python Request when the C one is exported (the C type says so itself).
-for _obj in [globals()[_name] for _name in __all__] + [_types.Request]:
+for _obj in [globals()[_name] for _name in __all__] + [_PyRequest]:
     if getattr(_obj, "__module__", "").startswith(__name__ + "._"):
         _obj.__module__ = __name__
 del _obj

@@ -23,7 +23,7 @@ import tempfile
 import unittest
 
 import adprouter
-from adprouter import _abi, _accel, _errors, _pack, _types
+from adprouter import _abi, _accel, _errors, _pack
 from adprouter import InvalidArgumentError, RankState, Request, Router
 
 import test_binding
@@ -363,7 +363,7 @@ class RequestTypeTest(unittest.TestCase):
     def setUp(self):
         if _built is None or not hasattr(_built, "Request"):
             self.skipTest("no C compiler or Python headers to build _speedups.c")
-        self.fast, self.slow = _built.Request, _types.Request
+        self.fast, self.slow = _built.Request, adprouter._PyRequest
 
     def tearDown(self):
         _accel.use(_loaded)
@@ -424,7 +424,7 @@ class RequestTypeTest(unittest.TestCase):
         q = self.fast(2 ** 63, tokens=[1, 2], num_tokens=9, target_rank=1, relax=False, conversation_id="c",
                       lora_id=3, cache_salt=4)
         clones = [(q, copy.copy(q)), (q, copy.deepcopy(q))]
-        if adprouter.Request is not _types.Request:
+        if adprouter.Request is not adprouter._PyRequest:
             # pickle finds the class by name: the one the binding exports.
             exported = adprouter.Request(*(getattr(q, f) for f in REQUEST_FIELDS))
             clones += [(exported, pickle.loads(pickle.dumps(exported, protocol=2))),
@@ -454,10 +454,10 @@ class RequestTypeTest(unittest.TestCase):
 
     def test_exported_when_loaded(self):
         if _loaded is None or not hasattr(_loaded, "Request"):
-            self.assertIs(adprouter.Request, _types.Request)
+            self.assertIs(adprouter.Request, adprouter._PyRequest)
         else:
             self.assertIs(adprouter.Request, _loaded.Request)
-            self.assertEqual(adprouter.Request.__doc__, _types.Request.__doc__)
+            self.assertEqual(adprouter.Request.__doc__, adprouter._PyRequest.__doc__)
             self.assertEqual(adprouter.Request.__module__, "adprouter")
 
 
