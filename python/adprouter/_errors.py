@@ -1,4 +1,5 @@
-"""The status codes of include/adprouter.h and the exceptions they raise.
+"""The status codes of include/adprouter.h, the exceptions they raise, and
+the integer check every wrapper makes before handing a number to ctypes.
 
 The library answers every call with a status; ``ERRORS`` maps each non-OK
 status to the exception class the binding raises for it (any status not in
