@@ -26,11 +26,12 @@ func (r *Router) routeKVAware(b *batch) {
 
 	// Explicit + warmup pass.
 	rest := r.rest[:0]
+	warming := r.warming(b)
 	for _, i := range r.relaxSort(b, isStrictTarget) {
 		q := &b.reqs[i]
 		target := q.TargetRank
 		warm := false
-		if !q.hasTarget() && r.pendingCount > 0 {
+		if !q.hasTarget() && warming && r.pendingCount > 0 {
 			target, warm = slices.Index(r.pending, true), true // smallest pending rank
 		}
 		if target != NoTarget && count[target] < b.maxn {
