@@ -360,6 +360,16 @@ const char *adpr_strerror(adpr_status status);
 adpr_status adpr_router_create(const adpr_option *options, int32_t num_options,
                                adpr_router *out, char *err, size_t err_len);
 
+/* Writes into out (out_len bytes, NUL-terminated) the options that preset
+ * (the option "preset": "reference", "recommended", "index" or "full") sets
+ * for policy, one "key=value\n" line each, in the order adpr_router_create
+ * applies them; "" for none. adpr_router_create applies them itself; this
+ * is for hosts that need to know (e.g. whether to probe match lengths).
+ * ADPR_ERR_CONFIG names an unknown preset or policy; ADPR_ERR_INVALID_ARGUMENT
+ * a NULL string or an out buffer too small (the message says how large). */
+adpr_status adpr_preset_options(const char *preset, const char *policy, char *out, size_t out_len,
+                                char *err, size_t err_len);
+
 /* Destroys a router. A second destroy returns ADPR_ERR_INVALID_HANDLE. */
 adpr_status adpr_router_destroy(adpr_router router);
 
