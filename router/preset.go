@@ -66,9 +66,14 @@ func Presets() []string {
 }
 
 // PresetOptions returns preset name's options for policy as key/value
-// text pairs, in ParseOptions' terms. An unknown name is an error wrapping
-// ErrInvalidConfig that lists the known ones.
+// text pairs, in ParseOptions' terms. An unknown name or policy is an error
+// wrapping ErrInvalidConfig that lists the known ones.
 func PresetOptions(name string, policy Policy) ([][2]string, error) {
+	switch policy {
+	case PolicyDefault, PolicyKVCacheAware, PolicyConversation:
+	default:
+		return nil, configError("policy", fmt.Sprintf("%q", policy), `"default", "kv_cache_aware" or "conversation"`)
+	}
 	f, ok := presets[name]
 	if !ok {
 		return nil, configError("preset", fmt.Sprintf("%q", name), strings.Join(quoted(Presets()), ", "))
