@@ -232,4 +232,3 @@ func TestTTFTConfigValidation(t *testing.T) {
 		}
 	}
 }
-
