@@ -132,8 +132,10 @@ typedef uint64_t adpr_router;
  *   index_capacity_blocks  [0] index bound per rank reporting no KV
  *                          capacity (0 = 65536 blocks); ranks reporting
  *                          kv_capacity_tokens are bounded by it
- *   warmup                 ["off"] "once" (= cold_start_warmup) or "demand":
- *                          keep each hot prompt family on about
+ *   warmup                 ["off"] "once" (= cold_start_warmup), "quiet"
+ *                          ("once", only while no rank has an active
+ *                          request) or "demand": keep each hot prompt
+ *                          family on about
  *                          ceil(share x dp_size x warmup_factor) ranks,
  *                          replicating only while the engine is quiet (at
  *                          most one active or new request per rank)
@@ -146,6 +148,24 @@ typedef uint64_t adpr_router;
  *                          placed there) cannot hold its uncached tokens,
  *                          when some rank can; else most headroom wins.
  *                          Explicit targets and warmup are honoured anyway.
+ *   score                  ["reference"] kv_cache_aware: or "ttft", rank by
+ *                          predicted time to first token (uncached prefill
+ *                          queued on the rank + the request's uncached
+ *                          tokens), in-flight prefixes counted as
+ *                          engine_reuse allows, conversations kept on their
+ *                          rank up to the hard cap; needs prefix_source
+ *                          "index" or "probe+index" (docs/ROUTING.md)
+ *   engine_reuse           ["after_iteration"] (TensorRT-LLM: a block is
+ *                          reusable once the iteration computing it ended) or
+ *                          "on_schedule" (vLLM: as soon as it is scheduled);
+ *                          read by score "ttft"
+ *   ttft_drain_tokens      [8192] prefill tokens a rank computes per iteration
+ *                          (max_num_tokens), 1..2^30; read by score "ttft"
+ *   preset                 ["reference"] a bundle of the options above:
+ *                          "recommended" (kv_cache_aware: prefix_source
+ *                          "probe+index", score "ttft", warmup "quiet"),
+ *                          "index", "full"; see adpr_preset_options. Applied
+ *                          first: explicit options override it, in any order.
  * Numbers are decimal text; floats are parsed exactly (repr() of a Python
  * float round-trips). An unknown key or a repeated key is an error. */
 typedef struct adpr_option {
