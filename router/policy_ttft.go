@@ -70,18 +70,9 @@ func (t *ttftState) begin(cfg *Config, states []RankState) {
 // warmup as routeKVAware, then each request, grouped by prompt prefix, to
 // the eligible rank with the lowest predicted TTFT.
 func (r *Router) routeTTFT(b *batch) {
-	size := r.cfg.DPSize
-	count := r.loadCounts(b)
-	tokens := slices.Grow(r.tokensF[:0], size)[:size]
-	r.tokensF = tokens
-	for i := range b.states {
-		tokens[i] = float64(b.states[i].NumActiveTokens)
-	}
-	row := slices.Grow(r.row[:0], size)[:size]
-	r.row = row
-	ready := slices.Grow(r.ready[:0], size)[:size]
+	count, tokens, row := r.kvBegin(b)
+	ready := slices.Grow(r.ready[:0], len(row))[:len(row)]
 	r.ready = ready
-	r.prefix.begin(&r.cfg, b, &r.digest)
 	r.ttft.begin(&r.cfg, b.states)
 	queued := r.ttft.queued
 	onSchedule := r.cfg.EngineReuse == ReuseOnSchedule
@@ -101,50 +92,13 @@ func (r *Router) routeTTFT(b *batch) {
 		}
 	}
 
-	// Explicit + warmup pass, as the reference.
-	rest := r.rest[:0]
-	warming := r.warming(b)
-	for _, i := range r.relaxSort(b, isStrictTarget) {
-		q := &b.reqs[i]
-		target := q.TargetRank
-		warm := false
-		if !q.hasTarget() && warming && r.pendingCount > 0 && !r.bound(q) {
-			target, warm = slices.Index(r.pending, true), true
-		}
-		if target != NoTarget && count[target] < b.maxn {
-			r.ttftRows(b, i, row, ready)
-			place(i, target)
-			if warm {
-				r.stats.warmup++
-			}
-			if r.pendingCount > 0 && r.pending[target] {
-				r.pending[target] = false
-				r.pendingCount--
-				r.digest = fold(r.digest, tagWarmed, uint64(target), 0)
-			}
-			continue
-		}
-		rest = append(rest, i)
-	}
-	r.rest = rest
-	r.groups.sort(b.reqs, rest)
-
-	expected := softCap(count, len(rest), r.cfg.FairShareMultiplier, b.maxn)
-	b.res.Expected = expected
-	eligible := r.eligible[:0]
-	for k := range size {
-		if count[k] < expected {
-			eligible = append(eligible, k)
-		}
-	}
-	quiet := false
-	if r.cfg.Warmup == WarmupDemand {
-		total := len(rest)
-		for _, c := range count {
-			total += c
-		}
-		quiet = total <= size
-	}
+	// Explicit + warmup pass, as the reference, except that a bound
+	// conversation's turn never warms a rank.
+	rest := r.explicitPass(b, count, true, func(i, k int) {
+		r.ttftRows(b, i, row, ready)
+		place(i, k)
+	})
+	expected, eligible, quiet := r.scoring(b, count, rest)
 
 	for _, i := range rest {
 		q := &b.reqs[i]
