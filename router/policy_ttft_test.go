@@ -232,3 +232,32 @@ func TestTTFTConfigValidation(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkTTFTScore is BenchmarkIndexSource under the recommended preset
+// (probe+index, ttft score, quiet warmup): batches of 8 requests of 2,300
+// tokens over 16 prompt families, probed matches of zero. Compare the two
+// for the score's cost over the index's.
+func BenchmarkTTFTScore(b *testing.B) {
+	cfg := sourceCfg(8, SourceProbeIndex)
+	if err := ApplyPreset(&cfg, PresetRecommended); err != nil {
+		b.Fatal(err)
+	}
+	r := mustNew(b, cfg)
+	var reqs []Request
+	for i := range uint64(8) {
+		reqs = append(reqs, family(i%16, i, 2300))
+	}
+	states := busy(8, 10000)
+	matches := make([]int32, 8*8)
+	var res Result
+	b.ResetTimer()
+	for i := range b.N {
+		for k := range reqs {
+			reqs[k].ID = uint64(i*8 + k)
+		}
+		if err := r.RouteInto(&res, states, reqs, 64, matches); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*8), "ns/request")
+}
