@@ -33,10 +33,13 @@ import "slices"
 //     (TensorRT-LLM) a request that starts beside the one computing its
 //     prefix computes it again, so siblings and in-flight follow-ups spread
 //     instead of piling onto the rank that cannot serve them yet.
-//   - A conversation stays on the rank that served its last turn while that
-//     rank's predicted TTFT is no worse than the best rank's, so a turn whose
-//     previous turn is still in flight (or whose probe is inconclusive)
-//     still finds it.
+//   - A request's home — its conversation's rank, else the rank that
+//     computed the longest prefix of it when no rank under the soft cap
+//     holds as much — stays a candidate past the soft cap, up to the hard
+//     cap: the soft cap counts requests, most of which only decode. A
+//     conversation stays on its rank while that rank's predicted TTFT is no
+//     worse than the best rank's, so a turn whose previous turn is still in
+//     flight (or whose probe is inconclusive) still finds it.
 //
 // Ties go to the rank with fewer uncached tokens for the request, then fewer
 // active requests, then the lower index: no randomness, so the decision is a
@@ -102,20 +105,36 @@ func (r *Router) routeTTFT(b *batch) {
 
 	for _, i := range rest {
 		q := &b.reqs[i]
-		// A conversation's rank stays a candidate up to the hard cap: the
+		// The request's home stays a candidate up to the hard cap: the
 		// soft cap counts requests, most of which only decode.
+		r.ttftRows(b, i, row, ready)
 		home := -1
 		if q.ConversationID != "" {
 			if h, ok := r.conv.Get(q.ConversationID); ok && count[h] < b.maxn && !slices.Contains(eligible, h) {
 				home = h
-				eligible = append(eligible, h)
 			}
+		}
+		if home < 0 {
+			// The rank that computed the longest prefix of the
+			// request stays a candidate up to the hard cap too,
+			// when no eligible rank holds as much.
+			held := 0
+			for _, k := range eligible {
+				held = max(held, ready[k])
+			}
+			for k, m := range ready {
+				if m > held && count[k] < b.maxn {
+					home, held = k, m
+				}
+			}
+		}
+		if home >= 0 {
+			eligible = append(eligible, home)
 		}
 		if len(eligible) == 0 {
 			break
 		}
 		n := q.Len()
-		r.ttftRows(b, i, row, ready)
 		allow := r.room.allow(eligible, n, row)
 
 		k := -1

@@ -140,6 +140,33 @@ func TestTTFTConversations(t *testing.T) {
 	}
 }
 
+// Without a conversation id, the rank that computed the longest prefix of a
+// request stays a candidate past the soft cap too, when no rank under it
+// holds as much; the reference score moves the request to an idle rank.
+func TestTTFTCacheHomePastSoftCap(t *testing.T) {
+	base := prompt(2048)
+	states := st([2]int64{6, 100}, [2]int64{0, 0}, [2]int64{0, 0}, [2]int64{0, 0})
+	for _, tc := range []struct {
+		name    string
+		matches []int32
+		want    int
+	}{
+		{"only the busy rank holds it", []int32{2016, 0, 0, 0}, 0},
+		{"an idle rank holds as much", []int32{2016, 0, 2016, 0}, 2},
+	} {
+		cfg := ttftCfg(4, ReuseAfterIteration)
+		res := mustRoute(t, mustNew(t, cfg), states, []Request{extend(1, base, 30)}, 8, tc.matches)
+		if res.Ranks[0] != tc.want {
+			t.Errorf("%s: rank %d, want %d", tc.name, res.Ranks[0], tc.want)
+		}
+	}
+	ref := DefaultConfig(PolicyKVCacheAware, 4)
+	res := mustRoute(t, mustNew(t, ref), states, []Request{extend(1, base, 30)}, 8, []int32{2016, 0, 0, 0})
+	if res.Ranks[0] == 0 {
+		t.Errorf("reference score: rank 0, want another (rank 0 is over the soft cap)")
+	}
+}
+
 // Quiet warmup sends requests to ranks not yet warmed only while no rank
 // has an active request.
 func TestWarmupQuiet(t *testing.T) {
