@@ -269,22 +269,5 @@ func BenchmarkTTFTScore(b *testing.B) {
 	if err := ApplyPreset(&cfg, PresetRecommended); err != nil {
 		b.Fatal(err)
 	}
-	r := mustNew(b, cfg)
-	var reqs []Request
-	for i := range uint64(8) {
-		reqs = append(reqs, family(i%16, i, 2300))
-	}
-	states := busy(8, 10000)
-	matches := make([]int32, 8*8)
-	var res Result
-	b.ResetTimer()
-	for i := range b.N {
-		for k := range reqs {
-			reqs[k].ID = uint64(i*8 + k)
-		}
-		if err := r.RouteInto(&res, states, reqs, 64, matches); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*8), "ns/request")
+	benchFamilies(b, cfg, make([]int32, 8*8))
 }
