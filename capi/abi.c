@@ -59,6 +59,12 @@ adpr_status adpr_router_create(const adpr_option *options, int32_t num_options,
     return adprgo_router_create((adpr_option *)options, num_options, out, err, err_len);
 }
 
+adpr_status adpr_preset_options(const char *preset, const char *policy, char *out, size_t out_len,
+                                char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_preset_options((char *)preset, (char *)policy, out, out_len, err, err_len);
+}
+
 adpr_status adpr_router_destroy(adpr_router router) {
     FORK_GUARD(NULL, 0);
     return adprgo_router_destroy(router);

@@ -86,6 +86,41 @@ func boundedString(p *C.char, max int, what string, args ...any) (string, error)
 	return "", argError(what+" is longer than %d bytes (or not NUL-terminated)", append(args, max)...)
 }
 
+//export adprgo_preset_options
+func adprgo_preset_options(name, policy *C.char, out *C.char, olen C.size_t, ebuf *C.char, elen C.size_t) C.adpr_status {
+	return guard("adpr_preset_options", ebuf, elen, func() error {
+		switch {
+		case name == nil || policy == nil:
+			return argError("preset or policy is NULL, want NUL-terminated strings")
+		case out == nil || olen == 0:
+			return argError("out is NULL or out_len is 0, want a buffer")
+		}
+		n, err := boundedString(name, maxOptionBytes, "preset")
+		if err != nil {
+			return err
+		}
+		p, err := boundedString(policy, maxOptionBytes, "policy")
+		if err != nil {
+			return err
+		}
+		kv, err := router.PresetOptions(n, router.Policy(p))
+		if err != nil {
+			return err
+		}
+		var text []byte
+		for _, o := range kv {
+			text = append(append(append(append(text, o[0]...), '='), o[1]...), '\n')
+		}
+		if uint64(len(text)) >= uint64(olen) {
+			return argError("out_len = %d, want at least %d bytes for preset %q", uint64(olen), len(text)+1, n)
+		}
+		dst := unsafe.Slice((*byte)(unsafe.Pointer(out)), len(text)+1)
+		copy(dst, text)
+		dst[len(text)] = 0
+		return nil
+	})
+}
+
 //export adprgo_router_destroy
 func adprgo_router_destroy(h C.adpr_router) C.adpr_status {
 	return guard("adpr_router_destroy", nil, 0, func() error {

@@ -132,8 +132,10 @@ typedef uint64_t adpr_router;
  *   index_capacity_blocks  [0] index bound per rank reporting no KV
  *                          capacity (0 = 65536 blocks); ranks reporting
  *                          kv_capacity_tokens are bounded by it
- *   warmup                 ["off"] "once" (= cold_start_warmup) or "demand":
- *                          keep each hot prompt family on about
+ *   warmup                 ["off"] "once" (= cold_start_warmup), "quiet"
+ *                          ("once", only while no rank has an active
+ *                          request) or "demand": keep each hot prompt
+ *                          family on about
  *                          ceil(share x dp_size x warmup_factor) ranks,
  *                          replicating only while the engine is quiet (at
  *                          most one active or new request per rank)
@@ -146,6 +148,24 @@ typedef uint64_t adpr_router;
  *                          placed there) cannot hold its uncached tokens,
  *                          when some rank can; else most headroom wins.
  *                          Explicit targets and warmup are honoured anyway.
+ *   score                  ["reference"] kv_cache_aware: or "ttft", rank by
+ *                          predicted time to first token (uncached prefill
+ *                          queued on the rank + the request's uncached
+ *                          tokens), in-flight prefixes counted as
+ *                          engine_reuse allows, conversations kept on their
+ *                          rank up to the hard cap; needs prefix_source
+ *                          "index" or "probe+index" (docs/ROUTING.md)
+ *   engine_reuse           ["after_iteration"] (TensorRT-LLM: a block is
+ *                          reusable once the iteration computing it ended) or
+ *                          "on_schedule" (vLLM: as soon as it is scheduled);
+ *                          read by score "ttft"
+ *   ttft_drain_tokens      [8192] prefill tokens a rank computes per iteration
+ *                          (max_num_tokens), 1..2^30; read by score "ttft"
+ *   preset                 ["reference"] a bundle of the options above:
+ *                          "recommended" (kv_cache_aware: prefix_source
+ *                          "probe+index", score "ttft", warmup "quiet"),
+ *                          "index", "full"; see adpr_preset_options. Applied
+ *                          first: explicit options override it, in any order.
  * Numbers are decimal text; floats are parsed exactly (repr() of a Python
  * float round-trips). An unknown key or a repeated key is an error. */
 typedef struct adpr_option {
@@ -359,6 +379,16 @@ const char *adpr_strerror(adpr_status status);
  * num_options > 0, or a NULL key or value. */
 adpr_status adpr_router_create(const adpr_option *options, int32_t num_options,
                                adpr_router *out, char *err, size_t err_len);
+
+/* Writes into out (out_len bytes, NUL-terminated) the options that preset
+ * (the option "preset": "reference", "recommended", "index" or "full") sets
+ * for policy, one "key=value\n" line each, in the order adpr_router_create
+ * applies them; "" for none. adpr_router_create applies them itself; this
+ * is for hosts that need to know (e.g. whether to probe match lengths).
+ * ADPR_ERR_CONFIG names an unknown preset or policy; ADPR_ERR_INVALID_ARGUMENT
+ * a NULL string or an out buffer too small (the message says how large). */
+adpr_status adpr_preset_options(const char *preset, const char *policy, char *out, size_t out_len,
+                                char *err, size_t err_len);
 
 /* Destroys a router. A second destroy returns ADPR_ERR_INVALID_HANDLE. */
 adpr_status adpr_router_destroy(adpr_router router);

@@ -65,6 +65,45 @@ const (
 	// per rank): computing a long prefix stalls every rank of an ADP engine,
 	// so replication belongs before a spike, not in it.
 	WarmupDemand Warmup = "demand"
+	// WarmupQuiet is WarmupOnce only while the engine is quiet (at most one
+	// active or new request per rank): every rank gets a request once, so
+	// that the first spike finds the shared prefix everywhere, but warming
+	// never costs a loaded engine a cold prefill it did not need.
+	WarmupQuiet Warmup = "quiet"
+)
+
+// A Score is how the KV-aware policy ranks the eligible ranks for a request.
+// The zero Score means ScoreReference.
+type Score string
+
+// The scores.
+const (
+	// ScoreReference is TensorRT-LLM's: uncached tokens plus β times the
+	// rank's relative token load, scaled by the request's length.
+	ScoreReference Score = "reference"
+	// ScoreTTFT predicts the request's time to first token on the rank, in
+	// prefill tokens under the lock-step iteration model: the uncached
+	// prefill still queued ahead of it there plus its own uncached tokens,
+	// counting in-flight prefixes as the engine's reuse semantics allow
+	// (EngineReuse), and keeps conversations on their rank while that costs
+	// no more than moving them. See policy_ttft.go.
+	ScoreTTFT Score = "ttft"
+)
+
+// An EngineReuse is when the engine lets a request reuse prompt blocks that
+// another request on the same rank is still computing. The zero EngineReuse
+// means ReuseAfterIteration.
+type EngineReuse string
+
+// The reuse semantics.
+const (
+	// ReuseAfterIteration: a block is reusable once the iteration that
+	// computed it has ended (TensorRT-LLM): requests that start their
+	// prefill together compute a shared prefix once each.
+	ReuseAfterIteration EngineReuse = "after_iteration"
+	// ReuseOnSchedule: a block is reusable as soon as the chunk computing it
+	// is scheduled (vLLM v1): a request queued behind it reuses it.
+	ReuseOnSchedule EngineReuse = "on_schedule"
 )
 
 // Defaults of the configuration options (the reference's values, and ours
@@ -78,6 +117,9 @@ const (
 	DefaultWarmupFactor        = 1.0
 	DefaultWarmupWindow        = 1024
 	DefaultWarmupMinRequests   = 2
+	// DefaultTTFTDrainTokens is TensorRT-LLM's default max_num_tokens: how
+	// many queued prefill tokens a rank computes per iteration.
+	DefaultTTFTDrainTokens = 8192
 	// DefaultIndexMaxBytes bounds the prefix index to 320 MiB, 4,194,304
 	// (block, rank) entries of prefix.EntryBytes: 64 ranks of the default
 	// 65536 blocks each, so that the bound binds only above 64 ranks or
@@ -176,9 +218,10 @@ type Config struct {
 	// DefaultIndexMaxBytes.
 	IndexMaxBytes int
 
-	// Warmup is WarmupOff, WarmupOnce (same as ColdStartWarmup) or
-	// WarmupDemand, all for the KV-aware policy; unset (""), it follows
-	// ColdStartWarmup. ColdStartWarmup with WarmupOff or WarmupDemand is a
+	// Warmup is WarmupOff, WarmupOnce (same as ColdStartWarmup),
+	// WarmupQuiet or WarmupDemand, all for the KV-aware policy; unset (""), it follows
+	// ColdStartWarmup. ColdStartWarmup with WarmupOff, WarmupQuiet or
+	// WarmupDemand is a
 	// contradiction that Validate rejects.
 	Warmup Warmup
 	// WarmupFactor scales the replica target of demand warmup (> 0).
@@ -191,6 +234,19 @@ type Config struct {
 	// hold before demand warmup replicates it: one-off prompts are never
 	// scattered. >= 1.
 	WarmupMinRequests int
+
+	// Score is ScoreReference (the default) or ScoreTTFT, for the KV-aware
+	// policy. ScoreTTFT needs a prefix index (PrefixSource index or
+	// probe+index) to know in-flight prefixes; with probe+index the probe
+	// tells which of them are ready.
+	Score Score
+	// EngineReuse is the engine's reuse semantics, ReuseAfterIteration (the
+	// default, TensorRT-LLM) or ReuseOnSchedule; read by ScoreTTFT only.
+	EngineReuse EngineReuse
+	// TTFTDrainTokens is how many queued prefill tokens ScoreTTFT assumes a
+	// rank computes between two routing calls (the engine's per-iteration
+	// token budget, max_num_tokens). 1..2^30; read by ScoreTTFT only.
+	TTFTDrainTokens int
 }
 
 // DefaultConfig returns the reference defaults for policy over dpSize ranks.
@@ -209,6 +265,9 @@ func DefaultConfig(policy Policy, dpSize int) Config {
 		WarmupFactor:        DefaultWarmupFactor,
 		WarmupWindow:        DefaultWarmupWindow,
 		WarmupMinRequests:   DefaultWarmupMinRequests,
+		Score:               ScoreReference,
+		EngineReuse:         ReuseAfterIteration,
+		TTFTDrainTokens:     DefaultTTFTDrainTokens,
 	}
 }
 
@@ -230,6 +289,15 @@ func (c Config) normalized() Config {
 	}
 	if c.Warmup == WarmupOnce {
 		c.ColdStartWarmup = true
+	}
+	if c.Score == "" {
+		c.Score = ScoreReference
+	}
+	if c.EngineReuse == "" {
+		c.EngineReuse = ReuseAfterIteration
+	}
+	if c.TTFTDrainTokens == 0 {
+		c.TTFTDrainTokens = DefaultTTFTDrainTokens
 	}
 	return c
 }
@@ -302,15 +370,15 @@ func (c *Config) Validate() error {
 		if c.ColdStartWarmup {
 			return configError("warmup", `"off"`, `"once" or unset when cold_start_warmup is true (cold_start_warmup is warmup "once")`)
 		}
-	case WarmupDemand:
+	case WarmupDemand, WarmupQuiet:
 		if c.Policy != PolicyKVCacheAware {
-			return configError("warmup", `"demand"`, `"off" or "once" unless policy is "kv_cache_aware"`)
+			return configError("warmup", fmt.Sprintf("%q", c.Warmup), `"off" or "once" unless policy is "kv_cache_aware"`)
 		}
 		if c.ColdStartWarmup {
-			return configError("warmup", `"demand"`, `"once" or "off" when cold_start_warmup is true (choose one warmup)`)
+			return configError("warmup", fmt.Sprintf("%q", c.Warmup), `"once" or "off" when cold_start_warmup is true (choose one warmup)`)
 		}
 	default:
-		return configError("warmup", fmt.Sprintf("%q", c.Warmup), `"off", "once" or "demand"`)
+		return configError("warmup", fmt.Sprintf("%q", c.Warmup), `"off", "once", "quiet" or "demand"`)
 	}
 	if !finite(c.WarmupFactor) || c.WarmupFactor <= 0 {
 		return configError("warmup_factor", c.WarmupFactor, "a finite number > 0")
@@ -320,6 +388,26 @@ func (c *Config) Validate() error {
 	}
 	if c.WarmupMinRequests < 1 {
 		return configError("warmup_min_requests", c.WarmupMinRequests, ">= 1")
+	}
+	switch c.Score {
+	case "", ScoreReference:
+	case ScoreTTFT:
+		if c.Policy != PolicyKVCacheAware {
+			return configError("score", `"ttft"`, `"reference" unless policy is "kv_cache_aware"`)
+		}
+		if c.PrefixSource != SourceIndex && c.PrefixSource != SourceProbeIndex {
+			return configError("score", `"ttft"`, `"reference" unless prefix_source is "index" or "probe+index" (the ttft score tracks in-flight prefixes in the index)`)
+		}
+	default:
+		return configError("score", fmt.Sprintf("%q", c.Score), `"reference" or "ttft"`)
+	}
+	switch c.EngineReuse {
+	case "", ReuseAfterIteration, ReuseOnSchedule:
+	default:
+		return configError("engine_reuse", fmt.Sprintf("%q", c.EngineReuse), `"after_iteration" or "on_schedule"`)
+	}
+	if c.TTFTDrainTokens < 0 || c.TTFTDrainTokens > 1<<30 {
+		return configError("ttft_drain_tokens", c.TTFTDrainTokens, "1..2^30 tokens (0: the default)")
 	}
 	return nil
 }

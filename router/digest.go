@@ -79,6 +79,12 @@ func configDigest(c *Config) uint64 {
 	u64(math.Float64bits(c.WarmupFactor))
 	u64(uint64(c.WarmupWindow))
 	u64(uint64(c.WarmupMinRequests))
+	if c.Score != ScoreReference {
+		// Only then: the reference configurations keep their digests.
+		str(string(c.Score))
+		str(string(c.EngineReuse))
+		u64(uint64(c.TTFTDrainTokens))
+	}
 	return d
 }
 

@@ -218,7 +218,12 @@ func TestDemandWarmupWaitsForQuiet(t *testing.T) {
 // prompt families) with the router's own prefix index: hashing, matching and
 // inserting dominate.
 func BenchmarkIndexSource(b *testing.B) {
-	cfg := sourceCfg(8, SourceIndex)
+	benchFamilies(b, sourceCfg(8, SourceIndex), nil)
+}
+
+// benchFamilies routes, with cfg over 8 ranks, batches of 8 requests of
+// 2,300 tokens from 16 prompt families, with the given match lengths.
+func benchFamilies(b *testing.B, cfg Config, matches []int32) {
 	r := mustNew(b, cfg)
 	var reqs []Request
 	for i := range uint64(8) {
@@ -231,7 +236,7 @@ func BenchmarkIndexSource(b *testing.B) {
 		for k := range reqs {
 			reqs[k].ID = uint64(i*8 + k)
 		}
-		if err := r.RouteInto(&res, states, reqs, 64, nil); err != nil {
+		if err := r.RouteInto(&res, states, reqs, 64, matches); err != nil {
 			b.Fatal(err)
 		}
 	}

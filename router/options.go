@@ -130,6 +130,9 @@ var options = map[string]option{
 	"warmup_factor":         floatOpt(func(c *Config) *float64 { return &c.WarmupFactor }),
 	"warmup_window":         intOpt(func(c *Config) *int { return &c.WarmupWindow }),
 	"warmup_min_requests":   intOpt(func(c *Config) *int { return &c.WarmupMinRequests }),
+	"score":                 textOpt(func(c *Config) *Score { return &c.Score }),
+	"engine_reuse":          textOpt(func(c *Config) *EngineReuse { return &c.EngineReuse }),
+	"ttft_drain_tokens":     intOpt(func(c *Config) *int { return &c.TTFTDrainTokens }),
 }
 
 // ParseOptions builds a Config from key/value text pairs (the names of
@@ -139,20 +142,43 @@ var options = map[string]option{
 // or "inf"); booleans "true"/"false"/"1"/"0". Unknown and repeated keys are
 // errors, and so is a missing dp_size. Every error wraps ErrInvalidConfig
 // and names the option.
+//
+// The key "preset" names a bundle of options (see PresetOptions): the
+// preset's options for the policy given are applied first, then every
+// explicit option, whatever the order of the pairs, so an explicit option
+// always overrides the preset. "reference", the default, adds nothing.
 func ParseOptions(kv [][2]string) (Config, error) {
 	cfg := DefaultConfig(PolicyKVCacheAware, 0)
 	seen := make(map[string]bool, len(kv))
+	preset := PresetReference
 	for _, p := range kv {
-		key, value := p[0], p[1]
-		set, ok := options[key]
+		key := p[0]
+		_, ok := options[key]
 		switch {
-		case !ok:
+		case !ok && key != "preset":
 			return cfg, fmt.Errorf("%w: unknown option %q", ErrInvalidConfig, key)
 		case seen[key]:
 			return cfg, fmt.Errorf("%w: option %q given more than once", ErrInvalidConfig, key)
 		}
 		seen[key] = true
-		if err := set(&cfg, value); err != nil {
+		switch key {
+		case "preset":
+			preset = p[1]
+		case "policy":
+			if err := options[key](&cfg, p[1]); err != nil {
+				return cfg, fmt.Errorf("%w: option %s = %q, %v", ErrInvalidConfig, key, p[1], err)
+			}
+		}
+	}
+	if err := applyPreset(&cfg, preset, seen); err != nil {
+		return cfg, err
+	}
+	for _, p := range kv {
+		key, value := p[0], p[1]
+		if key == "preset" {
+			continue
+		}
+		if err := options[key](&cfg, value); err != nil {
 			return cfg, fmt.Errorf("%w: option %s = %q, %v", ErrInvalidConfig, key, value, err)
 		}
 	}

@@ -187,3 +187,58 @@ func TestTokensRead(t *testing.T) {
 		}
 	}
 }
+
+// The preset's options come first and every explicit option after them,
+// whatever the order of the pairs; a preset leaves out what a policy does
+// not read.
+func TestParseOptionsPreset(t *testing.T) {
+	rec := DefaultConfig(PolicyKVCacheAware, 4)
+	rec.PrefixSource, rec.Score, rec.Warmup = SourceProbeIndex, ScoreTTFT, WarmupQuiet
+	for _, tc := range []struct {
+		name string
+		kv   [][2]string
+		want func() Config
+	}{
+		{"reference is the default", [][2]string{{"preset", "reference"}, {"dp_size", "4"}},
+			func() Config { return DefaultConfig(PolicyKVCacheAware, 4) }},
+		{"recommended", [][2]string{{"dp_size", "4"}, {"preset", "recommended"}},
+			func() Config { return rec }},
+		{"explicit before the preset wins", [][2]string{{"engine_reuse", "on_schedule"}, {"warmup", "demand"}, {"preset", "recommended"}, {"dp_size", "4"}},
+			func() Config { c := rec; c.EngineReuse, c.Warmup = ReuseOnSchedule, WarmupDemand; return c }},
+		{"explicit after the preset wins", [][2]string{{"preset", "recommended"}, {"dp_size", "4"}, {"prefix_source", "index"}},
+			func() Config { c := rec; c.PrefixSource = SourceIndex; return c }},
+		{"cold_start_warmup replaces the preset's warmup", [][2]string{{"preset", "recommended"}, {"dp_size", "4"}, {"cold_start_warmup", "true"}},
+			func() Config { c := rec; c.Warmup, c.ColdStartWarmup = "", true; return c }},
+		{"recommended for the default policy is the reference", [][2]string{{"preset", "recommended"}, {"policy", "default"}, {"dp_size", "4"}},
+			func() Config { return DefaultConfig(PolicyDefault, 4) }},
+		{"full for the conversation policy", [][2]string{{"policy", "conversation"}, {"preset", "full"}, {"dp_size", "4"}},
+			func() Config { c := DefaultConfig(PolicyConversation, 4); c.CapacityAware = true; return c }},
+	} {
+		cfg, err := ParseOptions(tc.kv)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if want := tc.want(); cfg != want {
+			t.Errorf("%s: ParseOptions = %+v\nwant %+v", tc.name, cfg, want)
+		}
+	}
+	for _, tc := range []struct {
+		kv   [][2]string
+		want string
+	}{
+		{[][2]string{{"preset", "fastest"}, {"dp_size", "2"}}, `preset = "fastest", want "full", "index", "recommended", "reference"`},
+		{[][2]string{{"preset", "index"}, {"preset", "full"}, {"dp_size", "2"}}, `"preset" given more than once`},
+		{[][2]string{{"preset", "recommended"}, {"prefix_source", "probe"}, {"dp_size", "2"}}, "score"},
+	} {
+		if _, err := ParseOptions(tc.kv); err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("ParseOptions(%v) = %v, want an ErrInvalidConfig naming %s", tc.kv, err, tc.want)
+		}
+	}
+}
+
+func ExamplePresetOptions() {
+	kv, _ := PresetOptions(PresetRecommended, PolicyKVCacheAware)
+	fmt.Println(kv)
+	// Output: [[prefix_source probe+index] [score ttft] [warmup quiet]]
+}

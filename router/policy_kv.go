@@ -11,70 +11,13 @@ import "slices"
 // router's own prefix index (PrefixSource), demand-proportional warmup, and
 // capacity awareness.
 func (r *Router) routeKVAware(b *batch) {
-	size := r.cfg.DPSize
-	count := r.loadCounts(b)
-	tokens := slices.Grow(r.tokensF[:0], size)[:size]
-	r.tokensF = tokens
-	for i := range b.states {
-		tokens[i] = float64(b.states[i].NumActiveTokens)
-	}
-	row := slices.Grow(r.row[:0], size)[:size]
-	r.row = row
-	if r.prefix != nil {
-		r.prefix.begin(&r.cfg, b, &r.digest)
-	}
+	count, tokens, row := r.kvBegin(b)
 
-	// Explicit + warmup pass.
-	rest := r.rest[:0]
-	for _, i := range r.relaxSort(b, isStrictTarget) {
-		q := &b.reqs[i]
-		target := q.TargetRank
-		warm := false
-		if !q.hasTarget() && r.pendingCount > 0 {
-			target, warm = slices.Index(r.pending, true), true // smallest pending rank
-		}
-		if target != NoTarget && count[target] < b.maxn {
-			r.matchRow(b, i, row)
-			r.placeKV(b, i, target, row, tokens)
-			if warm {
-				r.stats.warmup++
-			}
-			if r.pendingCount > 0 && r.pending[target] {
-				r.pending[target] = false
-				r.pendingCount--
-				r.digest = fold(r.digest, tagWarmed, uint64(target), 0)
-			}
-			continue
-		}
-		rest = append(rest, i)
-	}
-	r.rest = rest
-
-	// Group requests that share a prompt prefix; longer prompts first.
-	r.groups.sort(b.reqs, rest)
-
-	expected := softCap(count, len(rest), r.cfg.FairShareMultiplier, b.maxn)
-	b.res.Expected = expected
-	eligible := r.eligible[:0]
-	for k := range size {
-		if count[k] < expected {
-			eligible = append(eligible, k)
-		}
-	}
-
-	// Demand warmup replicates only while the engine is quiet: at most one
-	// request per rank on average, counting this batch. Computing a long
-	// shared prefix stalls every rank of an ADP engine (they step in
-	// lockstep), so replicas are made before a spike, not during it; under
-	// load the score spreads a family by itself as its ranks fill up.
-	quiet := false
-	if r.cfg.Warmup == WarmupDemand {
-		total := len(rest)
-		for _, c := range count {
-			total += c
-		}
-		quiet = total <= size
-	}
+	rest := r.explicitPass(b, count, false, func(i, k int) {
+		r.matchRow(b, i, row)
+		r.placeKV(b, i, k, row, tokens)
+	})
+	expected, eligible, quiet := r.scoring(b, count, rest)
 
 	beta := r.cfg.LoadBalanceWeight
 	r.seeds.reset(len(rest))

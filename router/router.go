@@ -44,6 +44,7 @@ type Router struct {
 	conv         convmap.Map  // conversation -> rank
 	cursor       int          // conversation round-robin cursor
 	prefix       *prefixState // KV-aware prefix index and demand warmup, or nil
+	ttft         ttftState    // ScoreTTFT: queued prefill per rank
 	digest       uint64       // chained over every change of the above; see StateDigest
 	stats        statCounters
 
@@ -56,6 +57,7 @@ type Router struct {
 	eligible []int
 	shuffled []int
 	row      []int // one request's match length per rank
+	ready    []int // ScoreTTFT: the part of row known computed
 	room     kvRoom
 	ids      idSet
 	groups   groupSorter
@@ -73,7 +75,7 @@ func New(cfg Config) (*Router, error) {
 	if cfg.Policy == PolicyKVCacheAware && cfg.indexed() {
 		r.prefix = newPrefixState(&r.cfg)
 	}
-	if cfg.Policy == PolicyKVCacheAware && (cfg.ColdStartWarmup || cfg.Warmup == WarmupOnce) {
+	if cfg.Policy == PolicyKVCacheAware && (cfg.ColdStartWarmup || cfg.Warmup == WarmupOnce || cfg.Warmup == WarmupQuiet) {
 		r.pending = make([]bool, cfg.DPSize)
 		for i := range r.pending {
 			r.pending[i] = true
@@ -122,7 +124,11 @@ func (r *Router) RouteInto(res *Result, states []RankState, reqs []Request, maxA
 	case PolicyDefault:
 		r.routeDefault(&b)
 	case PolicyKVCacheAware:
-		r.routeKVAware(&b)
+		if r.cfg.Score == ScoreTTFT {
+			r.routeTTFT(&b)
+		} else {
+			r.routeKVAware(&b)
+		}
 	case PolicyConversation:
 		r.routeConversation(&b)
 	}

@@ -49,6 +49,7 @@ static struct {
     __typeof__(&adpr_router_stats) stats;
     __typeof__(&adpr_router_tokens_read) tokens_read;
     __typeof__(&adpr_block_hashes) hashes;
+    __typeof__(&adpr_preset_options) preset;
     __typeof__(&adpr_nvml_init) nvml_init;
     __typeof__(&adpr_nvml_shutdown) nvml_shutdown;
     __typeof__(&adpr_nvml_device_count) nvml_count;
@@ -115,6 +116,10 @@ static adpr_status call(const char *name, adpr_router r, char *err, size_t n) {
     if (!strcmp(name, "adpr_router_state_digest")) return L.digest(r, &digest);
     if (!strcmp(name, "adpr_router_stats")) return L.stats(r, &st, rs, 2, NULL, 0, err, n);
     if (!strcmp(name, "adpr_router_tokens_read")) return L.tokens_read(r, &count);
+    if (!strcmp(name, "adpr_preset_options")) {
+        static char text[256];
+        return L.preset("recommended", "kv_cache_aware", text, sizeof text, err, n);
+    }
     if (!strcmp(name, "adpr_block_hashes")) return L.hashes(tokens, 4, 2, 0, 0, hashes, 4, &nh, err, n);
     if (!strcmp(name, "adpr_nvml_init")) return L.nvml_init(err, n);
     if (!strcmp(name, "adpr_nvml_shutdown")) return L.nvml_shutdown(err, n);
@@ -135,7 +140,7 @@ static const struct {
     {"adpr_router_create", NEEDS_NOTHING},   {"adpr_router_destroy", NEEDS_ROUTER},
     {"adpr_route", NEEDS_ROUTER},            {"adpr_router_state_digest", NEEDS_ROUTER},
     {"adpr_router_stats", NEEDS_ROUTER},     {"adpr_block_hashes", NEEDS_NOTHING},
-    {"adpr_router_tokens_read", NEEDS_ROUTER},
+    {"adpr_router_tokens_read", NEEDS_ROUTER}, {"adpr_preset_options", NEEDS_NOTHING},
     {"adpr_nvml_init", NEEDS_NOTHING},       {"adpr_nvml_shutdown", NEEDS_NOTHING},
     {"adpr_nvml_device_count", NEEDS_NOTHING}, {"adpr_nvml_memory", NEEDS_NOTHING},
     {"adpr_kv_bytes_per_token", NEEDS_NOTHING}, {"adpr_size_kv", NEEDS_NOTHING},
@@ -227,6 +232,11 @@ static void test_pointers(void) {
         uint64_t out4[4];
         check(L.hashes((const int32_t *)p, 64, 32, 0, 0, out4, 4, &nh, err, sizeof err) == ADPR_ERR_INTERNAL,
               "adpr_block_hashes(tokens %p, hashing) -> ADPR_ERR_INTERNAL", p);
+        char text[64];
+        check(L.preset((const char *)p, "default", text, sizeof text, err, sizeof err) == ADPR_ERR_INTERNAL,
+              "adpr_preset_options(preset %p) -> status", p);
+        check(L.preset("full", "default", (char *)p, sizeof text, err, sizeof err) == ADPR_ERR_INTERNAL,
+              "adpr_preset_options(out %p) -> status", p);
         adpr_memory_info mem;
         s = L.nvml_memory((const char *)p, &mem, err, sizeof err);
         check(s == ADPR_ERR_INTERNAL, "adpr_nvml_memory(device %p) -> status  -- %d", p, s);
@@ -354,6 +364,7 @@ int main(int argc, char **argv) {
     L.stats = sym(lib, "adpr_router_stats");
     L.tokens_read = sym(lib, "adpr_router_tokens_read");
     L.hashes = sym(lib, "adpr_block_hashes");
+    L.preset = sym(lib, "adpr_preset_options");
     L.nvml_init = sym(lib, "adpr_nvml_init");
     L.nvml_shutdown = sym(lib, "adpr_nvml_shutdown");
     L.nvml_count = sym(lib, "adpr_nvml_device_count");

@@ -58,6 +58,7 @@ struct Api {
     decltype(&adpr_router_stats) stats = nullptr;
     decltype(&adpr_router_tokens_read) tokens_read = nullptr;
     decltype(&adpr_block_hashes) block_hashes = nullptr;
+    decltype(&adpr_preset_options) preset_options = nullptr;
 };
 Api A;
 
@@ -1079,6 +1080,29 @@ void check_handles() {
               fmt("status %d got %d", ts, n));
         A.destroy(t);
     }
+    // The option "preset": its options, explicit options over them.
+    char text[256], err[256];
+    adpr_status ps = A.preset_options("recommended", "kv_cache_aware", text, sizeof text, err, sizeof err);
+    check(ps == ADPR_OK && std::string(text) == "prefix_source=probe+index\nscore=ttft\nwarmup=quiet\n",
+          "preset_options(recommended, kv_cache_aware)", fmt("status %d text \"%s\"", ps, text));
+    ps = A.preset_options("recommended", "default", text, sizeof text, err, sizeof err);
+    check(ps == ADPR_OK && text[0] == 0, "preset_options(recommended, default) is empty", fmt("status %d", ps));
+    ps = A.preset_options("fastest", "default", text, sizeof text, err, sizeof err);
+    check(ps == ADPR_ERR_CONFIG && mentions(err, {"fastest", "recommended"}), "preset_options(fastest) -> ADPR_ERR_CONFIG",
+          fmt("status %d \"%s\"", ps, err));
+    ps = A.preset_options("full", "kv_cache_aware", text, 8, err, sizeof err);
+    check(ps == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"out_len"}), "preset_options with a short buffer",
+          fmt("status %d \"%s\"", ps, err));
+    {
+        adpr_router t = must_create({{"preset", "recommended"}, {"dp_size", "2"}});
+        int32_t n = 0;
+        check(A.tokens_read(t, &n) == ADPR_OK && n == -1, "a recommended router reads the whole prompt (its index)");
+        A.destroy(t);
+        t = must_create({{"prefix_source", "probe"}, {"score", "reference"}, {"warmup", "off"},
+                         {"preset", "recommended"}, {"dp_size", "2"}});
+        check(A.tokens_read(t, &n) == ADPR_OK && n == 64, "explicit options override the preset, given before it");
+        A.destroy(t);
+    }
     check(A.destroy(h) == ADPR_OK, "destroy");
     check(A.destroy(h) == ADPR_ERR_INVALID_HANDLE, "destroy twice -> ADPR_ERR_INVALID_HANDLE");
     adpr_status s = route(h, b, o, &msg);
@@ -1542,7 +1566,8 @@ int main(int argc, char **argv) {
                     resolve(lib, "adpr_router_destroy", A.destroy) & resolve(lib, "adpr_route", A.route) &
                     resolve(lib, "adpr_router_state_digest", A.digest) & resolve(lib, "adpr_router_stats", A.stats) &
                     resolve(lib, "adpr_block_hashes", A.block_hashes) &
-                    resolve(lib, "adpr_router_tokens_read", A.tokens_read);
+                    resolve(lib, "adpr_router_tokens_read", A.tokens_read) &
+                    resolve(lib, "adpr_preset_options", A.preset_options);
     if (!resolved) {
         std::fprintf(stderr, "%s lacks an adpr_* function of adprouter.h\n", argv[1]);
         return 1;

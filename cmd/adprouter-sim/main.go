@@ -46,7 +46,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	base, _ := sim.DefaultWorkload(sim.KindShared)
 
 	workloads := fs.String("workload", sim.KindColdStart, "workloads to run, comma-separated, or all (-sweep: default all): "+strings.Join(sim.Kinds, ", ")+"; trace stands for the -trace files")
-	policies := fs.String("policies", strings.Join(sim.DefaultVariants, ","), "policy variants to compare, comma-separated, or all (see -list-policies); -sweep: variants compared beside the references (default none)")
+	policies := fs.String("policies", strings.Join(sim.DefaultVariants, ","), "policy variants to compare, comma-separated, or all (see -list-policies); -sweep: variants compared beside the references (default "+strings.Join(sim.SweepVariants, ",")+")")
 	sweep := fs.Bool("sweep", false, "compare every workload (default all) and reference policy ("+strings.Join(sim.References, ", ")+"), plus -policies, relative to the best reference, under each -reuse semantics (default both)")
 	reuse := fs.String("reuse", sim.ReuseAfterIteration, "prompt-block reuse semantics of the engine: "+sim.ReuseAfterIteration+" (TensorRT-LLM: from the end of the iteration that computed them) or "+sim.ReuseOnSchedule+" (vLLM-like: as soon as scheduled); -sweep: a comma-separated list or all (default all)")
 	traces := fs.String("trace", "", "replay the traces in `FILES` (comma-separated; JSONL: timestamp ms, input_length, output_length, hash_ids of 512-token blocks); alone, instead of the default workload")
@@ -247,12 +247,13 @@ Policy variants (-policies; -policies all runs every one):
 		return 0
 	}
 	if *sweep {
-		extra := []sim.Variant{}
+		list := strings.Join(sim.SweepVariants, ",")
 		if set["policies"] {
-			var err error
-			if extra, err = sim.ParseVariants(*policies); err != nil {
-				return fail(err)
-			}
+			list = *policies
+		}
+		extra, err := sim.ParseVariants(list)
+		if err != nil {
+			return fail(err)
 		}
 		if *plotFile != "" || *timing {
 			return fail(fmt.Errorf("-sweep writes -json and -svg; -plot and -timing are for single runs"))

@@ -34,17 +34,26 @@ the same per-rank order, with two differences:
 Options beyond TensorRT-LLM's (all off by default, so the default decisions
 are the reference's) come from ``options=`` (a mapping) and from
 environment variables ``ADPROUTER_<NAME>`` (upper case), the mapping
-winning; see ``OPTIONS`` and ``PRESETS``:
+winning; see ``OPTIONS`` and ``preset_options``:
 
 =====================  ========  ==============================================
 name                   applies   meaning (include/adprouter.h has the details)
 =====================  ========  ==============================================
-preset                 all       "reference" (nothing), "index" (prefix_source
-                                 index: no probe, no second allgather), "full"
-                                 (index + demand warmup + capacity_aware)
+preset                 all       "reference" (nothing), "recommended" (the
+                                 predicted-TTFT score, probe+index, quiet
+                                 warmup: README "Routing quality"), "index"
+                                 (prefix_source index: no probe, no second
+                                 allgather), "full" (index + demand warmup +
+                                 capacity_aware); the library holds the table
+                                 (``preset_options``)
+score                  KV-aware  "reference" | "ttft"
+engine_reuse           KV-aware  "after_iteration" (TensorRT-LLM, default) |
+                                 "on_schedule"; read by score "ttft"
+ttft_drain_tokens      KV-aware  prefill tokens a rank computes per iteration
+                                 (max_num_tokens); read by score "ttft"
 prefix_source          KV-aware  "probe" | "index" | "probe+index"
-warmup                 KV-aware  "off" | "once" | "demand" (replaces
-                                 kv_cache_routing_cold_start_warmup)
+warmup                 KV-aware  "off" | "once" | "quiet" | "demand"
+                                 (replaces kv_cache_routing_cold_start_warmup)
 warmup_factor,         KV-aware  demand warmup tuning
 warmup_window,
 warmup_min_requests
@@ -62,6 +71,7 @@ KV-aware-only options are ignored by the other routers, so one environment
 serves every configuration ``create`` may choose.
 """
 
+import ctypes
 import hashlib
 import os
 from array import array
@@ -70,10 +80,11 @@ from operator import itemgetter
 
 from . import ConfigError, Request, Router
 from . import RankState as _RankState
+from . import _load, _raise
 
 __all__ = [
     "ADPRouter", "DefaultADPRouter", "KVCacheAwareADPRouter", "ConversationAwareADPRouter",
-    "RankState", "OPTIONS", "PRESETS", "install", "uninstall", "installed",
+    "RankState", "OPTIONS", "preset_options", "install", "uninstall", "installed",
 ]
 
 # Options this module accepts beyond TensorRT-LLM's constructor parameters,
@@ -81,6 +92,9 @@ __all__ = [
 OPTIONS = {
     "preset": False,
     "prefix_source": True,
+    "score": True,
+    "engine_reuse": True,
+    "ttft_drain_tokens": True,
     "warmup": True,
     "warmup_factor": True,
     "warmup_window": True,
@@ -92,21 +106,32 @@ OPTIONS = {
     "new_conv_placement": False,
 }
 
-# Named bundles of options; explicit options and environment variables win.
-PRESETS = {
-    "reference": {},
-    "index": {"prefix_source": "index"},
-    "full": {"prefix_source": "index", "warmup": "demand", "capacity_aware": "true"},
-}
+
+def preset_options(preset, policy="kv_cache_aware"):
+    """The options preset sets for policy, as {name: text}, from the
+    library's table (adpr_preset_options): "reference", "recommended",
+    "index" or "full". Explicit options and ADPROUTER_* variables win over
+    them."""
+    lib = _load()
+    fn = lib.adpr_preset_options
+    fn.restype = ctypes.c_int32
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
+                   ctypes.c_char_p, ctypes.c_size_t]
+    out, err = ctypes.create_string_buffer(4096), ctypes.create_string_buffer(512)
+    status = fn(str(preset).encode(), str(policy).encode(), out, len(out), err, len(err))
+    if status != 0:
+        _raise(status, err)
+    return dict(line.split("=", 1) for line in out.value.decode().splitlines())
+
 
 _ENV_PREFIX = "ADPROUTER_"
 _U64 = (1 << 64) - 1
 
 
-def _resolve_options(options, environ=None):
-    """The effective extra options: the preset's, overridden by ADPROUTER_*
-    variables, overridden by the options mapping. Values stay as given
-    (strings from the environment); the library parses them."""
+def _resolve_options(options, policy, environ=None):
+    """The effective extra options for policy: the preset's, overridden by
+    ADPROUTER_* variables, overridden by the options mapping. Values stay as
+    given (strings from the environment); the library parses them."""
     env = os.environ if environ is None else environ
     given = dict(options or {})
     unknown = sorted(set(given) - set(OPTIONS))
@@ -115,9 +140,7 @@ def _resolve_options(options, environ=None):
                           % (", ".join(map(repr, unknown)), ", ".join(sorted(OPTIONS))))
     from_env = {k: env[_ENV_PREFIX + k.upper()] for k in OPTIONS if _ENV_PREFIX + k.upper() in env}
     preset = given.get("preset", from_env.get("preset", "reference"))
-    if preset not in PRESETS:
-        raise ConfigError("preset = %r, want one of %s" % (preset, ", ".join(sorted(PRESETS))))
-    out = dict(PRESETS[preset])
+    out = preset_options(preset, policy)
     out.update(from_env)
     out.update(given)
     out.pop("preset", None)
@@ -230,7 +253,7 @@ class ADPRouter:
 
     def __init__(self, dist, *, options=None, kv_cache_manager=None, **config):
         self.dist = dist
-        self.options = _resolve_options(options)
+        self.options = _resolve_options(options, self._policy)
         extras = {k: v for k, v in self.options.items()
                   if self._policy == "kv_cache_aware" or not OPTIONS[k]}
         if self._policy != "conversation":
@@ -259,9 +282,11 @@ class ADPRouter:
         manager reuses blocks; else the default router."""
         cfg = attention_dp_config
         get = lambda name, default: getattr(cfg, name, default) if cfg is not None else default
-        capacity = _truthy(_resolve_options(options).get("capacity_aware", False))
+        conv = get("kv_cache_routing_conversation_affinity", False)
+        policy = ConversationAwareADPRouter._policy if conv else DefaultADPRouter._policy
+        capacity = _truthy(_resolve_options(options, policy).get("capacity_aware", False))
         kv = kv_cache_manager if capacity else None
-        if get("kv_cache_routing_conversation_affinity", False):
+        if conv:
             return ConversationAwareADPRouter(
                 dist=dist, max_sessions=get("kv_cache_routing_max_sessions", 1 << 16),
                 fair_share_multiplier=get("kv_cache_routing_fair_share_multiplier", 2.0),

@@ -13,6 +13,7 @@ import os
 import unittest
 
 import adprouter
+import adprouter.trtllm
 from adprouter import InternalError, RankState, Request, Router
 
 ENABLED = os.environ.get("ADPROUTER_FAULT_INJECTION") == "1"
@@ -54,6 +55,7 @@ class InjectedPanicTest(unittest.TestCase):
             "adpr_router_state_digest": r.state_digest,
             "adpr_router_stats": r.stats,
             "adpr_block_hashes": lambda: adprouter.block_hashes(list(range(64))),
+            "adpr_preset_options": lambda: adprouter.trtllm.preset_options("full"),
             "adpr_nvml_init": adprouter.nvml_init,
             "adpr_nvml_shutdown": adprouter.nvml_shutdown,
             "adpr_nvml_device_count": adprouter.nvml_device_count,

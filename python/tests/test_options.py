@@ -19,6 +19,44 @@ def busy(size, tokens=10000):
     return [adprouter.RankState(rank=k, num_active_tokens=tokens) for k in range(size)]
 
 
+class PresetTest(unittest.TestCase):
+    """The "preset" keyword goes to the library like any option: its table
+    and the override order live there."""
+
+    def route_siblings(self, reuse=None, **opts):
+        # Four samples of one prompt at once, probed nowhere: where do they go?
+        prompt = family(2, 0)
+        reqs = [adprouter.Request(id=i, tokens=prompt) for i in range(4)]
+        if reuse:
+            opts["engine_reuse"] = reuse
+        with adprouter.Router(dp_size=4, fair_share_multiplier=4.0, **opts) as r:
+            res = r.route(busy(4), reqs, 8, match_lens=[[0] * 4 for _ in reqs])
+            return sum(1 for ids in res.assignment.values() if ids), r
+
+    def test_recommended_spreads_in_flight_siblings(self):
+        # probe+index alone piles the siblings onto the first one's rank,
+        # where TensorRT-LLM computes the prompt again for each; the
+        # recommended preset knows the prefix is still in flight there.
+        self.assertEqual(self.route_siblings(prefix_source="probe+index")[0], 1)
+        used, r = self.route_siblings(preset="recommended")
+        self.assertEqual(used, 4)
+        self.assertEqual(r.tokens_read, -1)  # its prefix index hashes the prompt
+        # An engine that reuses blocks as soon as they are scheduled shares
+        # them only when that is no slower: four idle ranks are faster.
+        self.assertEqual(self.route_siblings("on_schedule", preset="recommended")[0], 4)
+
+    def test_explicit_options_override_the_preset(self):
+        with adprouter.Router(dp_size=2, prefix_source="probe", score="reference", warmup="off",
+                              preset="recommended") as r:
+            self.assertEqual(r.tokens_read, 64)  # probe only, whatever the order
+        with adprouter.Router(policy="default", dp_size=2, preset="recommended") as r:
+            self.assertEqual(r.tokens_read, 0)  # nothing KV-aware for the default policy
+        with self.assertRaisesRegex(adprouter.ConfigError, "fastest.*recommended"):
+            adprouter.Router(dp_size=2, preset="fastest")
+        with self.assertRaisesRegex(adprouter.ConfigError, "score"):
+            adprouter.Router(dp_size=2, preset="recommended", prefix_source="probe")
+
+
 class PrefixIndexTest(unittest.TestCase):
     def route_siblings(self, **opts):
         prompt = family(1, 0)

@@ -97,6 +97,15 @@ class CreateTest(unittest.TestCase):
             r = T.ADPRouter.create(F.Dist(), kv, kv_cfg)
             self.assertEqual(r.options, {"prefix_source": "index", "warmup": "demand",
                                          "capacity_aware": "true"})
+        # The preset table is the library's; explicit options win over it.
+        r = T.ADPRouter.create(F.Dist(), kv, kv_cfg, options={"preset": "recommended"})
+        self.assertEqual(r.options, {"prefix_source": "probe+index", "score": "ttft", "warmup": "quiet"})
+        self.assertTrue(r.needs_prefix_matches)
+        r = T.ADPRouter.create(F.Dist(), kv, kv_cfg,
+                               options={"preset": "recommended", "engine_reuse": "on_schedule"})
+        self.assertEqual(r.options["engine_reuse"], "on_schedule")
+        self.assertEqual(T.preset_options("recommended", "default"), {})
+        self.assertEqual(T.preset_options("full", "default"), {"capacity_aware": "true"})
 
     def test_bad_options(self):
         for opts, want in [({"prefix_sauce": "index"}, "prefix_sauce"),

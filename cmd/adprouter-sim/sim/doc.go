@@ -107,6 +107,7 @@
 //
 // RunSweep runs every workload with the References (default,
 // kv_cache_aware, kv_cache_aware+warmup, conversation) and extra variants
+// (the command's default: SweepVariants)
 // under each reuse semantics, and compares every variant with the best
 // reference on each workload (Compare): the one with the lowest TTFT p99.
 // WritePercentileSVG plots the TTFT percentiles of the spike workloads.
@@ -117,9 +118,11 @@
 // reference defaults. The builtin variants are default, kv_cache_aware,
 // kv_cache_aware+warmup, conversation and conversation+least_queued, and
 // kv_cache_aware with the options beyond the reference (+capacity, +index,
-// +probe+index, +demand, +probe+index+demand); Register adds more (one line
-// per option). A variant can also withhold the probed match lengths
-// (NoProbe) or report more rank state (Gather).
+// +probe+index, +demand, +probe+index+demand), and recommended (the
+// router's preset, which sweeps compare by default: SweepVariants); Register
+// adds more (one line per option). A variant can also withhold the probed
+// match lengths (NoProbe), report more rank state (Gather), or tell the
+// router the engine's reuse semantics (KnowsReuse).
 //
 // # Determinism
 //

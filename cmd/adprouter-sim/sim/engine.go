@@ -306,7 +306,7 @@ func NewSimulator(eng EngineConfig, wl *Workload, v Variant, timing bool) (*Simu
 	if err := eng.Validate(); err != nil {
 		return nil, err
 	}
-	cfg := v.Config(eng.DPSize, eng.TokensPerBlock)
+	cfg := v.EngineConfig(&eng)
 	rt, err := router.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("variant %s: %w", v.Name, err)

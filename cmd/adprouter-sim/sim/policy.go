@@ -35,6 +35,10 @@ type Variant struct {
 	// filled the reference fields of its RankState, so a variant can report
 	// more (KV capacity, free blocks, ...) from info, as an executor would.
 	Gather func(info RankInfo, st *router.RankState)
+	// KnowsReuse, when true, tells the router the engine's reuse semantics
+	// (router.Config.EngineReuse from EngineConfig.Reuse), as an executor
+	// that knows its engine would.
+	KnowsReuse bool
 }
 
 // RankInfo is what a simulated rank knows about itself when it reports its
@@ -67,6 +71,19 @@ func (v *Variant) Config(dpSize, tokensPerBlock int) router.Config {
 	return c
 }
 
+// EngineConfig returns the router configuration of v on eng: Config, and
+// with KnowsReuse the engine's reuse semantics.
+func (v *Variant) EngineConfig(eng *EngineConfig) router.Config {
+	c := v.Config(eng.DPSize, eng.TokensPerBlock)
+	if v.KnowsReuse {
+		c.EngineReuse = router.ReuseAfterIteration
+		if eng.Reuse == ReuseOnSchedule {
+			c.EngineReuse = router.ReuseOnSchedule
+		}
+	}
+	return c
+}
+
 // probes reports whether the simulator passes match lengths to v's router.
 func (v *Variant) probes(cfg *router.Config) bool {
 	return cfg.Policy == router.PolicyKVCacheAware && !v.NoProbe && cfg.PrefixSource != router.SourceIndex
@@ -84,6 +101,7 @@ const (
 	VariantKVProbeIndex      = "kv_cache_aware+probe+index"
 	VariantKVDemand          = "kv_cache_aware+demand"
 	VariantKVProbeDemand     = "kv_cache_aware+probe+index+demand"
+	VariantRecommended       = "recommended"
 )
 
 // registry holds the variants in registration order.
@@ -112,6 +130,13 @@ var registry = []Variant{
 		Apply: func(c *router.Config) {
 			c.PrefixSource = router.SourceProbeIndex
 			c.Warmup = router.WarmupDemand
+		}},
+	{Name: VariantRecommended, Policy: router.PolicyKVCacheAware, KnowsReuse: true,
+		Doc: `preset "recommended": predicted-TTFT score, in-flight-aware probe+index, quiet warmup (engine_reuse from the engine)`,
+		Apply: func(c *router.Config) {
+			if err := router.ApplyPreset(c, router.PresetRecommended); err != nil {
+				panic(err) // a builtin preset
+			}
 		}},
 	{Name: VariantConversation, Policy: router.PolicyConversation,
 		Doc: "reference conversation affinity, new conversations round robin"},

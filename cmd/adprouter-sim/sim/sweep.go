@@ -15,6 +15,10 @@ import (
 // workload.
 var References = []string{VariantDefault, VariantKVCacheAware, VariantKVWarmup, VariantConversation}
 
+// SweepVariants are the variants a sweep compares beside the References
+// unless told otherwise: the recommended preset.
+var SweepVariants = []string{VariantRecommended}
+
 // SweepOptions is a sweep: every workload, every reference policy and the
 // extra variants, under each reuse semantics.
 type SweepOptions struct {

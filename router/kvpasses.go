@@ -1,0 +1,105 @@
+package router
+
+import "slices"
+
+// The parts of a KV-aware decision that every score shares: its scratch,
+// the explicit and warmup pass, the soft cap and eligible ranks.
+
+// kvBegin prepares a KV-aware decision: the active request counts, the
+// token loads as float64 (the reference's Python floats), a match row, and
+// the prefix index's bounds for this call.
+func (r *Router) kvBegin(b *batch) (count []int, tokens []float64, row []int) {
+	size := r.cfg.DPSize
+	count = r.loadCounts(b)
+	tokens = slices.Grow(r.tokensF[:0], size)[:size]
+	r.tokensF = tokens
+	for i := range b.states {
+		tokens[i] = float64(b.states[i].NumActiveTokens)
+	}
+	row = slices.Grow(r.row[:0], size)[:size]
+	r.row = row
+	if r.prefix != nil {
+		r.prefix.begin(&r.cfg, b, &r.digest)
+	}
+	return count, tokens, row
+}
+
+// warming reports whether the cold-start warmup may send this batch's
+// requests to ranks not warmed yet: always under WarmupOnce (the
+// reference), only while the engine is quiet under WarmupQuiet — at most
+// one request per rank, active and new together — so that warmup happens
+// before a spike and never adds a cold prefill to a loaded engine.
+func (r *Router) warming(b *batch) bool {
+	if r.cfg.Warmup != WarmupQuiet {
+		return true
+	}
+	for i := range b.states {
+		if b.states[i].NumActiveRequests > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// explicitPass is the first pass of the KV-aware policy, whatever its score:
+// in relax order, each request with a target goes there and, while the
+// cold-start warmup is warming, each untargeted one to the smallest rank
+// not warmed yet (with skipBound, not a turn of a bound conversation), if
+// that rank is under the hard cap; place does the placing. It returns the
+// other requests, grouped by prompt prefix, longer prompts first.
+func (r *Router) explicitPass(b *batch, count []int, skipBound bool, place func(i, k int)) []int {
+	rest := r.rest[:0]
+	warming := r.warming(b)
+	for _, i := range r.relaxSort(b, isStrictTarget) {
+		q := &b.reqs[i]
+		target := q.TargetRank
+		warm := false
+		if !q.hasTarget() && warming && r.pendingCount > 0 && !(skipBound && r.bound(q)) {
+			target, warm = slices.Index(r.pending, true), true // smallest pending rank
+		}
+		if target != NoTarget && count[target] < b.maxn {
+			place(i, target)
+			if warm {
+				r.stats.warmup++
+			}
+			if r.pendingCount > 0 && r.pending[target] {
+				r.pending[target] = false
+				r.pendingCount--
+				r.digest = fold(r.digest, tagWarmed, uint64(target), 0)
+			}
+			continue
+		}
+		rest = append(rest, i)
+	}
+	r.rest = rest
+	r.groups.sort(b.reqs, rest)
+	return rest
+}
+
+// scoring returns, for the requests left after the explicit pass, the soft
+// cap (also stored as the result's Expected), the ranks under it, and
+// whether demand warmup may replicate in this decision.
+//
+// Demand warmup replicates only while the engine is quiet: at most one
+// request per rank on average, counting this batch. Computing a long
+// shared prefix stalls every rank of an ADP engine (they step in
+// lockstep), so replicas are made before a spike, not during it; under
+// load the score spreads a family by itself as its ranks fill up.
+func (r *Router) scoring(b *batch, count []int, rest []int) (expected int, eligible []int, quiet bool) {
+	expected = softCap(count, len(rest), r.cfg.FairShareMultiplier, b.maxn)
+	b.res.Expected = expected
+	eligible = r.eligible[:0]
+	for k := range count {
+		if count[k] < expected {
+			eligible = append(eligible, k)
+		}
+	}
+	if r.cfg.Warmup == WarmupDemand {
+		total := len(rest)
+		for _, c := range count {
+			total += c
+		}
+		quiet = total <= len(count)
+	}
+	return expected, eligible, quiet
+}

@@ -1,0 +1,246 @@
+package router
+
+import "slices"
+
+// The predicted-TTFT score (Config.Score = ScoreTTFT) of the KV-aware policy.
+//
+// An ADP engine steps its ranks in lock step, and a rank computes the
+// prefill queued on it first come, first served, about TTFTDrainTokens
+// tokens per iteration. A request's time to first token on rank k is then
+// roughly proportional to
+//
+//	queued(k) + uncached(k)
+//
+// the uncached prefill still queued ahead of it there (earlier batches not
+// yet computed, and what this batch already placed there) plus its own
+// uncached tokens. The reference's score, uncached tokens plus a relative
+// load term, treats a rank whose queue is full of prefill the same as one
+// whose requests are all decoding, and the reference's prefix index counts a
+// prefix as cached the moment a request is placed, while its prefill is
+// still in flight. The TTFT score differs in three ways:
+//
+//   - Load is queued prefill, in tokens, not relative token load: a rank
+//     whose earlier requests have finished their prefill is free for the
+//     next one however many of them still decode. The router keeps, per
+//     rank, the uncached tokens it placed there, drains them by
+//     TTFTDrainTokens per routing call (one call per iteration with new
+//     requests) and caps them by the rank's reported NumActiveTokens (an
+//     upper bound: the uncached tokens of its active requests).
+//   - An in-flight prefix — in the router's index but not yet in the probed
+//     match lengths, or placed earlier in this batch — counts as cached
+//     only when the engine reuses blocks as soon as they are scheduled
+//     (EngineReuse = ReuseOnSchedule). Under ReuseAfterIteration
+//     (TensorRT-LLM) a request that starts beside the one computing its
+//     prefix computes it again, so siblings and in-flight follow-ups spread
+//     instead of piling onto the rank that cannot serve them yet.
+//   - A request's home — its conversation's rank, else the rank that
+//     computed the longest prefix of it when no rank under the soft cap
+//     holds as much — stays a candidate past the soft cap, up to the hard
+//     cap: the soft cap counts requests, most of which only decode. A
+//     conversation stays on its rank while that rank's predicted TTFT is no
+//     worse than the best rank's, so a turn whose previous turn is still in
+//     flight (or whose probe is inconclusive) still finds it.
+//
+// Ties go to the rank with fewer uncached tokens for the request, then fewer
+// active requests, then the lower index: no randomness, so the decision is a
+// pure function of the router's state and the call.
+
+// ttftState is what the TTFT score keeps across calls: per rank, the
+// uncached prefill tokens it placed there and believes still queued.
+type ttftState struct {
+	queued []int64
+}
+
+// begin drains every rank's queued prefill by one iteration's budget and
+// caps it by what the rank reports active.
+func (t *ttftState) begin(cfg *Config, states []RankState) {
+	if len(t.queued) != cfg.DPSize {
+		t.queued = make([]int64, cfg.DPSize)
+	}
+	drain := int64(cfg.TTFTDrainTokens)
+	for k := range t.queued {
+		q := max(t.queued[k]-drain, 0)
+		if s := &states[k]; s.NumActiveRequests == 0 {
+			q = 0
+		} else {
+			q = min(q, s.NumActiveTokens)
+		}
+		t.queued[k] = q
+	}
+}
+
+// routeTTFT is the KV-aware policy under ScoreTTFT: explicit targets and
+// warmup as routeKVAware, then each request, grouped by prompt prefix, to
+// the eligible rank with the lowest predicted TTFT.
+func (r *Router) routeTTFT(b *batch) {
+	count, tokens, row := r.kvBegin(b)
+	ready := slices.Grow(r.ready[:0], len(row))[:len(row)]
+	r.ready = ready
+	r.ttft.begin(&r.cfg, b.states)
+	queued := r.ttft.queued
+	onSchedule := r.cfg.EngineReuse == ReuseOnSchedule
+
+	// place puts request i on rank k: the index and the loads learn it.
+	place := func(i, k int) {
+		n := b.reqs[i].Len()
+		queued[k] += int64(max(n-r.usable(b, i, k, row, ready, onSchedule), 0))
+		r.placeKV(b, i, k, row, tokens)
+		if id := b.reqs[i].ConversationID; id != "" {
+			if home, ok := r.conv.Get(id); ok && home == k {
+				r.conv.Touch(id)
+				r.digest = fold(r.digest, tagTouch, hashString(id), 0)
+			} else {
+				r.bind(id, k)
+			}
+		}
+	}
+
+	// Explicit + warmup pass, as the reference, except that a bound
+	// conversation's turn never warms a rank.
+	rest := r.explicitPass(b, count, true, func(i, k int) {
+		r.ttftRows(b, i, row, ready)
+		place(i, k)
+	})
+	expected, eligible, quiet := r.scoring(b, count, rest)
+
+	for _, i := range rest {
+		q := &b.reqs[i]
+		// The request's home stays a candidate up to the hard cap: the
+		// soft cap counts requests, most of which only decode.
+		r.ttftRows(b, i, row, ready)
+		home := -1
+		if q.ConversationID != "" {
+			if h, ok := r.conv.Get(q.ConversationID); ok && count[h] < b.maxn && !slices.Contains(eligible, h) {
+				home = h
+			}
+		}
+		if home < 0 {
+			// The rank that computed the longest prefix of the
+			// request stays a candidate up to the hard cap too,
+			// when no eligible rank holds as much.
+			held := 0
+			for _, k := range eligible {
+				held = max(held, ready[k])
+			}
+			for k, m := range ready {
+				if m > held && count[k] < b.maxn {
+					home, held = k, m
+				}
+			}
+		}
+		if home >= 0 {
+			eligible = append(eligible, home)
+		}
+		if len(eligible) == 0 {
+			break
+		}
+		n := q.Len()
+		allow := r.room.allow(eligible, n, row)
+
+		k := -1
+		if quiet && !q.Strict {
+			if k = r.demandRank(b, i, eligible, allow, tokens); k >= 0 {
+				r.stats.warmup++
+				r.stats.demand++
+			}
+		}
+		if k < 0 {
+			k = r.ttftRank(b, i, eligible, allow, row, ready, onSchedule)
+		}
+		place(i, k)
+		if count[k] >= expected || home >= 0 {
+			eligible = slices.DeleteFunc(eligible, func(e int) bool { return e == home || count[e] >= expected })
+		}
+	}
+	r.eligible = eligible
+	r.finish(b)
+}
+
+// ttftRows fills row with request i's match on every rank as the index (and
+// probe) know it, and ready with the part known to be computed already: the
+// probed match when the caller probes, else nothing beyond what the index
+// held before this batch.
+func (r *Router) ttftRows(b *batch, i int, row, ready []int) {
+	r.matchRow(b, i, row)
+	size := len(row)
+	for k := range ready {
+		if b.matches != nil {
+			ready[k] = b.match(i, k, size)
+		} else {
+			ready[k] = row[k]
+		}
+	}
+}
+
+// usable is how many of request i's tokens rank k will not compute: its
+// ready prefix, or under ReuseOnSchedule its whole known prefix.
+func (r *Router) usable(b *batch, i, k int, row, ready []int, onSchedule bool) int {
+	if onSchedule {
+		return row[k]
+	}
+	return ready[k]
+}
+
+// ttftRank returns the eligible, allowed rank with the lowest predicted TTFT
+// for request i, preferring its conversation's rank on ties.
+func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, ready []int, onSchedule bool) int {
+	q := &b.reqs[i]
+	n := int64(q.Len())
+	queued := r.ttft.queued
+	home, fresh := -1, false
+	if q.ConversationID != "" {
+		if h, ok := r.conv.Get(q.ConversationID); ok {
+			home = h
+		} else {
+			fresh = true
+		}
+	}
+	best := -1
+	var bestCost, bestUnc int64
+	for _, k := range eligible {
+		if !allowed(allow, k) {
+			continue
+		}
+		unc := max(n-int64(r.usable(b, i, k, row, ready, onSchedule)), 0)
+		cost := queued[k] + unc
+		var better bool
+		switch {
+		case best < 0:
+			better = true
+		case fresh:
+			// A new conversation brings its later turns with it: it goes
+			// to the rank with the fewest requests, the lower TTFT first
+			// among those.
+			better = r.count[k] < r.count[best] || (r.count[k] == r.count[best] && cost < bestCost)
+		default:
+			better = cost < bestCost
+			if !better && cost == bestCost && best != home {
+				better = k == home || unc < bestUnc || (unc == bestUnc && r.spreads(k, best))
+			}
+		}
+		if better {
+			best, bestCost, bestUnc = k, cost, unc
+		}
+	}
+	return best
+}
+
+// bound reports whether q's conversation is bound to a rank: such a turn
+// carries its conversation's context, which warming a cold rank with it
+// would compute again.
+func (r *Router) bound(q *Request) bool {
+	if q.ConversationID == "" {
+		return false
+	}
+	_, ok := r.conv.Get(q.ConversationID)
+	return ok
+}
+
+// spreads reports whether rank k is a better home than rank best for a
+// request both serve equally well: the one whose prefix cache holds fewer
+// blocks, so that prompt families spread over every rank instead of piling
+// on the lowest ones, then the one with fewer requests.
+func (r *Router) spreads(k, best int) bool {
+	bk, bb := r.prefix.idx.Blocks(k), r.prefix.idx.Blocks(best)
+	return bk < bb || (bk == bb && r.count[k] < r.count[best])
+}

@@ -1,0 +1,273 @@
+package router
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func ttftCfg(size int, reuse EngineReuse) Config {
+	c := DefaultConfig(PolicyKVCacheAware, size)
+	c.PrefixSource, c.Score, c.EngineReuse = SourceProbeIndex, ScoreTTFT, reuse
+	return c
+}
+
+// extend returns a request whose prompt is base followed by n-len(base)
+// tokens of its own.
+func extend(id uint64, base []int32, extra int) Request {
+	t := append(append([]int32(nil), base...), make([]int32, extra)...)
+	for i := len(base); i < len(t); i++ {
+		t[i] = int32(1_000_000*int(id) + i)
+	}
+	return Request{ID: id, Tokens: t, TargetRank: NoTarget}
+}
+
+// A follow-up whose prefix was placed on a rank by an earlier call: where it
+// goes depends on whether that prefix is ready (the probe says so) and, if
+// not, on whether the engine reuses blocks still being computed.
+func TestTTFTInFlightPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reuse EngineReuse
+		drain int
+		ready bool // the probe reports the prefix computed on its rank
+		home  bool // want the follow-up on the first request's rank
+	}{
+		{"in flight, after_iteration: computed again anyway, so anywhere else", ReuseAfterIteration, 0, false, false},
+		{"in flight, on_schedule: reused behind it", ReuseOnSchedule, 0, false, true},
+		{"ready, after_iteration", ReuseAfterIteration, 0, true, true},
+		{"in flight, on_schedule, its rank's queue longer than the prompt", ReuseOnSchedule, 1, false, false},
+		{"ready, after_iteration, queue shorter than the saving", ReuseAfterIteration, 1, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ttftCfg(4, tc.reuse)
+			if tc.drain > 0 {
+				cfg.TTFTDrainTokens = tc.drain
+			}
+			r := mustNew(t, cfg)
+			first := req(1, 1024)
+			res := mustRoute(t, r, idle(4), []Request{first}, 8, make([]int32, 4))
+			home := res.Ranks[0]
+			// The first request is active on its rank; the follow-up shares
+			// its 1024 tokens and adds 100 (drain 1: its whole prefill,
+			// 1024 tokens, is still queued there).
+			states := idle(4)
+			states[home] = RankState{Rank: home, NumActiveRequests: 1, NumActiveTokens: 1024}
+			m := make([]int32, 4)
+			if tc.ready {
+				m[home] = 992 // whole blocks of the prompt minus its last token
+			}
+			if tc.drain > 0 && tc.ready {
+				// A queue of 1023 tokens but a saving of 992: still home.
+				states[home].NumActiveTokens = 900
+			}
+			res = mustRoute(t, r, states, []Request{extend(2, first.Tokens, 100)}, 8, m)
+			if got := res.Ranks[0] == home; got != tc.home {
+				t.Errorf("follow-up on rank %d, first request on %d: want same rank = %v", res.Ranks[0], home, tc.home)
+			}
+		})
+	}
+}
+
+// Samples of one prompt in one batch: under after_iteration each computes
+// the prompt wherever it goes, so they spread (TensorRT-LLM); the reference
+// score with probe+index piles them onto one rank.
+func TestTTFTSiblings(t *testing.T) {
+	base := prompt(2048)
+	reqs := []Request{extend(1, base, 0), extend(2, base, 0), extend(3, base, 0), extend(4, base, 0)}
+	used := func(res *Result) int {
+		n := 0
+		for _, ids := range res.Assignment {
+			if len(ids) > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	busy := st([2]int64{0, 10000}, [2]int64{0, 10000}, [2]int64{0, 10000}, [2]int64{0, 10000})
+	ref := DefaultConfig(PolicyKVCacheAware, 4)
+	ref.PrefixSource, ref.FairShareMultiplier = SourceProbeIndex, 4
+	if n := used(mustRoute(t, mustNew(t, ref), busy, reqs, 8, make([]int32, 16))); n != 1 {
+		t.Errorf("reference score with probe+index: siblings on %d ranks, want 1", n)
+	}
+	cfg := ttftCfg(4, ReuseAfterIteration)
+	cfg.FairShareMultiplier = 4
+	if n := used(mustRoute(t, mustNew(t, cfg), busy, reqs, 8, make([]int32, 16))); n != 4 {
+		t.Errorf("ttft score: siblings on %d ranks, want 4", n)
+	}
+}
+
+// A conversation stays on its rank past the soft cap (its requests mostly
+// decode), up to the hard cap; a new conversation goes to the rank with the
+// fewest requests even when another caches the shared system prompt.
+func TestTTFTConversations(t *testing.T) {
+	system := prompt(512)
+	for _, tc := range []struct {
+		name   string
+		active int // requests active on the conversation's rank
+		maxn   int
+		stay   bool
+	}{
+		{"past the soft cap", 6, 8, true},
+		{"at the hard cap", 8, 8, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustNew(t, ttftCfg(2, ReuseAfterIteration))
+			q := extend(1, system, 300)
+			q.ConversationID = "c"
+			home := mustRoute(t, r, idle(2), []Request{q}, tc.maxn, make([]int32, 2)).Ranks[0]
+			states := idle(2)
+			states[home].NumActiveRequests = tc.active
+			next := extend(2, q.Tokens, 50)
+			next.ConversationID = "c"
+			m := make([]int32, 2)
+			m[home] = int32(len(q.Tokens) / 32 * 32)
+			got := mustRoute(t, r, states, []Request{next}, tc.maxn, m).Ranks[0]
+			if (got == home) != tc.stay {
+				t.Errorf("next turn on %d, home %d: want stay = %v", got, home, tc.stay)
+			}
+		})
+	}
+
+	r := mustNew(t, ttftCfg(2, ReuseAfterIteration))
+	states := st([2]int64{3, 0}, [2]int64{1, 0})
+	a, b := extend(1, system, 100), extend(2, system, 120)
+	a.ConversationID, b.ConversationID = "a", "b"
+	m := []int32{512, 0, 512, 0} // rank 0 caches the system prompt
+	res := mustRoute(t, r, states, []Request{a, b}, 8, m)
+	if res.Ranks[0] != 1 || res.Ranks[1] != 1 {
+		t.Errorf("new conversations on %v, want both on rank 1 (fewest requests: 1, then 2 < 3)", res.Ranks)
+	}
+}
+
+// Without a conversation id, the rank that computed the longest prefix of a
+// request stays a candidate past the soft cap too, when no rank under it
+// holds as much; the reference score moves the request to an idle rank.
+func TestTTFTCacheHomePastSoftCap(t *testing.T) {
+	base := prompt(2048)
+	states := st([2]int64{6, 100}, [2]int64{0, 0}, [2]int64{0, 0}, [2]int64{0, 0})
+	for _, tc := range []struct {
+		name    string
+		matches []int32
+		want    int
+	}{
+		{"only the busy rank holds it", []int32{2016, 0, 0, 0}, 0},
+		{"an idle rank holds as much", []int32{2016, 0, 2016, 0}, 2},
+	} {
+		cfg := ttftCfg(4, ReuseAfterIteration)
+		res := mustRoute(t, mustNew(t, cfg), states, []Request{extend(1, base, 30)}, 8, tc.matches)
+		if res.Ranks[0] != tc.want {
+			t.Errorf("%s: rank %d, want %d", tc.name, res.Ranks[0], tc.want)
+		}
+	}
+	ref := DefaultConfig(PolicyKVCacheAware, 4)
+	res := mustRoute(t, mustNew(t, ref), states, []Request{extend(1, base, 30)}, 8, []int32{2016, 0, 0, 0})
+	if res.Ranks[0] == 0 {
+		t.Errorf("reference score: rank 0, want another (rank 0 is over the soft cap)")
+	}
+}
+
+// Quiet warmup sends requests to ranks not yet warmed only while no rank
+// has an active request.
+func TestWarmupQuiet(t *testing.T) {
+	cfg := ttftCfg(3, ReuseAfterIteration)
+	cfg.Warmup = WarmupQuiet
+	r := mustNew(t, cfg)
+	base := prompt(1024)
+	busy := st([2]int64{1, 100}, [2]int64{0, 0}, [2]int64{0, 0})
+	res := mustRoute(t, r, busy, []Request{extend(1, base, 10)}, 8, []int32{992, 0, 0})
+	if res.Ranks[0] != 0 || len(r.PendingWarmup()) != 3 {
+		t.Errorf("under load: rank %d, pending %v; want rank 0 (its cache), nothing warmed", res.Ranks[0], r.PendingWarmup())
+	}
+	mustRoute(t, r, idle(3), []Request{extend(2, base, 10), extend(3, base, 10)}, 8, []int32{992, 0, 0, 992, 0, 0})
+	if p := r.PendingWarmup(); len(p) != 1 || p[0] != 2 {
+		t.Errorf("idle engine: pending %v after two requests, want [2]", p)
+	}
+	// The reference's once warmup does not wait for quiet.
+	cfg.Warmup = WarmupOnce
+	r = mustNew(t, cfg)
+	mustRoute(t, r, busy, []Request{extend(1, base, 10)}, 8, []int32{992, 0, 0})
+	if p := r.PendingWarmup(); len(p) != 2 {
+		t.Errorf("once: pending %v, want two ranks", p)
+	}
+}
+
+// The TTFT score decides from the router's state and the call alone: two
+// routers fed the same calls agree, decision for decision and in their
+// digests, and a warm decision allocates nothing.
+func TestTTFTDeterministic(t *testing.T) {
+	for _, reuse := range []EngineReuse{ReuseAfterIteration, ReuseOnSchedule} {
+		cfg := ttftCfg(8, reuse)
+		cfg.Warmup = WarmupQuiet
+		a, b := mustNew(t, cfg), mustNew(t, cfg)
+		res := new(Result)
+		for call := range 50 {
+			var reqs []Request
+			for i := range 6 {
+				q := extend(uint64(call*10+i+1), prompt(64*(1+(call+i)%5)), 40*(i%3))
+				q.ConversationID = fmt.Sprint("c", (call+i)%7)
+				reqs = append(reqs, q)
+			}
+			states := idle(8)
+			for k := range states {
+				states[k].NumActiveRequests = (call + k) % 4
+				states[k].NumActiveTokens = int64(((call * k) % 5) * 300)
+			}
+			ra := mustRoute(t, a, states, reqs, 16, nil)
+			if err := b.RouteInto(res, states, reqs, 16, nil); err != nil {
+				t.Fatal(err)
+			}
+			if !eqAssign(ra.Assignment, res.Assignment) || a.StateDigest() != b.StateDigest() {
+				t.Fatalf("%s call %d: routers disagree", reuse, call)
+			}
+		}
+		if testing.Short() {
+			continue
+		}
+		batch := newBenchBatch(64, 8, 2048, benchOpts{matches: true})
+		r := mustNew(t, cfg)
+		route := func() {
+			if err := r.RouteInto(res, batch.states, batch.reqs, batch.maxn, batch.matches); err != nil {
+				t.Fatal(err)
+			}
+		}
+		route()
+		if n := testing.AllocsPerRun(10, route); n != 0 {
+			t.Errorf("%s: %v allocations per warm decision, want 0", reuse, n)
+		}
+	}
+}
+
+func TestTTFTConfigValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(c *Config)
+		want string
+	}{
+		{"ttft without an index", func(c *Config) { c.PrefixSource = SourceProbe }, "prefix_source"},
+		{"ttft on the default policy", func(c *Config) { c.Policy, c.PrefixSource = PolicyDefault, SourceProbe }, "score"},
+		{"unknown score", func(c *Config) { c.Score = "fast" }, `"fast"`},
+		{"unknown reuse", func(c *Config) { c.EngineReuse = "eager" }, "engine_reuse"},
+		{"negative drain", func(c *Config) { c.TTFTDrainTokens = -1 }, "ttft_drain_tokens"},
+		{"quiet with cold_start_warmup", func(c *Config) { c.Warmup, c.ColdStartWarmup = WarmupQuiet, true }, "warmup"},
+	} {
+		c := ttftCfg(2, ReuseAfterIteration)
+		tc.set(&c)
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Validate() = %v, want an error naming %s", tc.name, err, tc.want)
+		}
+	}
+}
+
+// BenchmarkTTFTScore is BenchmarkIndexSource under the recommended preset
+// (probe+index, ttft score, quiet warmup): batches of 8 requests of 2,300
+// tokens over 16 prompt families, probed matches of zero. Compare the two
+// for the score's cost over the index's.
+func BenchmarkTTFTScore(b *testing.B) {
+	cfg := sourceCfg(8, SourceProbeIndex)
+	if err := ApplyPreset(&cfg, PresetRecommended); err != nil {
+		b.Fatal(err)
+	}
+	benchFamilies(b, cfg, make([]int32, 8*8))
+}
