@@ -147,6 +147,8 @@ SIGNATURES = {
     "adpr_version": (ctypes.c_char_p, []),
     "adpr_strerror": (ctypes.c_char_p, [ctypes.c_int32]),
     "adpr_router_create": (ctypes.c_int32, [_P(Option), ctypes.c_int32, _P(ctypes.c_uint64)] + _ERR),
+    "adpr_preset_options": (ctypes.c_int32, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                             ctypes.c_size_t] + _ERR),
     "adpr_router_destroy": (ctypes.c_int32, [ctypes.c_uint64]),
     "adpr_router_state_digest": (ctypes.c_int32, [ctypes.c_uint64, _P(ctypes.c_uint64)]),
     "adpr_router_tokens_read": (ctypes.c_int32, [ctypes.c_uint64, _P(ctypes.c_int32)]),

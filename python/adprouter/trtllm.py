@@ -80,7 +80,7 @@ from operator import itemgetter
 
 from . import ConfigError, Request, Router
 from . import RankState as _RankState
-from . import _load, _raise
+from ._abi import call
 
 __all__ = [
     "ADPRouter", "DefaultADPRouter", "KVCacheAwareADPRouter", "ConversationAwareADPRouter",
@@ -112,15 +112,8 @@ def preset_options(preset, policy="kv_cache_aware"):
     library's table (adpr_preset_options): "reference", "recommended",
     "index" or "full". Explicit options and ADPROUTER_* variables win over
     them."""
-    lib = _load()
-    fn = lib.adpr_preset_options
-    fn.restype = ctypes.c_int32
-    fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
-                   ctypes.c_char_p, ctypes.c_size_t]
-    out, err = ctypes.create_string_buffer(4096), ctypes.create_string_buffer(512)
-    status = fn(str(preset).encode(), str(policy).encode(), out, len(out), err, len(err))
-    if status != 0:
-        _raise(status, err)
+    out = ctypes.create_string_buffer(4096)
+    call("adpr_preset_options", str(preset).encode(), str(policy).encode(), out, len(out))
     return dict(line.split("=", 1) for line in out.value.decode().splitlines())
 
 
