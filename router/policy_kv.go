@@ -290,15 +290,17 @@ func prefixOf(q *Request) []int32 {
 // a decision's first tie, then 64 as eight while most seeded streams get
 // used, one at a time once few do).
 type seedCache struct {
-	off    []int32 // per routing position: offset into outs, or -1
-	n      []int32 // per routing position: outputs stored
-	outs   []uint32
-	simd   bool       // this decision seeds with the AVX2 seeders
-	fills  int        // seeding runs in this decision
-	seeded int        // streams computed in this decision
-	used   int        // streams asked for in this decision
-	width  []int32    // per routing position: distance in outs between its outputs
-	lanes  *seedLanes // scratch, allocated on first use
+	off     []int32 // per routing position: offset into outs, or -1
+	n       []int32 // per routing position: outputs stored
+	outs    []uint32
+	simd    bool       // this decision seeds with the AVX2 seeders
+	fills   int        // seeding runs in this decision
+	seeded  int        // streams computed in this decision
+	used    int        // streams asked for in this decision
+	width   []int32    // per routing position: distance in outs between its outputs
+	accept  []uint64   // per routing position: draws a shuffle of acceptM[pos] accepts
+	acceptM []int32    // per routing position: that shuffle's size, 0 if unknown
+	lanes   *seedLanes // scratch, allocated on first use
 }
 
 // seedLanes is the scratch of one seeding run.
@@ -306,12 +308,15 @@ type seedLanes struct {
 	four [4][mtN]uint32        // portable: four states
 	st   [mtN * mtLanes]uint32 // AVX2: the states, lane-interleaved
 	add  [2 * mtLanes]uint32   // AVX2: per-lane addends (odd, even i)
+	acc  [2 * mtLanes]uint32   // AVX2: per-lane accepted-draw masks (low, high words)
 }
 
 func (c *seedCache) reset(n int) {
 	c.off = slices.Grow(c.off[:0], n)[:n]
 	c.n = slices.Grow(c.n[:0], n)[:n]
 	c.width = slices.Grow(c.width[:0], n)[:n]
+	c.accept = slices.Grow(c.accept[:0], n)[:n]
+	c.acceptM = slices.Grow(c.acceptM[:0], n)[:n]
 	for i := range c.off {
 		c.off[i] = -1
 	}
@@ -328,9 +333,11 @@ func (c *seedCache) stream(pos int, rest []int, reqs []Request, m int) mtStream 
 	}
 	o, n, w := int(c.off[pos]), int(c.n[pos]), int(c.width[pos])
 	return mtStream{
-		seed:   reqs[rest[pos]].ID,
-		prefix: c.outs[o : o+(n-1)*w+1],
-		stride: w,
+		seed:     reqs[rest[pos]].ID,
+		prefix:   c.outs[o : o+(n-1)*w+1],
+		stride:   w,
+		accepted: c.accept[pos],
+		acceptM:  int(c.acceptM[pos]),
 	}
 }
 
@@ -381,8 +388,20 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
 		} else {
 			mtSeed64AVX2(&sl.st[0], &sl.add[0], &c.outs[start], want)
 		}
+		// The shuffles' rejections, resolved for every lane at once
+		// while the outputs are at hand, for shuffles of m ranks (what
+		// most of these requests will need; a request that needs another
+		// size shuffles the ordinary way).
+		acceptM := 0
+		if want <= 64 {
+			acceptM = m
+			mtAcceptAVX2(&c.outs[start], &sl.acc[0], width, want, m)
+		}
 		for l := range lanes {
-			c.off[at[l]], c.n[at[l]], c.width[at[l]] = int32(start+l), int32(want), int32(width)
+			p := at[l]
+			c.off[p], c.n[p], c.width[p] = int32(start+l), int32(want), int32(width)
+			c.accept[p] = uint64(sl.acc[l]) | uint64(sl.acc[width+l])<<32
+			c.acceptM[p] = int32(acceptM)
 		}
 		return
 	}
@@ -396,5 +415,6 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
 		o := start + l*want
 		mtFirstOutputs(&sl.four[l], c.outs[o:o+want])
 		c.off[at[l]], c.n[at[l]], c.width[at[l]] = int32(o), int32(want), 1
+		c.acceptM[at[l]] = 0
 	}
 }

@@ -2,6 +2,8 @@
 
 package router
 
+//go:generate go run ./internal/seedgen -o pyrandom_seed_amd64.s
+
 // seedSIMD says whether mtSeedLanes runs the AVX2 seeder. Tests switch it off
 // to run the portable path on the same machine.
 var seedSIMD = hasAVX2()
@@ -19,6 +21,16 @@ func mtSeed32AVX2(st, add, out *uint32, nout int)
 
 //go:noescape
 func mtSeed64AVX2(st, add, out *uint32, nout int)
+
+// mtAcceptAVX2 marks, for width (32 or 64) lane-interleaved streams of nout
+// <= 64 outputs laid out as the seeders write them, the draws that
+// random.shuffle of m < 2^24 items accepts: bit t of lane l's mask (low word
+// at masks[l], high word at masks[width+l]) is set when draw t is below n in
+// its top bit_length(n) bits, n counting down from m. See
+// mtStream.shuffleAccepted.
+//
+//go:noescape
+func mtAcceptAVX2(out, masks *uint32, width, nout, m int)
 
 func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 

@@ -13,3 +13,7 @@ func mtSeed32AVX2(st, add, out *uint32, nout int) {
 func mtSeed64AVX2(st, add, out *uint32, nout int) {
 	panic("router: mtSeed64AVX2 called without AVX2")
 }
+
+func mtAcceptAVX2(out, masks *uint32, width, nout, m int) {
+	panic("router: mtAcceptAVX2 called without AVX2")
+}

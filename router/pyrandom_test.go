@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"testing"
 )
@@ -225,5 +226,55 @@ func TestTieBreakSeedersAgree(t *testing.T) {
 				t.Errorf("ranks differ: portable %v, vector %v", got[0].Ranks, got[1].Ranks)
 			}
 		})
+	}
+}
+
+// Shuffles whose rejections the vector pass resolved beside the seeding
+// (mtAcceptAVX2, then mtStream.shuffleAccepted) equal CPython's, for every
+// shuffle size the pass handles, in 32- and 64-lane runs; a shuffle of
+// another size than the run was prepared for takes the ordinary path and
+// agrees too.
+func TestShuffleAcceptedMatchesPython(t *testing.T) {
+	if !seedSIMD {
+		t.Skip("no vector seeder on this CPU or build")
+	}
+	reqs := make([]Request, 64)
+	rest := make([]int, len(reqs))
+	for i := range reqs {
+		reqs[i].ID = uint64(i+1)*0x9e3779b97f4a7c15>>(i%40) + uint64(i)
+		rest[i] = i
+	}
+	for m := 2; 2*m+16 <= 64; m++ {
+		for _, sparse := range []bool{false, true} {
+			var c seedCache
+			c.reset(len(rest))
+			if sparse {
+				c.fills, c.used, c.seeded = 1, 1, 4 // ties now and then: a 32-lane run
+			}
+			accepted := 0
+			for pos := range rest {
+				st := c.stream(pos, rest, reqs, m)
+				size := m
+				if pos%7 == 3 {
+					size = m + 1 // not what the run was prepared for
+				}
+				if st.acceptM == size && bits.OnesCount64(st.accepted) >= size-1 {
+					accepted++
+				}
+				got := make([]int, size)
+				want := make([]int, size)
+				for k := range got {
+					got[k], want[k] = k, k
+				}
+				st.shuffle(got)
+				PyShuffle(reqs[rest[pos]].ID, want)
+				if !slices.Equal(got, want) {
+					t.Fatalf("m=%d sparse=%v position %d (width %d): shuffle %v, Python %v", m, sparse, pos, c.width[pos], got, want)
+				}
+			}
+			if accepted < len(rest)/2 {
+				t.Errorf("m=%d sparse=%v: %d of %d shuffles used the accepted draws, want most", m, sparse, accepted, len(rest))
+			}
+		}
 	}
 }
