@@ -163,4 +163,3 @@ const header = `//go:build amd64 && !purego
 	VPBROADCASTD X15, reg
 
 `
-
