@@ -187,8 +187,9 @@ func (r *Router) routeKVAware(b *batch) {
 			st := r.seeds.stream(pos, rest, b.reqs, len(eligible))
 			st.shuffle(shuffled)
 			for _, k := range shuffled {
+				// Without the gate equal loads score the same (see above).
 				if allowed(allow, k) && tokens[k] == bestTokens &&
-					score(n, row[k], gate, nf, denom, beta, tokens[k]) == bestScore {
+					(!gate || score(n, row[k], gate, nf, denom, beta, tokens[k]) == bestScore) {
 					best = k
 					break
 				}
@@ -288,7 +289,8 @@ func prefixOf(q *Request) []int32 {
 // independent seeds run side by side at little more than the cost of one
 // (four interleaved in portable Go; with AVX2, 32 as four 8-lane vectors for
 // a decision's first tie, then 64 as eight while most seeded streams get
-// used, one at a time once few do).
+// used, 16 as two once few do: one chain's latency bounds both a single seed
+// and two vectors, so the 15 extra are free).
 type seedCache struct {
 	off     []int32 // per routing position: offset into outs, or -1
 	n       []int32 // per routing position: outputs stored
@@ -368,7 +370,7 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
 	switch {
 	case !c.simd:
 	case c.fills > 0 && c.used*8 < c.seeded:
-		width = 1 // ties are rare here: seed just this request
+		width = 16 // ties are rare here: two vectors cost about one seed
 	case c.fills == 0 || c.used*2 < c.seeded || lanes <= 32:
 		width = 32 // the first tie, ties now and then, or 32 lanes are enough
 	}
@@ -376,16 +378,19 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
 	c.fills++
 	c.seeded += lanes
 	start := len(c.outs)
-	if c.simd && width > 1 {
+	if c.simd {
 		// The outputs stay lane-interleaved: stream l reads every
 		// width-th word from start+l.
 		for l := range width {
 			sl.add[l], sl.add[width+l] = seedAddends(seeds[l])
 		}
 		c.outs = slices.Grow(c.outs, want*width)[:start+want*width]
-		if width == 32 {
+		switch width {
+		case 16:
+			mtSeed16AVX2(&sl.st[0], &sl.add[0], &c.outs[start], want)
+		case 32:
 			mtSeed32AVX2(&sl.st[0], &sl.add[0], &c.outs[start], want)
-		} else {
+		default:
 			mtSeed64AVX2(&sl.st[0], &sl.add[0], &c.outs[start], want)
 		}
 		// The shuffles' rejections, resolved for every lane at once
@@ -393,7 +398,7 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
 		// most of these requests will need; a request that needs another
 		// size shuffles the ordinary way).
 		acceptM := 0
-		if want <= 64 {
+		if want <= 64 && width%32 == 0 {
 			acceptM = m
 			mtAcceptAVX2(&c.outs[start], &sl.acc[0], width, want, m)
 		}

@@ -6,6 +6,10 @@ package router
 // runs the portable code.
 var seedSIMD = false
 
+func mtSeed16AVX2(st, add, out *uint32, nout int) {
+	panic("router: mtSeed16AVX2 called without AVX2")
+}
+
 func mtSeed32AVX2(st, add, out *uint32, nout int) {
 	panic("router: mtSeed32AVX2 called without AVX2")
 }

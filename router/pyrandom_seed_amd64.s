@@ -71,6 +71,93 @@
 	MOVL         AX, X15; \
 	VPBROADCASTD X15, reg
 
+// func mtSeed16AVX2(st, add, out *uint32, nout int)
+TEXT ·mtSeed16AVX2(SB), NOSPLIT, $0-32
+	MOVQ st+0(FP), DI
+	MOVQ add+8(FP), SI
+	LEAQ ·mtGenrandBase(SB), BX
+
+	// First loop over i = 1..623: odd i add add[0], even i add[1].
+	BROADCAST($1664525, Y12)
+	VPBROADCASTD (BX), Y0
+	VMOVDQU Y0, Y1
+	MOVQ $1, CX
+	LEAQ 64(DI), DX
+
+loop1:
+	VPBROADCASTD (BX)(CX*4), Y13
+	SEED1(Y0, 0, 0)
+	SEED1(Y1, 32, 32)
+	ADDQ $64, DX
+	INCQ CX
+	VPBROADCASTD (BX)(CX*4), Y13
+	SEED1(Y0, 64, 0)
+	SEED1(Y1, 96, 32)
+	ADDQ $64, DX
+	INCQ CX
+	CMPQ CX, $623
+	JLT  loop1
+
+	// i = 623 (odd).
+	VPBROADCASTD (BX)(CX*4), Y13
+	SEED1(Y0, 0, 0)
+	SEED1(Y1, 32, 32)
+
+	// The wrap: i = 1 again, with the even addend and mt[1] as the base.
+	LEAQ 64(DI), DX
+	WRAP1(Y0, 64, 0)
+	WRAP1(Y1, 96, 32)
+
+	// Second loop over i = 2..623.
+	BROADCAST($1566083941, Y12)
+	BROADCAST($1, Y15)
+	VPADDD Y15, Y15, Y13
+	MOVQ $2, CX
+	LEAQ 128(DI), DX
+
+loop2:
+	SEED2(Y0, 0)
+	SEED2(Y1, 32)
+	VPADDD Y15, Y13, Y13
+	ADDQ $64, DX
+	INCQ CX
+	CMPQ CX, $624
+	JLT  loop2
+
+	// After the wrap, i = 1 once more; then mt[0] = 0x80000000.
+	LEAQ 64(DI), DX
+	VMOVDQU Y15, Y13
+	SEED2(Y0, 0)
+	SEED2(Y1, 32)
+	VPSLLD $31, Y15, Y0
+	VMOVDQU Y0, 0(DI)
+	VMOVDQU Y0, 32(DI)
+
+	// Outputs t < nout, one 8-lane cell at a time.
+	MOVQ out+16(FP), R8
+	MOVQ nout+24(FP), CX
+	SHLQ $1, CX
+	BROADCAST($0x80000000, Y8)
+	VPCMPEQD Y9, Y9, Y9
+	VPSRLD $1, Y9, Y9
+	BROADCAST($0x9908b0df, Y10)
+	BROADCAST($0x9d2c5680, Y11)
+	BROADCAST($0xefc60000, Y12)
+	MOVQ DI, DX
+	TESTQ CX, CX
+	JLE  done
+
+loop3:
+	OUTPUT(64)
+	ADDQ $32, DX
+	ADDQ $32, R8
+	DECQ CX
+	JNZ  loop3
+
+done:
+	VZEROUPPER
+	RET
+
 // func mtSeed32AVX2(st, add, out *uint32, nout int)
 TEXT ·mtSeed32AVX2(SB), NOSPLIT, $0-32
 	MOVQ st+0(FP), DI

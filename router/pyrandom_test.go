@@ -79,7 +79,7 @@ func TestSeedLanesEqualsGenerator(t *testing.T) {
 	for _, c := range []struct {
 		width int
 		seed  func(st, add, out *uint32, nout int)
-	}{{32, mtSeed32AVX2}, {64, mtSeed64AVX2}} {
+	}{{16, mtSeed16AVX2}, {32, mtSeed32AVX2}, {64, mtSeed64AVX2}} {
 		seeds := make([]uint64, c.width)
 		for l := range seeds {
 			seeds[l] = uint64(l) * 0x9e3779b97f4a7c15 >> (l % 40)
@@ -113,7 +113,7 @@ func TestSeedLanesEqualsGenerator(t *testing.T) {
 
 // Both seeding paths of a decision's seed cache give every position the
 // same stream, whatever order positions are asked in: dense ties (32, then
-// 64 lanes at once with AVX2), then sparse ones (one at a time).
+// 64 lanes at once with AVX2), then sparse ones (16 at a time).
 func TestSeedCachePaths(t *testing.T) {
 	reqs := make([]Request, 300)
 	rest := make([]int, len(reqs))
@@ -160,8 +160,8 @@ func TestSeedCachePaths(t *testing.T) {
 			}
 		}
 	}
-	if !widths[1] || !widths[32] || !widths[64] {
-		t.Errorf("vector cache seeded with widths %v, want 1, 32 and 64 all exercised", widths)
+	if !widths[16] || !widths[32] || !widths[64] {
+		t.Errorf("vector cache seeded with widths %v, want 16, 32 and 64 all exercised", widths)
 	}
 }
 
@@ -174,7 +174,7 @@ func BenchmarkSeedLanes(b *testing.B) {
 	for _, c := range []struct {
 		width int
 		seed  func(st, add, out *uint32, nout int)
-	}{{32, mtSeed32AVX2}, {64, mtSeed64AVX2}} {
+	}{{16, mtSeed16AVX2}, {32, mtSeed32AVX2}, {64, mtSeed64AVX2}} {
 		b.Run(fmt.Sprint(c.width), func(b *testing.B) {
 			st := make([]uint32, mtN*c.width)
 			out := make([]uint32, 48*c.width)

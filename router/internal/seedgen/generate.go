@@ -9,7 +9,7 @@ import (
 // seederGroups lists the seeders generated: mtSeed{8g}AVX2 interleaves g
 // vectors of 8 lanes. Four vectors are the fewest that keep the ~7-cycle
 // chain of one step busy most of the time; eight saturate the vector units.
-var seederGroups = []int{4, 8}
+var seederGroups = []int{2, 4, 8}
 
 // Generate returns the text of pyrandom_seed_amd64.s.
 func Generate() []byte {

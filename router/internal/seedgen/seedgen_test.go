@@ -27,7 +27,7 @@ func TestSeederWidths(t *testing.T) {
 			t.Errorf("%d vectors: want a power of two up to 8 (Y0..Y7 hold the chains)", g)
 		}
 	}
-	for _, name := range []string{"·mtSeed32AVX2(SB)", "·mtSeed64AVX2(SB)"} {
+	for _, name := range []string{"·mtSeed16AVX2(SB)", "·mtSeed32AVX2(SB)", "·mtSeed64AVX2(SB)"} {
 		if n := bytes.Count(src, []byte("TEXT "+name)); n != 1 {
 			t.Errorf("TEXT %s appears %d times, want 1", name, n)
 		}
