@@ -1,14 +1,10 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "pyrandom_amd64.h"
 
 // The vector seeders are generated: pyrandom_seed_amd64.s. What is here is
 // written by hand: the shuffles' acceptance pass and the CPU feature checks.
-
-#define BROADCAST(imm, reg) \
-	MOVL         imm, AX; \
-	MOVL         AX, X15; \
-	VPBROADCASTD X15, reg
 
 // Which draws the shuffles of one seeding run accept, 8 lanes per register:
 // _randbelow(n) takes the top bit_length(n) bits of a draw until they are

@@ -3,73 +3,13 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "pyrandom_amd64.h"
 
 // The seeders below run init_by_array for 8 lanes per YMM register, with G
 // registers (G*8 seeds) interleaved so that the ~7-cycle dependent chain of
 // one step (shift, xor, multiply, xor, add) overlaps across seeds. The state
-// is lane-interleaved: word i of lane l at st[i*G*8 + l].
-
-// One step of the first loop for the lanes in p: p = (base ^ ((p ^ (p >> 30))
-// * 1664525)) + add, stored to the state. Y12 holds the multiplier, Y13 the
-// broadcast base word, Y14 is scratch; SI points at the addends, DX at the
-// state row.
-#define SEED1(p, addoff, dstoff) \
-	VPSRLD  $30, p, Y14; \
-	VPXOR   p, Y14, Y14; \
-	VPMULLD Y12, Y14, Y14; \
-	VPXOR   Y13, Y14, Y14; \
-	VPADDD  addoff(SI), Y14, p; \
-	VMOVDQU p, dstoff(DX)
-
-// The wrap step of the first loop: as SEED1 with the state word as base.
-#define WRAP1(p, addoff, off) \
-	VPSRLD  $30, p, Y14; \
-	VPXOR   p, Y14, Y14; \
-	VPMULLD Y12, Y14, Y14; \
-	VPXOR   off(DX), Y14, Y14; \
-	VPADDD  addoff(SI), Y14, p; \
-	VMOVDQU p, off(DX)
-
-// One step of the second loop: p = (mt[i] ^ ((p ^ (p >> 30)) * 1566083941))
-// - i, with Y12 the multiplier and Y13 the broadcast i.
-#define SEED2(p, off) \
-	VPSRLD  $30, p, Y14; \
-	VPXOR   p, Y14, Y14; \
-	VPMULLD Y12, Y14, Y14; \
-	VPXOR   off(DX), Y14, Y14; \
-	VPSUBD  Y13, Y14, p; \
-	VMOVDQU p, off(DX)
-
-// Tempered output of one 8-lane cell: temper(mix(mt[t], mt[t+1],
-// mt[t+397])) with DX at mt[t]'s cell, row the state row size in bytes,
-// stored at R8. Y8..Y12: upper mask, lower mask, matrix A, tempering masks B
-// and C; Y0..Y2 scratch.
-#define OUTPUT(row) \
-	VPAND   0(DX), Y8, Y0; \
-	VPAND   row(DX), Y9, Y1; \
-	VPOR    Y1, Y0, Y0; \
-	VPSRLD  $1, Y0, Y1; \
-	VPXOR   (397*row)(DX), Y1, Y1; \
-	VPSLLD  $31, Y0, Y2; \
-	VPSRAD  $31, Y2, Y2; \
-	VPAND   Y10, Y2, Y2; \
-	VPXOR   Y2, Y1, Y1; \
-	VPSRLD  $11, Y1, Y2; \
-	VPXOR   Y2, Y1, Y1; \
-	VPSLLD  $7, Y1, Y2; \
-	VPAND   Y11, Y2, Y2; \
-	VPXOR   Y2, Y1, Y1; \
-	VPSLLD  $15, Y1, Y2; \
-	VPAND   Y12, Y2, Y2; \
-	VPXOR   Y2, Y1, Y1; \
-	VPSRLD  $18, Y1, Y2; \
-	VPXOR   Y2, Y1, Y1; \
-	VMOVDQU Y1, 0(R8)
-
-#define BROADCAST(imm, reg) \
-	MOVL         imm, AX; \
-	MOVL         AX, X15; \
-	VPBROADCASTD X15, reg
+// is lane-interleaved: word i of lane l at st[i*G*8 + l]. The steps are the
+// macros of pyrandom_amd64.h.
 
 // func mtSeed16AVX2(st, add, out *uint32, nout int)
 TEXT ·mtSeed16AVX2(SB), NOSPLIT, $0-32
@@ -137,15 +77,7 @@ loop2:
 	MOVQ out+16(FP), R8
 	MOVQ nout+24(FP), CX
 	SHLQ $1, CX
-	BROADCAST($0x80000000, Y8)
-	VPCMPEQD Y9, Y9, Y9
-	VPSRLD $1, Y9, Y9
-	BROADCAST($0x9908b0df, Y10)
-	BROADCAST($0x9d2c5680, Y11)
-	BROADCAST($0xefc60000, Y12)
-	MOVQ DI, DX
-	TESTQ CX, CX
-	JLE  done
+	OUTPUT_SETUP
 
 loop3:
 	OUTPUT(64)
@@ -240,15 +172,7 @@ loop2:
 	MOVQ out+16(FP), R8
 	MOVQ nout+24(FP), CX
 	SHLQ $2, CX
-	BROADCAST($0x80000000, Y8)
-	VPCMPEQD Y9, Y9, Y9
-	VPSRLD $1, Y9, Y9
-	BROADCAST($0x9908b0df, Y10)
-	BROADCAST($0x9d2c5680, Y11)
-	BROADCAST($0xefc60000, Y12)
-	MOVQ DI, DX
-	TESTQ CX, CX
-	JLE  done
+	OUTPUT_SETUP
 
 loop3:
 	OUTPUT(128)
@@ -375,15 +299,7 @@ loop2:
 	MOVQ out+16(FP), R8
 	MOVQ nout+24(FP), CX
 	SHLQ $3, CX
-	BROADCAST($0x80000000, Y8)
-	VPCMPEQD Y9, Y9, Y9
-	VPSRLD $1, Y9, Y9
-	BROADCAST($0x9908b0df, Y10)
-	BROADCAST($0x9d2c5680, Y11)
-	BROADCAST($0xefc60000, Y12)
-	MOVQ DI, DX
-	TESTQ CX, CX
-	JLE  done
+	OUTPUT_SETUP
 
 loop3:
 	OUTPUT(256)
