@@ -289,8 +289,9 @@ func prefixOf(q *Request) []int32 {
 // independent seeds run side by side at little more than the cost of one
 // (four interleaved in portable Go; with AVX2, 32 as four 8-lane vectors for
 // a decision's first tie, then 64 as eight while most seeded streams get
-// used, 16 as two once few do: one chain's latency bounds both a single seed
-// and two vectors, so the 15 extra are free).
+// used, 16 as two once few do (one chain's latency bounds a single seed and
+// two vectors alike, so the 15 extra come nearly free), one at a time once
+// ties are rarer than one in 80 positions).
 type seedCache struct {
 	off     []int32 // per routing position: offset into outs, or -1
 	n       []int32 // per routing position: outputs stored
@@ -369,8 +370,12 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
 	}
 	switch {
 	case !c.simd:
-	case c.fills > 0 && c.used*8 < c.seeded:
-		width = 16 // ties are rare here: two vectors cost about one seed
+	case c.fills > 0 && c.used*80 <= pos:
+		width = 1 // under one tie in 80 positions so far: seed just this one
+	case lanes <= 16 || c.fills > 0 && c.used*8 < c.seeded:
+		// The last few, or ties now and then: two vectors cost about
+		// what one seed does.
+		width = 16
 	case c.fills == 0 || c.used*2 < c.seeded || lanes <= 32:
 		width = 32 // the first tie, ties now and then, or 32 lanes are enough
 	}
@@ -378,7 +383,7 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
 	c.fills++
 	c.seeded += lanes
 	start := len(c.outs)
-	if c.simd {
+	if c.simd && width > 1 {
 		// The outputs stay lane-interleaved: stream l reads every
 		// width-th word from start+l.
 		for l := range width {
