@@ -209,6 +209,14 @@ func TestTieBreakSeedersAgree(t *testing.T) {
 		{"plain_256x16", newBenchBatch(256, 16, 2048, benchOpts{})},
 		{"matches_256x16", newBenchBatch(256, 16, 2048, benchOpts{matches: true})},
 	}
+	// Every shuffle size the accepted-draw pass handles, with ranks leaving
+	// the eligible set as they fill (so prepared sizes go stale).
+	for size := 2; size <= 24; size += 3 {
+		cases = append(cases, struct {
+			name  string
+			batch benchBatch
+		}{fmt.Sprintf("ties_%dx%d", 40+3*size, size), newTiesBatch(40+3*size, size)})
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			size := len(c.batch.states)
