@@ -410,8 +410,10 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
 		for l := range lanes {
 			p := at[l]
 			c.off[p], c.n[p], c.width[p] = int32(start+l), int32(want), int32(width)
-			c.accept[p] = uint64(sl.acc[l]) | uint64(sl.acc[width+l])<<32
 			c.acceptM[p] = int32(acceptM)
+			if acceptM > 0 {
+				c.accept[p] = uint64(sl.acc[l]) | uint64(sl.acc[width+l])<<32
+			}
 		}
 		return
 	}

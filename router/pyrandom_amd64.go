@@ -8,8 +8,9 @@ package router
 // to run the portable path on the same machine.
 var seedSIMD = hasAVX2()
 
-// mtSeed16AVX2, mtSeed32AVX2 and mtSeed64AVX2 seed 16, 32 or 64 generators
-// at once, as two, four or eight 8-lane AVX2 vectors interleaved. For W lanes: add holds 2*W addends
+// mtSeed16AVX2, mtSeed32AVX2 and mtSeed64AVX2 (generated: see
+// internal/seedgen) seed 16, 32 or 64 generators at once, as two, four or
+// eight 8-lane AVX2 vectors interleaved. For W lanes: add holds 2*W addends
 // (add[l], add[W+l] = seedAddends(seed of lane l)); st receives the seeded
 // states lane-interleaved (word i of lane l at st[i*W+l], mtN*W words); out
 // receives the first nout <= mtFastOutputs outputs the same way (output t of
