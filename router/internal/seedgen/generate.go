@@ -7,8 +7,9 @@ import (
 )
 
 // seederGroups lists the seeders generated: mtSeed{8g}AVX2 interleaves g
-// vectors of 8 lanes. Four vectors are the fewest that keep the ~7-cycle
-// chain of one step busy most of the time; eight saturate the vector units.
+// vectors of 8 lanes. Up to four vectors a run costs what the ~7-cycle chain
+// of one step costs (two, for sparse ties, about what one scalar seed does);
+// eight saturate the vector units (the cheapest per seed, for dense ties).
 var seederGroups = []int{2, 4, 8}
 
 // Generate returns the text of pyrandom_seed_amd64.s.
