@@ -19,6 +19,11 @@ KV-aware and default routers hold no state between calls and one router serves a
 (as in an engine); the conversation routers (both) are created afresh, outside the timed
 region, for every run so that every run routes new conversations.
 
+Index mode (policy "kv_cache_aware+index", 256 x 16 and 1024 x 64): the router's own
+prefix index instead of match dicts, fresh prompts every call, timed once the index is
+full and evicting, against the reference's route alone with dense match dicts on the
+same batch; a second line compares those calls with early ones on a filling index.
+
 Columns (microseconds, time.perf_counter_ns): "route" is the binding end to end;
 "reference" is the same with ReferenceRouter; speed-up = reference median / route
 median. The breakdown comes from a second call in each run, made through the binding's
@@ -88,7 +93,8 @@ def workload(n_req, dp, seed=1, equal_len=False):
     matches = [[(len(s) // 32 * 32 if s and owner[id(s)] == r else rng.choice((0, 0, 32, 64)))
                 for s in sys_of] for r in range(dp)]
     convs = ["conv-%d" % rng.randrange(n_req // 2) for _ in range(n_req)]
-    return dict(prompts=prompts, ids=ids, maxn=maxn, loads=loads, matches=matches, convs=convs)
+    return dict(prompts=prompts, ids=ids, maxn=maxn, loads=loads, matches=matches, convs=convs,
+                sys=sys_of)
 
 
 def match_dicts(w):
@@ -187,6 +193,68 @@ def bench_one(policy, with_matches, n_req, dp, runs, equal_len=False):
     )
 
 
+def fresh_prompts(w, call):
+    """w's prompts made new for call number call: the first token after the system
+    prompt (the first token of a unique prompt) is unique to (call, request), so every
+    block after the shared system prompts is one the prefix index has never seen."""
+    out = []
+    for i, p in enumerate(w["prompts"]):
+        p = list(p)
+        p[len(w["sys"][i])] = 32000 + call * len(w["prompts"]) + i
+        out.append(p)
+    return dict(w, prompts=out)
+
+
+def bench_index(n_req, dp, runs, capacity, early=5):
+    """Index mode at steady state: the router's own prefix index supplies the match
+    lengths (prefix_source="index", no probes, no match table) while every call brings
+    fresh prompts. Calls start on an empty index; calls 1 to `early` while it fills are
+    the early figure, the `runs` timed ones come once the index is full and evicting (index_capacity_blocks
+    per rank; tokens_per_block 32). The reference routes the same batch with dense match
+    dicts: what an engine without the index pays for the routing alone (the probes and
+    the second allgather that build those dicts come on top)."""
+    w = workload(n_req, dp)
+    states = [adprouter.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
+    r_states = [ref.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
+    oracle = ref.ReferenceRouter(policy="kv_cache_aware", dp_size=dp)
+    router = adprouter.Router(policy="kv_cache_aware", dp_size=dp, prefix_source="index",
+                              index_capacity_blocks=capacity)
+    early_t, late_t, refs = [], [], []
+    call = 0
+    gc.collect()
+    while len(late_t) < runs:
+        fw = fresh_prompts(w, call)
+        full = evicted_total(router.stats(0)) > 0
+        if full:
+            r_matches = match_dicts(fw)
+            t2 = _now()
+            reference_route(oracle, fw, "kv_cache_aware", r_states, r_matches)
+            t3 = _now()
+        t0 = _now()
+        binding_route(router, fw, "kv_cache_aware", states, None)
+        t1 = _now()
+        if 1 <= call <= early and not full:
+            early_t.append(t1 - t0)  # call 0 allocates the index: a one-time cost
+        if full:
+            late_t.append(t1 - t0)
+            refs.append(t3 - t2)
+        call += 1
+        if call > 100000 // max(n_req, 1) + 10 * runs and not full:
+            raise SystemExit("the index never filled: lower --index-capacity")
+    st = router.stats(0)
+    router.close()
+    us = lambda ns: ns / 1000.0  # noqa: E731
+    return dict(route=us(statistics.median(late_t)), route_p90=us(pct(late_t, 0.9)),
+                early=us(statistics.median(early_t)), ref=us(statistics.median(refs)),
+                ref_p90=us(pct(refs, 0.9)), calls=call, entries=st["index_entries"],
+                evicted=evicted_total(st))
+
+
+def evicted_total(st):
+    """Blocks the prefix index has evicted, all ranks together."""
+    return sum(r["index_evicted_blocks"] for r in st["ranks"])
+
+
 CASES = [("kv_cache_aware", False), ("kv_cache_aware", True), ("default", False), ("conversation", False)]
 SIZES = [(64, 8), (256, 16), (1024, 16), (1024, 64)]
 
@@ -215,7 +283,10 @@ def main():
     ap.add_argument("--size", action="append", metavar="NxR",
                     help="only this requests x ranks cell (repeatable), e.g. 256x16")
     ap.add_argument("--policy", action="append", metavar="NAME",
-                    help="only this policy (repeatable): kv_cache_aware, kv_cache_aware+match, default, conversation")
+                    help="only this policy (repeatable): kv_cache_aware, kv_cache_aware+match, default, "
+                    "conversation, kv_cache_aware+index")
+    ap.add_argument("--index-capacity", type=int, default=8192, metavar="BLOCKS",
+                    help="kv_cache_aware+index: index_capacity_blocks per rank (default 8192)")
     args = ap.parse_args()
     global _now
     if args.cpu_time:
@@ -251,6 +322,19 @@ def main():
         print(fmt % (row["policy"], n_req, dp, "%.1f" % row["route"], "%.1f" % row["route_p90"],
                      "%.1f" % row["ccall"], "%.1f" % row["pack"], "%.1f" % row["unpack"],
                      "%.1f" % row["ref"], "%.1f" % row["ref_p90"], "%.1fx" % (row["ref"] / row["route"])))
+        sys.stdout.flush()
+    index_sizes = [(n, r) for n, r in ((256, 16), (1024, 64)) if not args.size or "%dx%d" % (n, r) in args.size]
+    if args.policy and "kv_cache_aware+index" not in args.policy:
+        index_sizes = []
+    for n_req, dp in index_sizes:
+        n_runs = max(5, runs * 256 // max(n_req * dp // 16, 256))
+        row = bench_index(n_req, dp, n_runs, args.index_capacity)
+        print(fmt % ("kv_cache_aware +index", n_req, dp, "%.1f" % row["route"], "%.1f" % row["route_p90"],
+                     "", "", "", "%.1f" % row["ref"], "%.1f" % row["ref_p90"], "%.1fx" % (row["ref"] / row["route"])))
+        print("    index mode: early calls (empty index) %.1f, late calls (full, evicting) %.1f: late/early "
+              "%.2f; %d calls, %d index entries, %d blocks evicted; reference with dense match dicts"
+              % (row["early"], row["route"], row["route"] / row["early"], row["calls"], row["entries"],
+                 row["evicted"]))
         sys.stdout.flush()
 
 

@@ -98,7 +98,7 @@ func (g *groupSorter) sort(reqs []Request, rest []int) {
 		shorter := uint64(maxLen - reqs[i].Len())
 		g.keys[p] = g.rank[g.gid[p]]<<(lenBits+posBits) | shorter<<posBits | uint64(p)
 	}
-	g.sortKeys(posBits + lenBits + groupBits)
+	g.sortKeys(posBits, posBits+lenBits+groupBits)
 	g.tmp = append(g.tmp[:0], rest...)
 	posMask := uint64(1)<<posBits - 1
 	for p, key := range g.keys {
@@ -106,12 +106,14 @@ func (g *groupSorter) sort(reqs []Request, rest []int) {
 	}
 }
 
-// sortKeys sorts g.keys, whose values fit in the low bits bits: an LSD
-// radix sort, a byte per pass, for batches large enough to pay for its
-// counting passes; pdqsort for small ones.
-func (g *groupSorter) sortKeys(bits int) {
+// sortKeys sorts g.keys, whose values fit in the low bits bits and are in
+// increasing order of their low skip bits (the position): an LSD radix sort,
+// a byte per pass over the bits above skip (it is stable, so the positions
+// stay in order without being sorted on), for batches large enough to pay
+// for its counting passes; pdqsort on the whole key for small ones.
+func (g *groupSorter) sortKeys(skip, bits int) {
 	keys := g.keys
-	passes := (bits + 7) / 8
+	passes := (bits - skip + 7) / 8
 	if len(keys) < 128 || passes*256 > 2*len(keys) {
 		slices.Sort(keys)
 		return
@@ -119,7 +121,7 @@ func (g *groupSorter) sortKeys(bits int) {
 	g.spare = slices.Grow(g.spare[:0], len(keys))[:len(keys)]
 	src, dst := keys, g.spare
 	for p := range passes {
-		shift := 8 * p
+		shift := skip + 8*p
 		var count [257]int
 		for _, k := range src {
 			count[(k>>shift)&0xff+1]++

@@ -130,8 +130,9 @@ func (r *Router) routeKVAware(b *batch) {
 			st := r.seeds.stream(pos, rest, b.reqs, len(eligible))
 			st.shuffle(shuffled)
 			for _, k := range shuffled {
+				// Without the gate equal loads score the same (see above).
 				if allowed(allow, k) && tokens[k] == bestTokens &&
-					score(n, row[k], gate, nf, denom, beta, tokens[k]) == bestScore {
+					(!gate || score(n, row[k], gate, nf, denom, beta, tokens[k]) == bestScore) {
 					best = k
 					break
 				}
@@ -231,17 +232,21 @@ func prefixOf(q *Request) []int32 {
 // independent seeds run side by side at little more than the cost of one
 // (four interleaved in portable Go; with AVX2, 32 as four 8-lane vectors for
 // a decision's first tie, then 64 as eight while most seeded streams get
-// used, one at a time once few do).
+// used, 16 as two once few do (one chain's latency bounds a single seed and
+// two vectors alike, so the 15 extra come nearly free), one at a time once
+// ties are rarer than one in 80 positions).
 type seedCache struct {
-	off    []int32 // per routing position: offset into outs, or -1
-	n      []int32 // per routing position: outputs stored
-	outs   []uint32
-	simd   bool       // this decision seeds with the AVX2 seeders
-	fills  int        // seeding runs in this decision
-	seeded int        // streams computed in this decision
-	used   int        // streams asked for in this decision
-	width  []int32    // per routing position: distance in outs between its outputs
-	lanes  *seedLanes // scratch, allocated on first use
+	off     []int32 // per routing position: offset into outs, or -1
+	n       []int32 // per routing position: outputs stored
+	outs    []uint32
+	simd    bool       // this decision seeds with the AVX2 seeders
+	fills   int        // seeding runs in this decision
+	seeded  int        // streams computed in this decision
+	used    int        // streams asked for in this decision
+	width   []int32    // per routing position: distance in outs between its outputs
+	accept  []uint64   // per routing position: draws a shuffle of acceptM[pos] accepts
+	acceptM []int32    // per routing position: that shuffle's size, 0 if unknown
+	lanes   *seedLanes // scratch, allocated on first use
 }
 
 // seedLanes is the scratch of one seeding run.
@@ -249,12 +254,15 @@ type seedLanes struct {
 	four [4][mtN]uint32        // portable: four states
 	st   [mtN * mtLanes]uint32 // AVX2: the states, lane-interleaved
 	add  [2 * mtLanes]uint32   // AVX2: per-lane addends (odd, even i)
+	acc  [2 * mtLanes]uint32   // AVX2: per-lane accepted-draw masks (low, high words)
 }
 
 func (c *seedCache) reset(n int) {
 	c.off = slices.Grow(c.off[:0], n)[:n]
 	c.n = slices.Grow(c.n[:0], n)[:n]
 	c.width = slices.Grow(c.width[:0], n)[:n]
+	c.accept = slices.Grow(c.accept[:0], n)[:n]
+	c.acceptM = slices.Grow(c.acceptM[:0], n)[:n]
 	for i := range c.off {
 		c.off[i] = -1
 	}
@@ -271,9 +279,11 @@ func (c *seedCache) stream(pos int, rest []int, reqs []Request, m int) mtStream 
 	}
 	o, n, w := int(c.off[pos]), int(c.n[pos]), int(c.width[pos])
 	return mtStream{
-		seed:   reqs[rest[pos]].ID,
-		prefix: c.outs[o : o+(n-1)*w+1],
-		stride: w,
+		seed:     reqs[rest[pos]].ID,
+		prefix:   c.outs[o : o+(n-1)*w+1],
+		stride:   w,
+		accepted: c.accept[pos],
+		acceptM:  int(c.acceptM[pos]),
 	}
 }
 
@@ -303,8 +313,12 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
 	}
 	switch {
 	case !c.simd:
-	case c.fills > 0 && c.used*8 < c.seeded:
-		width = 1 // ties are rare here: seed just this request
+	case c.fills > 0 && c.used*80 <= pos:
+		width = 1 // under one tie in 80 positions so far: seed just this one
+	case lanes <= 16 || c.fills > 0 && c.used*8 < c.seeded:
+		// The last few, or ties now and then: two vectors cost about
+		// what one seed does.
+		width = 16
 	case c.fills == 0 || c.used*2 < c.seeded || lanes <= 32:
 		width = 32 // the first tie, ties now and then, or 32 lanes are enough
 	}
@@ -319,13 +333,30 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
 			sl.add[l], sl.add[width+l] = seedAddends(seeds[l])
 		}
 		c.outs = slices.Grow(c.outs, want*width)[:start+want*width]
-		if width == 32 {
+		switch width {
+		case 16:
+			mtSeed16AVX2(&sl.st[0], &sl.add[0], &c.outs[start], want)
+		case 32:
 			mtSeed32AVX2(&sl.st[0], &sl.add[0], &c.outs[start], want)
-		} else {
+		default:
 			mtSeed64AVX2(&sl.st[0], &sl.add[0], &c.outs[start], want)
 		}
+		// The shuffles' rejections, resolved for every lane at once
+		// while the outputs are at hand, for shuffles of m ranks (what
+		// most of these requests will need; a request that needs another
+		// size shuffles the ordinary way).
+		acceptM := 0
+		if want <= 64 && width%32 == 0 {
+			acceptM = m
+			mtAcceptAVX2(&c.outs[start], &sl.acc[0], width, want, m)
+		}
 		for l := range lanes {
-			c.off[at[l]], c.n[at[l]], c.width[at[l]] = int32(start+l), int32(want), int32(width)
+			p := at[l]
+			c.off[p], c.n[p], c.width[p] = int32(start+l), int32(want), int32(width)
+			c.acceptM[p] = int32(acceptM)
+			if acceptM > 0 {
+				c.accept[p] = uint64(sl.acc[l]) | uint64(sl.acc[width+l])<<32
+			}
 		}
 		return
 	}
@@ -339,5 +370,6 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
 		o := start + l*want
 		mtFirstOutputs(&sl.four[l], c.outs[o:o+want])
 		c.off[at[l]], c.n[at[l]], c.width[at[l]] = int32(o), int32(want), 1
+		c.acceptM[at[l]] = 0
 	}
 }

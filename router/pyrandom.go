@@ -186,6 +186,12 @@ type mtStream struct {
 	pos      int // outputs taken
 	at       int // index in prefix of the next output
 	fallback *pyRandom
+
+	// accepted, when acceptM > 1, marks the prefix outputs that a shuffle
+	// of acceptM items accepts (bit t: output t), computed beside the
+	// seeding; see shuffleAccepted.
+	accepted uint64
+	acceptM  int
 }
 
 func (s *mtStream) next() uint32 {
@@ -217,6 +223,11 @@ func (s *mtStream) generate() uint32 {
 // the value is below n. It is the tie-break's inner loop, so draws from the
 // prefix are inlined.
 func (s *mtStream) shuffle(x []int) {
+	if s.acceptM == len(x) && s.at == 0 && s.acceptM > 1 &&
+		bits.OnesCount64(s.accepted) >= len(x)-1 {
+		s.shuffleAccepted(x)
+		return
+	}
 	stride := max(s.stride, 1)
 	for i := len(x) - 1; i > 0; i-- {
 		n := uint32(i + 1)
@@ -237,6 +248,31 @@ func (s *mtStream) shuffle(x []int) {
 		}
 		x[i], x[j] = x[j], x[i]
 	}
+}
+
+// shuffleAccepted is shuffle for a fresh stream whose accepted draws are
+// known (at least len(x)-1 of them, for a shuffle of len(x) items): the
+// rejections were resolved eight streams at a time beside the seeding, so
+// what is left walks the marked draws with no unpredictable branch. Draw t
+// accepted for position i gives j = the draw's top bit_length(i+1) bits, as
+// in shuffle.
+func (s *mtStream) shuffleAccepted(x []int) {
+	stride := max(s.stride, 1)
+	mask := s.accepted
+	t := 0
+	// shift is 32 - bit_length(i+1); it grows by one below each power of two.
+	shift := uint(bits.LeadingZeros32(uint32(len(x))))
+	for i := len(x) - 1; i > 0; i-- {
+		t = bits.TrailingZeros64(mask)
+		mask &= mask - 1
+		j := s.prefix[t*stride] >> (shift & 31)
+		x[i], x[j] = x[j], x[i]
+		if i&(i+1) == 0 {
+			shift++
+		}
+	}
+	s.pos = t + 1
+	s.at = s.pos * stride
 }
 
 // PyShuffle shuffles x in place exactly as CPython's

@@ -2,11 +2,14 @@
 
 package router
 
+//go:generate go run ./internal/seedgen -o pyrandom_seed_amd64.s
+
 // seedSIMD says whether mtSeedLanes runs the AVX2 seeder. Tests switch it off
 // to run the portable path on the same machine.
 var seedSIMD = hasAVX2()
 
-// mtSeed32AVX2 and mtSeed64AVX2 seed 32 or 64 generators at once, as four or
+// mtSeed16AVX2, mtSeed32AVX2 and mtSeed64AVX2 (generated: see
+// internal/seedgen) seed 16, 32 or 64 generators at once, as two, four or
 // eight 8-lane AVX2 vectors interleaved. For W lanes: add holds 2*W addends
 // (add[l], add[W+l] = seedAddends(seed of lane l)); st receives the seeded
 // states lane-interleaved (word i of lane l at st[i*W+l], mtN*W words); out
@@ -15,10 +18,23 @@ var seedSIMD = hasAVX2()
 // mtSeed4 are the portable equivalents.
 //
 //go:noescape
+func mtSeed16AVX2(st, add, out *uint32, nout int)
+
+//go:noescape
 func mtSeed32AVX2(st, add, out *uint32, nout int)
 
 //go:noescape
 func mtSeed64AVX2(st, add, out *uint32, nout int)
+
+// mtAcceptAVX2 marks, for width (32 or 64) lane-interleaved streams of nout
+// <= 64 outputs laid out as the seeders write them, the draws that
+// random.shuffle of m < 2^24 items accepts: bit t of lane l's mask (low word
+// at masks[l], high word at masks[width+l]) is set when draw t is below n in
+// its top bit_length(n) bits, n counting down from m. See
+// mtStream.shuffleAccepted.
+//
+//go:noescape
+func mtAcceptAVX2(out, masks *uint32, width, nout, m int)
 
 func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 

@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"testing"
 )
@@ -78,7 +79,7 @@ func TestSeedLanesEqualsGenerator(t *testing.T) {
 	for _, c := range []struct {
 		width int
 		seed  func(st, add, out *uint32, nout int)
-	}{{32, mtSeed32AVX2}, {64, mtSeed64AVX2}} {
+	}{{16, mtSeed16AVX2}, {32, mtSeed32AVX2}, {64, mtSeed64AVX2}} {
 		seeds := make([]uint64, c.width)
 		for l := range seeds {
 			seeds[l] = uint64(l) * 0x9e3779b97f4a7c15 >> (l % 40)
@@ -112,7 +113,8 @@ func TestSeedLanesEqualsGenerator(t *testing.T) {
 
 // Both seeding paths of a decision's seed cache give every position the
 // same stream, whatever order positions are asked in: dense ties (32, then
-// 64 lanes at once with AVX2), then sparse ones (one at a time).
+// 64 lanes at once with AVX2), then sparse ones (one at a time, and the
+// last few 16 at a time).
 func TestSeedCachePaths(t *testing.T) {
 	reqs := make([]Request, 300)
 	rest := make([]int, len(reqs))
@@ -125,7 +127,7 @@ func TestSeedCachePaths(t *testing.T) {
 		dense = append(dense, p) // all of the first fill used
 	}
 	dense = append(dense, 0, 40, 99, 150, 299, 1, 98)
-	sparse := []int{0, 100, 140, 180, 220, 260, 1}
+	sparse := []int{0, 200, 250, 299, 1}
 	saved := seedSIMD
 	defer func() { seedSIMD = saved }()
 	if !saved {
@@ -159,8 +161,8 @@ func TestSeedCachePaths(t *testing.T) {
 			}
 		}
 	}
-	if !widths[1] || !widths[32] || !widths[64] {
-		t.Errorf("vector cache seeded with widths %v, want 1, 32 and 64 all exercised", widths)
+	if !widths[1] || !widths[16] || !widths[32] || !widths[64] {
+		t.Errorf("vector cache seeded with widths %v, want 1, 16, 32 and 64 all exercised", widths)
 	}
 }
 
@@ -173,7 +175,7 @@ func BenchmarkSeedLanes(b *testing.B) {
 	for _, c := range []struct {
 		width int
 		seed  func(st, add, out *uint32, nout int)
-	}{{32, mtSeed32AVX2}, {64, mtSeed64AVX2}} {
+	}{{16, mtSeed16AVX2}, {32, mtSeed32AVX2}, {64, mtSeed64AVX2}} {
 		b.Run(fmt.Sprint(c.width), func(b *testing.B) {
 			st := make([]uint32, mtN*c.width)
 			out := make([]uint32, 48*c.width)
@@ -207,6 +209,14 @@ func TestTieBreakSeedersAgree(t *testing.T) {
 		{"plain_256x16", newBenchBatch(256, 16, 2048, benchOpts{})},
 		{"matches_256x16", newBenchBatch(256, 16, 2048, benchOpts{matches: true})},
 	}
+	// Every shuffle size the accepted-draw pass handles, with ranks leaving
+	// the eligible set as they fill (so prepared sizes go stale).
+	for size := 2; size <= 24; size += 3 {
+		cases = append(cases, struct {
+			name  string
+			batch benchBatch
+		}{fmt.Sprintf("ties_%dx%d", 40+3*size, size), newTiesBatch(40+3*size, size)})
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			size := len(c.batch.states)
@@ -225,5 +235,55 @@ func TestTieBreakSeedersAgree(t *testing.T) {
 				t.Errorf("ranks differ: portable %v, vector %v", got[0].Ranks, got[1].Ranks)
 			}
 		})
+	}
+}
+
+// Shuffles whose rejections the vector pass resolved beside the seeding
+// (mtAcceptAVX2, then mtStream.shuffleAccepted) equal CPython's, for every
+// shuffle size the pass handles, in 32- and 64-lane runs; a shuffle of
+// another size than the run was prepared for takes the ordinary path and
+// agrees too.
+func TestShuffleAcceptedMatchesPython(t *testing.T) {
+	if !seedSIMD {
+		t.Skip("no vector seeder on this CPU or build")
+	}
+	reqs := make([]Request, 64)
+	rest := make([]int, len(reqs))
+	for i := range reqs {
+		reqs[i].ID = uint64(i+1)*0x9e3779b97f4a7c15>>(i%40) + uint64(i)
+		rest[i] = i
+	}
+	for m := 2; 2*m+16 <= 64; m++ {
+		for _, sparse := range []bool{false, true} {
+			var c seedCache
+			c.reset(len(rest))
+			if sparse {
+				c.fills, c.used, c.seeded = 1, 1, 4 // ties now and then: a 32-lane run
+			}
+			accepted := 0
+			for pos := range rest {
+				st := c.stream(pos, rest, reqs, m)
+				size := m
+				if pos%7 == 3 {
+					size = m + 1 // not what the run was prepared for
+				}
+				if st.acceptM == size && bits.OnesCount64(st.accepted) >= size-1 {
+					accepted++
+				}
+				got := make([]int, size)
+				want := make([]int, size)
+				for k := range got {
+					got[k], want[k] = k, k
+				}
+				st.shuffle(got)
+				PyShuffle(reqs[rest[pos]].ID, want)
+				if !slices.Equal(got, want) {
+					t.Fatalf("m=%d sparse=%v position %d (width %d): shuffle %v, Python %v", m, sparse, pos, c.width[pos], got, want)
+				}
+			}
+			if accepted < len(rest)/2 {
+				t.Errorf("m=%d sparse=%v: %d of %d shuffles used the accepted draws, want most", m, sparse, accepted, len(rest))
+			}
+		}
 	}
 }
