@@ -10,7 +10,9 @@
 //	                   validation, the Python-compatible shuffle, stats. Pure Go:
 //	                   no cgo, no I/O, no clocks; a deterministic state machine.
 //	router/internal/   its private parts: the prefix index (prefix), the
-//	                   conversation map (convmap), the recency lists (lru).
+//	                   conversation map (convmap), the recency lists (lru),
+//	                   the fixture reader (datadriven) and the generator of
+//	                   the AVX2 seeding assembly (seedgen, go generate).
 //	kvsize/            KV-cache arithmetic with no driver: bytes per token,
 //	                   start-up budgets, the run-time guard.
 //	nvml/              GPU memory through go-nvml (and its forwarding stubs),
