@@ -191,6 +191,12 @@ type Config struct {
 	// hold before demand warmup replicates it: one-off prompts are never
 	// scattered. >= 1.
 	WarmupMinRequests int
+
+	// Explain makes the Router record a Receipt per request of every
+	// decision (Router.Receipts): why it went where it did. Decisions are
+	// identical with and without it, and it is not part of StateDigest:
+	// ranks may differ in it and still agree. Off, it costs nothing.
+	Explain bool
 }
 
 // DefaultConfig returns the reference defaults for policy over dpSize ranks.

@@ -130,6 +130,7 @@ var options = map[string]option{
 	"warmup_factor":         floatOpt(func(c *Config) *float64 { return &c.WarmupFactor }),
 	"warmup_window":         intOpt(func(c *Config) *int { return &c.WarmupWindow }),
 	"warmup_min_requests":   intOpt(func(c *Config) *int { return &c.WarmupMinRequests }),
+	"explain":               boolOpt(func(c *Config) *bool { return &c.Explain }),
 }
 
 // ParseOptions builds a Config from key/value text pairs (the names of

@@ -39,6 +39,9 @@ func (r *Router) routeKVAware(b *batch) {
 			if warm {
 				r.stats.warmup++
 			}
+			if r.rc != nil {
+				r.rc.placed(i, explicitOr(warm, ReasonColdStartWarmup), 0)
+			}
 			if r.pendingCount > 0 && r.pending[target] {
 				r.pending[target] = false
 				r.pendingCount--
@@ -120,6 +123,9 @@ func (r *Router) routeKVAware(b *batch) {
 			if k := r.demandRank(b, i, eligible, allow, tokens); k >= 0 {
 				r.stats.warmup++
 				r.stats.demand++
+				if r.rc != nil {
+					r.rc.placed(i, ReasonDemandWarmup, len(eligible))
+				}
 				place(i, k)
 				continue
 			}
@@ -193,6 +199,9 @@ func (r *Router) routeKVAware(b *batch) {
 					break
 				}
 			}
+		}
+		if r.rc != nil {
+			r.rc.scored(r, b, i, expected, eligible, allow, row, tokens, denom, gate, maxMatch, ties, best)
 		}
 
 		place(i, best)

@@ -46,6 +46,7 @@ type Router struct {
 	prefix       *prefixState // KV-aware prefix index and demand warmup, or nil
 	digest       uint64       // chained over every change of the above; see StateDigest
 	stats        statCounters
+	rc           *receiptLog // the last decision's receipts; nil unless Config.Explain
 
 	// Scratch reused by every call; never read before being reset.
 	count    []int
@@ -83,6 +84,9 @@ func New(cfg Config) (*Router, error) {
 	r.conv = convmap.New(cfg.MaxSessions)
 	r.stats.init(cfg.DPSize)
 	r.digest = configDigest(&r.cfg)
+	if cfg.Explain {
+		r.rc = new(receiptLog)
+	}
 	return r, nil
 }
 
@@ -118,6 +122,9 @@ func (r *Router) RouteInto(res *Result, states []RankState, reqs []Request, maxA
 	res.reset(r.cfg.DPSize, len(reqs))
 	r.room.reset(r.cfg.CapacityAware, states)
 	b := batch{states: states, reqs: reqs, maxn: maxActive, matches: matches, res: res}
+	if r.rc != nil {
+		r.rc.begin(&b, r.cfg.PrefixSource)
+	}
 	switch r.cfg.Policy {
 	case PolicyDefault:
 		r.routeDefault(&b)
@@ -125,6 +132,9 @@ func (r *Router) RouteInto(res *Result, states []RankState, reqs []Request, maxA
 		r.routeKVAware(&b)
 	case PolicyConversation:
 		r.routeConversation(&b)
+	}
+	if r.rc != nil {
+		r.rc.end(&b)
 	}
 	r.stats.record(&b)
 	return nil

@@ -1,0 +1,342 @@
+package router
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Receipts: with Config.Explain set, every decision records per request why
+// it went where it did. The policies call the small methods of receiptLog
+// below at the point of each placement (one nil check when Explain is off, so
+// decisions cost the same as without it); everything about recording lives in
+// this file. Recording reads the decision's state and never changes it, so
+// decisions with and without Explain are identical.
+
+// A Reason says why a request was placed where it was (or not placed).
+type Reason uint8
+
+// The reasons. Their numbers are the ADPR_REASON_* values of
+// include/adprouter.h.
+const (
+	// ReasonUnplaced: every rank was at its cap; the request is in
+	// Result.Unassigned.
+	ReasonUnplaced Reason = iota
+	// ReasonExplicit: the request's target rank, which had room under the
+	// hard cap.
+	ReasonExplicit
+	// ReasonColdStartWarmup: the KV-aware policy's cold-start warmup sent it
+	// to the smallest rank not warmed yet.
+	ReasonColdStartWarmup
+	// ReasonDemandWarmup: demand warmup replicated its hot prompt family on
+	// a rank lacking it.
+	ReasonDemandWarmup
+	// ReasonScored: the KV-aware policy's lowest score (see Candidates, and
+	// Tied for a tie broken by the seeded shuffle).
+	ReasonScored
+	// ReasonLeastLoaded: the default policy's open rank with the fewest
+	// tokens, then the fewest requests, then the lowest index.
+	ReasonLeastLoaded
+	// ReasonConversationBound: the rank its conversation is bound to.
+	ReasonConversationBound
+	// ReasonNewConversation: the conversation policy's placement of a new
+	// conversation (or of a request without one, or whose home was full).
+	ReasonNewConversation
+)
+
+var reasonNames = [...]string{
+	ReasonUnplaced:          "unplaced",
+	ReasonExplicit:          "explicit target",
+	ReasonColdStartWarmup:   "cold-start warmup",
+	ReasonDemandWarmup:      "demand warmup",
+	ReasonScored:            "scored",
+	ReasonLeastLoaded:       "least loaded",
+	ReasonConversationBound: "conversation bound",
+	ReasonNewConversation:   "new conversation placement",
+}
+
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("Reason(%d)", uint8(r))
+}
+
+// An Exclusion says why a candidate rank could not take the request.
+type Exclusion uint8
+
+// The exclusions. Their numbers are the ADPR_EXCLUDED_* values of
+// include/adprouter.h.
+const (
+	// Eligible: the rank competed for the request.
+	Eligible Exclusion = iota
+	// ExcludedAtCap: the rank held its soft cap (Receipt.Expected) of
+	// requests.
+	ExcludedAtCap
+	// ExcludedNoRoom: capacity awareness: the rank's KV room could not hold
+	// the request's uncached tokens while another rank's could (or, when
+	// none could, it had less headroom than the best).
+	ExcludedNoRoom
+)
+
+func (e Exclusion) String() string {
+	switch e {
+	case Eligible:
+		return "eligible"
+	case ExcludedAtCap:
+		return "at cap"
+	case ExcludedNoRoom:
+		return "no KV room"
+	}
+	return fmt.Sprintf("Exclusion(%d)", uint8(e))
+}
+
+// A Candidate is one rank as a scored or least-loaded placement saw it, just
+// before the placement.
+type Candidate struct {
+	Rank int
+	// Requests and Tokens are the rank's active requests and token load at
+	// that moment (this batch's earlier placements included).
+	Requests int
+	Tokens   float64
+	// Match is how many prompt tokens the rank caches, from
+	// Receipt.MatchSource; the score subtracts it only when Receipt.Gate.On.
+	Match int
+	// LoadTerm is β · Tokens / (eligible ranks' tokens, at least n) · n, and
+	// Score is (n − Match if the gate is on) + LoadTerm: the KV-aware
+	// policy's cost, evaluated exactly as the decision did. The default
+	// policy ranks by Tokens: there LoadTerm is 0 and Score is Tokens.
+	LoadTerm float64
+	Score    float64
+	// Excluded is why the rank did not compete, or Eligible.
+	Excluded Exclusion
+}
+
+// Gate is the KV-aware policy's cache-affinity gate for one request: the
+// match term counts only when MaxMatch / n > Threshold.
+type Gate struct {
+	MaxMatch  int     // the longest match among the eligible ranks
+	Rate      float64 // MaxMatch / n
+	Threshold float64 // Config.MatchRateThreshold
+	On        bool
+}
+
+// A Receipt explains the placement of one request.
+type Receipt struct {
+	ID     uint64
+	Rank   int // or Unplaced
+	Reason Reason
+	Len    int // the prompt length n
+	// Expected is the decision's soft cap per rank (Result.Expected), and
+	// Eligible how many ranks were under it when this request was placed
+	// (scored, least-loaded and demand-warmup placements; 0 otherwise).
+	Expected int
+	Eligible int
+	// MatchSource is where the KV-aware policy's match lengths came from.
+	MatchSource PrefixSource
+	// Gate and Candidates (one per rank, in rank order) are set for
+	// ReasonScored; Candidates also for ReasonLeastLoaded.
+	Gate       Gate
+	Candidates []Candidate
+	// Tied is how many eligible ranks shared the lowest (score, tokens);
+	// when more than one, Shuffle is random.Random(ID).shuffle(eligible
+	// ranks), and Rank is the first tied rank in it.
+	Tied    int
+	Shuffle []int
+	// CapacityFallback: capacity awareness found no rank with room for the
+	// request's uncached tokens, so only the ranks with the most headroom
+	// competed.
+	CapacityFallback bool
+}
+
+// Receipts returns the receipts of the last successful Route or RouteInto
+// call, one per request in request order, or nil when Config.Explain is off.
+// The slice and everything it points to belong to the Router and are valid
+// until its next Route call; copy what must outlive that.
+func (r *Router) Receipts() []Receipt {
+	if r.rc == nil {
+		return nil
+	}
+	return r.rc.out
+}
+
+// receiptLog records one decision's receipts, reusing its memory.
+type receiptLog struct {
+	out      []Receipt
+	cands    []Candidate
+	shuffles []int
+	spans    []receiptSpan
+}
+
+// receiptSpan locates a receipt's candidates and shuffle in the shared
+// arrays until the decision ends (the arrays may move while they grow).
+type receiptSpan struct{ cand, ncand, shuf, nshuf int }
+
+// begin starts a decision over the n requests of b.
+func (l *receiptLog) begin(b *batch, source PrefixSource) {
+	n := len(b.reqs)
+	l.out = slices.Grow(l.out[:0], n)[:n]
+	l.spans = slices.Grow(l.spans[:0], n)[:n]
+	l.cands, l.shuffles = l.cands[:0], l.shuffles[:0]
+	for i := range l.out {
+		l.out[i] = Receipt{ID: b.reqs[i].ID, Rank: Unplaced, Len: b.reqs[i].Len(), MatchSource: source}
+		l.spans[i] = receiptSpan{}
+	}
+}
+
+// end fills in what only the end of the decision knows.
+func (l *receiptLog) end(b *batch) {
+	for i := range l.out {
+		rc, s := &l.out[i], l.spans[i]
+		rc.Rank = b.res.Ranks[i]
+		rc.Expected = b.res.Expected
+		rc.Candidates = nil
+		if s.ncand > 0 {
+			rc.Candidates = l.cands[s.cand : s.cand+s.ncand : s.cand+s.ncand]
+		}
+		rc.Shuffle = nil
+		if s.nshuf > 0 {
+			rc.Shuffle = l.shuffles[s.shuf : s.shuf+s.nshuf : s.shuf+s.nshuf]
+		}
+	}
+}
+
+// placed records that request i was placed for why, with eligible ranks
+// under the soft cap (0 where the reason does not look at it).
+func (l *receiptLog) placed(i int, why Reason, eligible int) {
+	l.out[i].Reason = why
+	l.out[i].Eligible = eligible
+}
+
+// scored records a KV-aware scored placement of request i on rank best,
+// before it is made: every rank's match, load and score as the decision
+// computed them (row: match lengths; tokens: loads; denom: the load
+// normaliser; ties: ranks sharing the best pair, r.shuffled their shuffle).
+func (l *receiptLog) scored(r *Router, b *batch, i, expected int, eligible []int, allow []bool,
+	row []int, tokens []float64, denom float64, gate bool, maxMatch, ties, best int) {
+	n := b.reqs[i].Len()
+	nf, beta := float64(n), r.cfg.LoadBalanceWeight
+	rc := &l.out[i]
+	rc.Reason, rc.Eligible, rc.Tied = ReasonScored, len(eligible), ties
+	rc.Gate = Gate{
+		MaxMatch:  maxMatch,
+		Rate:      float64(maxMatch) / float64(max(n, 1)),
+		Threshold: r.cfg.MatchRateThreshold,
+		On:        gate,
+	}
+	rc.CapacityFallback = r.room.fallback(best, n, row)
+	s := &l.spans[i]
+	s.cand, s.ncand = len(l.cands), len(row)
+	for k := range row {
+		c := Candidate{Rank: k, Requests: r.count[k], Tokens: tokens[k], Match: row[k]}
+		switch {
+		case r.count[k] >= expected:
+			c.Excluded = ExcludedAtCap
+		case !allowed(allow, k):
+			c.Excluded = ExcludedNoRoom
+		}
+		c.Score = score(n, row[k], gate, nf, denom, beta, tokens[k])
+		c.LoadTerm = float64(beta * float64(tokens[k]/denom*nf)) // as score computes it
+		l.cands = append(l.cands, c)
+	}
+	if ties > 1 {
+		s.shuf, s.nshuf = len(l.shuffles), len(r.shuffled)
+		l.shuffles = append(l.shuffles, r.shuffled...)
+	}
+}
+
+// leastLoaded records a default-policy placement of request i, before it is
+// made: every rank's load and why it could not compete.
+func (l *receiptLog) leastLoaded(r *Router, i, expected int, allow []bool, tokens []int64) {
+	rc := &l.out[i]
+	rc.Reason = ReasonLeastLoaded
+	s := &l.spans[i]
+	s.cand, s.ncand = len(l.cands), len(tokens)
+	for k, t := range tokens {
+		c := Candidate{Rank: k, Requests: r.count[k], Tokens: float64(t), Score: float64(t)}
+		switch {
+		case r.count[k] >= expected:
+			c.Excluded = ExcludedAtCap
+		case !allowed(allow, k):
+			c.Excluded = ExcludedNoRoom
+		default:
+			rc.Eligible++
+		}
+		l.cands = append(l.cands, c)
+	}
+}
+
+// fallback reports whether capacity awareness let rank take a request of n
+// tokens (match[rank] cached; nil: none) only as the rank with the most
+// headroom, no rank having room for it.
+func (k *kvRoom) fallback(rank, n int, match []int) bool {
+	if !k.on || k.room[rank] == math.MaxInt64 {
+		return false
+	}
+	need := n
+	if match != nil {
+		need = max(n-match[rank], 0)
+	}
+	return k.room[rank] < int64(need)
+}
+
+// String explains the receipt in a few lines: the decision, then for a
+// scored or least-loaded placement one line per rank, then a tie.
+func (rc *Receipt) String() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "request %d (%d tokens) -> ", rc.ID, rc.Len)
+	if rc.Rank == Unplaced {
+		sb.WriteString("unplaced")
+	} else {
+		fmt.Fprintf(&sb, "rank %d", rc.Rank)
+	}
+	fmt.Fprintf(&sb, ": %s", rc.Reason)
+	switch rc.Reason {
+	case ReasonScored, ReasonLeastLoaded, ReasonDemandWarmup, ReasonUnplaced:
+		fmt.Fprintf(&sb, "; soft cap %d, %d eligible", rc.Expected, rc.Eligible)
+	}
+	if rc.Reason == ReasonScored {
+		onOff, rel := "off", "<="
+		if rc.Gate.On {
+			onOff, rel = "on", ">"
+		}
+		fmt.Fprintf(&sb, "; cache affinity %s (best match %d/%d = %.3g %s %g, %s)",
+			onOff, rc.Gate.MaxMatch, rc.Len, rc.Gate.Rate, rel, rc.Gate.Threshold, rc.MatchSource)
+	}
+	if rc.CapacityFallback {
+		sb.WriteString("; no rank had KV room: most headroom won")
+	}
+	if len(rc.Candidates) > 0 {
+		if rc.Reason == ReasonScored {
+			sb.WriteString("\n  rank  reqs      tokens   match   load term       score")
+		} else {
+			sb.WriteString("\n  rank  reqs      tokens")
+		}
+		for _, c := range rc.Candidates {
+			fmt.Fprintf(&sb, "\n  %4d  %4d  %10.0f", c.Rank, c.Requests, c.Tokens)
+			if rc.Reason == ReasonScored && c.Excluded == Eligible {
+				fmt.Fprintf(&sb, "  %6d  %10.4g  %10.6g", c.Match, c.LoadTerm, c.Score)
+			}
+			switch {
+			case c.Excluded != Eligible:
+				fmt.Fprintf(&sb, "  (%s)", c.Excluded)
+			case c.Rank == rc.Rank:
+				sb.WriteString("  <- chosen")
+			}
+		}
+	}
+	if rc.Tied > 1 {
+		fmt.Fprintf(&sb, "\n  %d ranks tied; random.Random(%d).shuffle gave %v: first tied is rank %d",
+			rc.Tied, rc.ID, rc.Shuffle, rc.Rank)
+	}
+	return sb.String()
+}
+
+// explicitOr is ReasonExplicit, or why when the placement was not explicit.
+func explicitOr(notExplicit bool, why Reason) Reason {
+	if notExplicit {
+		return why
+	}
+	return ReasonExplicit
+}
