@@ -287,11 +287,10 @@ func (rc *Receipt) String() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "request %d (%d tokens) -> ", rc.ID, rc.Len)
 	if rc.Rank == Unplaced {
-		sb.WriteString("unplaced")
+		sb.WriteString("unplaced: every rank at its cap")
 	} else {
-		fmt.Fprintf(&sb, "rank %d", rc.Rank)
+		fmt.Fprintf(&sb, "rank %d: %s", rc.Rank, rc.Reason)
 	}
-	fmt.Fprintf(&sb, ": %s", rc.Reason)
 	switch rc.Reason {
 	case ReasonScored, ReasonLeastLoaded, ReasonDemandWarmup, ReasonUnplaced:
 		fmt.Fprintf(&sb, "; soft cap %d, %d eligible", rc.Expected, rc.Eligible)

@@ -27,6 +27,8 @@ import struct
 import threading
 from array import array
 
+from . import _receipt
+
 __all__ = [
     "Router", "RankState", "Request", "RouteResult",
     "Error", "InvalidArgumentError", "ConfigError", "InvalidHandleError", "InternalError",
@@ -354,6 +356,7 @@ def _load():
                                           ctypes.c_int64, ctypes.POINTER(ctypes.c_int64),
                                           ctypes.c_char_p, ctypes.c_size_t]
         _declare_nvml(lib)
+        _receipt.declare(lib)
         lib.adpr_route.restype = ctypes.c_int32
         lib.adpr_route.argtypes = [ctypes.c_uint64, ctypes.POINTER(_Batch),
                                    ctypes.POINTER(_Result), ctypes.c_char_p, ctypes.c_size_t]
@@ -615,8 +618,8 @@ class Router:
     with TensorRT-LLM's names: policy ("default" | "kv_cache_aware" |
     "conversation"), dp_size (required), load_balance_weight,
     match_rate_threshold, fair_share_multiplier, cold_start_warmup,
-    max_sessions, new_conv_placement, capacity_aware. Unknown names raise
-    ConfigError.
+    max_sessions, new_conv_placement, capacity_aware, explain (keep
+    receipts: receipts()). Unknown names raise ConfigError.
 
     Safe to share between threads (calls on one router are serialised by the
     library). Close it with close() or use it as a context manager.
@@ -768,6 +771,14 @@ class Router:
             if status != _OK:
                 _raise(status, self._errbuf)
         return _LazyResult(order, offsets, ranks, out.expected)
+
+    def receipts(self):
+        """Why each request of the last route() went where it did: a list of
+        adprouter._receipt.Receipt, one per request in request order (create
+        the router with explain=True; print one to read it)."""
+        if not self._handle:
+            raise InvalidHandleError("the router is closed", _INVALID_HANDLE)
+        return _receipt.read(self, _raise)
 
     def state_digest(self):
         """A 64-bit digest of the router state that determines future
