@@ -76,6 +76,7 @@ func writeReceipts(dst []C.adpr_receipt, rcs []router.Receipt) {
 			rank:              C.int32_t(rc.Rank),
 			reason:            reasonCodes[rc.Reason],
 			num_tokens:        C.int64_t(rc.Len),
+			step:              C.int32_t(rc.Step),
 			max_match:         C.int64_t(rc.Gate.MaxMatch),
 			match_rate:        C.double(rc.Gate.Rate),
 			threshold:         C.double(rc.Gate.Threshold),

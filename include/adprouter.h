@@ -304,6 +304,11 @@ typedef struct adpr_receipt {
     int32_t rank;              /* or ADPR_UNPLACED */
     int32_t reason;            /* ADPR_REASON_* */
     int64_t num_tokens;        /* prompt length n, in tokens */
+    int32_t step;              /* when the decision placed it: 0 first, -1
+                                  unplaced (targets and warmup go first, then
+                                  the rest in the policy's order; candidates
+                                  show the loads the earlier steps left) */
+    int32_t reserved;
     /* The cache-affinity gate (ADPR_REASON_SCORED; 0 otherwise): the match
      * term counts only when max_match / n > threshold. */
     int64_t max_match;         /* longest cached prefix among eligible ranks */

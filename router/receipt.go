@@ -128,6 +128,12 @@ type Receipt struct {
 	Rank   int // or Unplaced
 	Reason Reason
 	Len    int // the prompt length n
+	// Step is when the decision placed the request: 0 for the first
+	// placement, -1 when unplaced. Policies place explicit targets and
+	// warmup first and then sort the rest (the KV-aware policy groups by
+	// prompt prefix, longest first), so Candidates show the loads left by
+	// the requests with smaller steps.
+	Step int
 	// Expected is the decision's soft cap per rank (Result.Expected), and
 	// Eligible how many ranks were under it when this request was placed
 	// (scored, least-loaded and demand-warmup placements; 0 otherwise).
@@ -167,6 +173,7 @@ type receiptLog struct {
 	cands    []Candidate
 	shuffles []int
 	spans    []receiptSpan
+	step     int // the next placement's Step
 }
 
 // receiptSpan locates a receipt's candidates and shuffle in the shared
@@ -178,9 +185,9 @@ func (l *receiptLog) begin(b *batch, source PrefixSource) {
 	n := len(b.reqs)
 	l.out = slices.Grow(l.out[:0], n)[:n]
 	l.spans = slices.Grow(l.spans[:0], n)[:n]
-	l.cands, l.shuffles = l.cands[:0], l.shuffles[:0]
+	l.cands, l.shuffles, l.step = l.cands[:0], l.shuffles[:0], 0
 	for i := range l.out {
-		l.out[i] = Receipt{ID: b.reqs[i].ID, Rank: Unplaced, Len: b.reqs[i].Len(), MatchSource: source}
+		l.out[i] = Receipt{ID: b.reqs[i].ID, Rank: Unplaced, Len: b.reqs[i].Len(), Step: -1, MatchSource: source}
 		l.spans[i] = receiptSpan{}
 	}
 }
@@ -207,6 +214,13 @@ func (l *receiptLog) end(b *batch) {
 func (l *receiptLog) placed(i int, why Reason, eligible int) {
 	l.out[i].Reason = why
 	l.out[i].Eligible = eligible
+	l.out[i].Step = l.next()
+}
+
+// next returns the Step of the placement being recorded.
+func (l *receiptLog) next() int {
+	l.step++
+	return l.step - 1
 }
 
 // scored records a KV-aware scored placement of request i on rank best,
@@ -218,7 +232,7 @@ func (l *receiptLog) scored(r *Router, b *batch, i, expected int, eligible []int
 	n := b.reqs[i].Len()
 	nf, beta := float64(n), r.cfg.LoadBalanceWeight
 	rc := &l.out[i]
-	rc.Reason, rc.Eligible, rc.Tied = ReasonScored, len(eligible), ties
+	rc.Reason, rc.Eligible, rc.Tied, rc.Step = ReasonScored, len(eligible), ties, l.next()
 	rc.Gate = Gate{
 		MaxMatch:  maxMatch,
 		Rate:      float64(maxMatch) / float64(max(n, 1)),
@@ -250,7 +264,7 @@ func (l *receiptLog) scored(r *Router, b *batch, i, expected int, eligible []int
 // made: every rank's load and why it could not compete.
 func (l *receiptLog) leastLoaded(r *Router, i, expected int, allow []bool, tokens []int64) {
 	rc := &l.out[i]
-	rc.Reason = ReasonLeastLoaded
+	rc.Reason, rc.Step = ReasonLeastLoaded, l.next()
 	s := &l.spans[i]
 	s.cand, s.ncand = len(l.cands), len(tokens)
 	for k, t := range tokens {

@@ -15,6 +15,16 @@ func checkReceipts(cfg Config, reqs []Request, res *Result, receipts []Receipt) 
 	if len(receipts) != len(reqs) {
 		return fmt.Errorf("%d receipts for %d requests", len(receipts), len(reqs))
 	}
+	steps := make([]bool, len(reqs))
+	for i := range receipts {
+		s := receipts[i].Step
+		if (s < 0) != (receipts[i].Rank == Unplaced) || s >= len(reqs) || (s >= 0 && steps[s]) {
+			return fmt.Errorf("receipt %d: step %d (rank %d) is not a distinct placement step", i, s, receipts[i].Rank)
+		}
+		if s >= 0 {
+			steps[s] = true
+		}
+	}
 	for i := range receipts {
 		rc, q := &receipts[i], &reqs[i]
 		if rc.ID != q.ID || rc.Len != q.Len() || rc.Rank != res.Ranks[i] || rc.Expected != res.Expected {

@@ -28,7 +28,8 @@ EXCLUSIONS = (None, "at_cap", "no_room")
 class _ReceiptC(ctypes.Structure):
     """adpr_receipt (include/adprouter.h)."""
     _fields_ = [("id", ctypes.c_uint64), ("rank", ctypes.c_int32), ("reason", ctypes.c_int32),
-                ("num_tokens", ctypes.c_int64), ("max_match", ctypes.c_int64),
+                ("num_tokens", ctypes.c_int64), ("step", ctypes.c_int32), ("reserved", ctypes.c_int32),
+                ("max_match", ctypes.c_int64),
                 ("match_rate", ctypes.c_double), ("threshold", ctypes.c_double),
                 ("expected", ctypes.c_int32), ("eligible", ctypes.c_int32),
                 ("affinity", ctypes.c_int32), ("ties", ctypes.c_int32),
@@ -80,6 +81,8 @@ class Receipt:
     """Why one request went where it did.
 
     id, rank (-1: unplaced), reason (one of REASONS), num_tokens (n);
+    step: when the decision placed it (0 first, -1 unplaced; candidates show
+    the loads the earlier steps left);
     expected: the decision's soft cap per rank; eligible: ranks under it
     when the request was placed; the affinity gate: max_match, match_rate,
     threshold, affinity (True: the match counted); candidates: one per rank
@@ -89,12 +92,12 @@ class Receipt:
     capacity_fallback: no rank had KV room, the most headroom won. str()
     gives the library's explanation."""
 
-    __slots__ = ("id", "rank", "reason", "num_tokens", "expected", "eligible", "max_match",
+    __slots__ = ("id", "rank", "reason", "num_tokens", "step", "expected", "eligible", "max_match",
                  "match_rate", "threshold", "affinity", "ties", "capacity_fallback",
                  "candidates", "shuffle", "text")
 
     def __init__(self, rc, cands, text):
-        self.id, self.rank, self.num_tokens = rc.id, rc.rank, rc.num_tokens
+        self.id, self.rank, self.num_tokens, self.step = rc.id, rc.rank, rc.num_tokens, rc.step
         self.reason = REASONS[rc.reason] if 0 <= rc.reason < len(REASONS) else "reason(%d)" % rc.reason
         self.expected, self.eligible = rc.expected, rc.eligible
         self.max_match, self.match_rate, self.threshold = rc.max_match, rc.match_rate, rc.threshold

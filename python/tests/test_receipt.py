@@ -22,6 +22,7 @@ class ReceiptTest(unittest.TestCase):
             target, tie = r.receipts()
         self.assertEqual((target.id, target.rank, target.reason, target.candidates), (0, 2, "explicit", []))
         self.assertEqual((tie.id, tie.rank, tie.reason, tie.ties, tie.eligible), (7, res.ranks[1], "scored", 3, 4))
+        self.assertEqual((target.step, tie.step), (0, 1))
         shuffled = [0, 1, 2, 3]
         random.Random(7).shuffle(shuffled)
         self.assertEqual(tie.shuffle, shuffled)
@@ -65,7 +66,7 @@ class ReceiptTest(unittest.TestCase):
             res = r.route(busy, [Request(id=i, tokens=[3] * 4) for i in range(3)], 2)
             last = r.receipts()[2]
         self.assertEqual(res.unassigned, [last.id])
-        self.assertEqual((last.rank, last.reason, last.expected), (-1, "unplaced", 2))
+        self.assertEqual((last.rank, last.reason, last.expected, last.step), (-1, "unplaced", 2, -1))
         self.assertIn("-> unplaced: every rank at its cap; soft cap 2, 0 eligible", str(last))
 
     def test_without_explain_and_after_close(self):
