@@ -56,11 +56,14 @@ var reasonNames = [...]string{
 	ReasonNewConversation:   "new conversation placement",
 }
 
-func (r Reason) String() string {
-	if int(r) < len(reasonNames) {
-		return reasonNames[r]
+func (r Reason) String() string { return enumName(reasonNames[:], uint8(r), "Reason") }
+
+// enumName is names[v], or kind(v) for a value without a name.
+func enumName(names []string, v uint8, kind string) string {
+	if int(v) < len(names) {
+		return names[v]
 	}
-	return fmt.Sprintf("Reason(%d)", uint8(r))
+	return fmt.Sprintf("%s(%d)", kind, v)
 }
 
 // An Exclusion says why a candidate rank could not take the request.
@@ -80,17 +83,13 @@ const (
 	ExcludedNoRoom
 )
 
-func (e Exclusion) String() string {
-	switch e {
-	case Eligible:
-		return "eligible"
-	case ExcludedAtCap:
-		return "at cap"
-	case ExcludedNoRoom:
-		return "no KV room"
-	}
-	return fmt.Sprintf("Exclusion(%d)", uint8(e))
+var exclusionNames = [...]string{
+	Eligible:       "eligible",
+	ExcludedAtCap:  "at cap",
+	ExcludedNoRoom: "no KV room",
 }
+
+func (e Exclusion) String() string { return enumName(exclusionNames[:], uint8(e), "Exclusion") }
 
 // A Candidate is one rank as a scored or least-loaded placement saw it, just
 // before the placement.
