@@ -186,12 +186,18 @@ func (r *Router) routeKVAware(b *batch) {
 				}
 			}
 		}
+		if r.rc != nil {
+			r.rc.scored(r, b, i, eligible, allow, row, tokens, denom, gate, maxMatch, ties)
+		}
 		if ties > 1 {
 			// The first tied rank in random.Random(id).shuffle(eligible).
 			shuffled := append(r.shuffled[:0], eligible...)
 			r.shuffled = shuffled
 			st := r.seeds.stream(pos, rest, b.reqs, len(eligible))
 			st.shuffle(shuffled)
+			if r.rc != nil {
+				r.rc.shuffle(i, shuffled)
+			}
 			for _, k := range shuffled {
 				if allowed(allow, k) && tokens[k] == bestTokens &&
 					score(n, row[k], gate, nf, denom, beta, tokens[k]) == bestScore {
@@ -199,9 +205,6 @@ func (r *Router) routeKVAware(b *batch) {
 					break
 				}
 			}
-		}
-		if r.rc != nil {
-			r.rc.scored(r, b, i, expected, eligible, allow, row, tokens, denom, gate, maxMatch, ties, best)
 		}
 
 		place(i, best)

@@ -210,6 +210,11 @@ func (l *receiptLog) end(b *batch) {
 
 // placed records that request i was placed for why, with eligible ranks
 // under the soft cap (0 where the reason does not look at it).
+//
+// The recording methods are kept out of line: inlined into a policy's loop
+// they would cost it registers and time even when Explain is off.
+//
+//go:noinline
 func (l *receiptLog) placed(i int, why Reason, eligible int) {
 	l.out[i].Reason = why
 	l.out[i].Eligible = eligible
@@ -222,12 +227,16 @@ func (l *receiptLog) next() int {
 	return l.step - 1
 }
 
-// scored records a KV-aware scored placement of request i on rank best,
-// before it is made: every rank's match, load and score as the decision
-// computed them (row: match lengths; tokens: loads; denom: the load
-// normaliser; ties: ranks sharing the best pair, r.shuffled their shuffle).
-func (l *receiptLog) scored(r *Router, b *batch, i, expected int, eligible []int, allow []bool,
-	row []int, tokens []float64, denom float64, gate bool, maxMatch, ties, best int) {
+// scored records a KV-aware scored placement of request i, once the policy
+// has found the lowest score and before it breaks a tie or places: every
+// rank's match, load and score as the decision computed them (row: match
+// lengths; tokens: loads; denom: the load normaliser; ties: ranks sharing
+// the lowest (score, tokens)). The soft cap is b.res.Expected.
+//
+//go:noinline
+func (l *receiptLog) scored(r *Router, b *batch, i int, eligible []int, allow []bool,
+	row []int, tokens []float64, denom float64, gate bool, maxMatch, ties int) {
+	expected := b.res.Expected
 	n := b.reqs[i].Len()
 	nf, beta := float64(n), r.cfg.LoadBalanceWeight
 	rc := &l.out[i]
@@ -238,7 +247,7 @@ func (l *receiptLog) scored(r *Router, b *batch, i, expected int, eligible []int
 		Threshold: r.cfg.MatchRateThreshold,
 		On:        gate,
 	}
-	rc.CapacityFallback = r.room.fallback(best, n, row)
+	rc.CapacityFallback = r.room.fallback(eligible, allow, n, row)
 	s := &l.spans[i]
 	s.cand, s.ncand = len(l.cands), len(row)
 	for k := range row {
@@ -253,14 +262,22 @@ func (l *receiptLog) scored(r *Router, b *batch, i, expected int, eligible []int
 		c.LoadTerm = float64(beta * float64(tokens[k]/denom*nf)) // as score computes it
 		l.cands = append(l.cands, c)
 	}
-	if ties > 1 {
-		s.shuf, s.nshuf = len(l.shuffles), len(r.shuffled)
-		l.shuffles = append(l.shuffles, r.shuffled...)
-	}
+}
+
+// shuffle records the order random.Random(id).shuffle gave request i's
+// eligible ranks to break its tie.
+//
+//go:noinline
+func (l *receiptLog) shuffle(i int, shuffled []int) {
+	s := &l.spans[i]
+	s.shuf, s.nshuf = len(l.shuffles), len(shuffled)
+	l.shuffles = append(l.shuffles, shuffled...)
 }
 
 // leastLoaded records a default-policy placement of request i, before it is
 // made: every rank's load and why it could not compete.
+//
+//go:noinline
 func (l *receiptLog) leastLoaded(r *Router, i, expected int, allow []bool, tokens []int64) {
 	rc := &l.out[i]
 	rc.Reason, rc.Step = ReasonLeastLoaded, l.next()
@@ -280,18 +297,19 @@ func (l *receiptLog) leastLoaded(r *Router, i, expected int, allow []bool, token
 	}
 }
 
-// fallback reports whether capacity awareness let rank take a request of n
-// tokens (match[rank] cached; nil: none) only as the rank with the most
-// headroom, no rank having room for it.
-func (k *kvRoom) fallback(rank, n int, match []int) bool {
-	if !k.on || k.room[rank] == math.MaxInt64 {
+// fallback reports whether capacity awareness found none of the candidate
+// ranks with room for a request of n tokens (match[rank] cached), so that
+// only those with the most headroom were allowed.
+func (k *kvRoom) fallback(cands []int, allow []bool, n int, match []int) bool {
+	if !k.on {
 		return false
 	}
-	need := n
-	if match != nil {
-		need = max(n-match[rank], 0)
+	for _, r := range cands {
+		if allowed(allow, r) && (k.room[r] == math.MaxInt64 || k.room[r] >= int64(max(n-match[r], 0))) {
+			return false
+		}
 	}
-	return k.room[rank] < int64(need)
+	return len(cands) > 0
 }
 
 // String explains the receipt in a few lines: the decision, then for a
