@@ -389,3 +389,27 @@ func ExampleRouter_Receipts() {
 	//      0     1         900     960         900         940  <- chosen
 	//      1     1         100       0         100        1100
 }
+
+// BenchmarkRouteExplain: a decision with receipts on and off, side by side
+// (256 requests over 16 ranks, 2k-token prompts). With Explain on, a
+// decision also writes one Candidate per rank for every scored or
+// least-loaded request.
+func BenchmarkRouteExplain(b *testing.B) {
+	for _, pol := range []struct {
+		name    string
+		policy  Policy
+		matches bool
+	}{
+		{"kv_cache_aware/matches", PolicyKVCacheAware, true},
+		{"default", PolicyDefault, false},
+	} {
+		batch := newBenchBatch(256, 16, 2048, benchOpts{matches: pol.matches})
+		for _, explain := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/explain=%v", pol.name, explain), func(b *testing.B) {
+				cfg := DefaultConfig(pol.policy, 16)
+				cfg.Explain = explain
+				benchRoute(b, cfg, batch)
+			})
+		}
+	}
+}
