@@ -398,7 +398,7 @@ func TestInstallPrefix(t *testing.T) {
 	run(t, nil, cmake, "--build", build)
 	out := run(t, nil, filepath.Join(build, "quickstart"))
 	if !strings.Contains(out, "adprouter "+version+" (header "+version+")") ||
-		!regexp.MustCompile(`(?m)^summary:it1 .* \| it2 `).MatchString(out) {
+		!regexp.MustCompile(`(?m)^request 1 \(600 tokens\) -> rank 0: cold-start warmup$`).MatchString(out) {
 		t.Errorf("CMake-built quickstart:\n%s", out)
 	}
 

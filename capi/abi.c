@@ -94,6 +94,21 @@ adpr_status adpr_router_stats(adpr_router router, adpr_stats *stats,
     return adprgo_router_stats(router, stats, ranks, num_ranks, groups, max_groups, err, err_len);
 }
 
+adpr_status adpr_router_receipts(adpr_router router, adpr_receipt *receipts, int64_t max_receipts,
+                                 adpr_candidate *candidates, int64_t max_candidates,
+                                 int64_t *num_receipts, int64_t *num_candidates,
+                                 char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_router_receipts(router, receipts, max_receipts, candidates, max_candidates,
+                                  num_receipts, num_candidates, err, err_len);
+}
+
+adpr_status adpr_router_receipt_text(adpr_router router, int64_t index, char *buf, size_t len,
+                                     size_t *needed, char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_router_receipt_text(router, index, buf, len, needed, err, err_len);
+}
+
 adpr_status adpr_block_hashes(const int32_t *tokens, int64_t num_tokens,
                               int32_t tokens_per_block, uint64_t lora_id,
                               uint64_t cache_salt, uint64_t *out, int64_t out_cap,

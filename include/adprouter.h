@@ -166,6 +166,10 @@ typedef uint64_t adpr_router;
  *                          "probe+index", score "ttft", warmup "quiet"),
  *                          "index", "full"; see adpr_preset_options. Applied
  *                          first: explicit options override it, in any order.
+ *   explain                [false] record a receipt per request of every
+ *                          decision (adpr_router_receipts): why it went
+ *                          where it did. Decisions are identical either way
+ *                          and the state digest ignores it.
  * Numbers are decimal text; floats are parsed exactly (repr() of a Python
  * float round-trips). An unknown key or a repeated key is an error. */
 typedef struct adpr_option {
@@ -298,6 +302,78 @@ typedef struct adpr_stats {
     int32_t reserved;
 } adpr_stats;
 
+/* adpr_receipt.reason: why a request went where it did. */
+#define ADPR_REASON_UNPLACED 0            /* every rank at its cap: requeue it */
+#define ADPR_REASON_EXPLICIT 1            /* its target_rank */
+#define ADPR_REASON_COLD_START_WARMUP 2   /* the smallest rank not warmed yet */
+#define ADPR_REASON_DEMAND_WARMUP 3       /* a replica of a hot prompt family */
+#define ADPR_REASON_SCORED 4              /* kv_cache_aware: the lowest score */
+#define ADPR_REASON_LEAST_LOADED 5        /* default: fewest tokens, then requests */
+#define ADPR_REASON_CONVERSATION_BOUND 6  /* the rank its conversation is bound to */
+#define ADPR_REASON_NEW_CONVERSATION 7    /* conversation: a new placement */
+#define ADPR_REASON_PREDICTED_TTFT 8      /* score "ttft": the lowest predicted
+                                             TTFT (candidates: match = prefix
+                                             reused, load_term = prefill queued
+                                             there, score = queued + uncached) */
+
+/* adpr_candidate.excluded: why a rank did not compete for the request. */
+#define ADPR_EXCLUDED_NONE 0    /* it competed */
+#define ADPR_EXCLUDED_AT_CAP 1  /* it held the soft cap (adpr_receipt.expected) */
+#define ADPR_EXCLUDED_NO_ROOM 2 /* capacity_aware: its KV room was too small */
+
+/* Why one request of the last decision went where it did
+ * (adpr_router_receipts; router option explain = true). */
+typedef struct adpr_receipt {
+    uint64_t id;
+    int32_t rank;              /* or ADPR_UNPLACED */
+    int32_t reason;            /* ADPR_REASON_* */
+    int64_t num_tokens;        /* prompt length n, in tokens */
+    int32_t step;              /* when the decision placed it: 0 first, -1
+                                  unplaced (targets and warmup go first, then
+                                  the rest in the policy's order; candidates
+                                  show the loads the earlier steps left) */
+    int32_t reserved;
+    /* The cache-affinity gate (ADPR_REASON_SCORED; 0 otherwise): the match
+     * term counts only when max_match / n > threshold. */
+    int64_t max_match;         /* longest cached prefix among eligible ranks */
+    double match_rate;         /* max_match / n */
+    double threshold;          /* match_rate_threshold */
+    int32_t expected;          /* the decision's soft cap per rank */
+    int32_t eligible;          /* ranks under it when this request was placed
+                                  (scored, least-loaded and demand-warmup
+                                  placements; 0 otherwise) */
+    int32_t affinity;          /* 1: the gate was on (the match counted) */
+    int32_t ties;              /* ranks sharing the lowest (score, tokens);
+                                  > 1: the shuffle seeded with id broke the
+                                  tie (adpr_candidate.shuffle_pos) */
+    int32_t capacity_fallback; /* 1: capacity_aware found no rank with room,
+                                  so the most headroom won */
+    int32_t num_candidates;    /* 0, or dp_size (scored and least-loaded
+                                  placements): candidates[candidate_offset
+                                  .. + num_candidates), in rank order */
+    int64_t candidate_offset;
+} adpr_receipt;
+
+/* One rank as a scored or least-loaded placement saw it, just before it. */
+typedef struct adpr_candidate {
+    int32_t rank;
+    int32_t excluded;    /* ADPR_EXCLUDED_* */
+    int64_t match;       /* prompt tokens the rank caches (per prefix_source) */
+    double tokens;       /* its token load then (this batch's earlier
+                            placements included) */
+    double load_term;    /* beta * tokens / max(eligible ranks' tokens, n) * n;
+                            ADPR_REASON_PREDICTED_TTFT: prefill tokens
+                            queued on the rank */
+    double score;        /* (n - match if affinity) + load_term; the default
+                            policy ranks by tokens (score = tokens);
+                            ADPR_REASON_PREDICTED_TTFT: load_term + n - match,
+                            match being the prefix the rank would reuse */
+    int32_t requests;    /* its active requests then */
+    int32_t shuffle_pos; /* position in random.Random(id).shuffle(eligible
+                            ranks) when ties > 1, else -1; the chosen rank is
+                            the tied one with the smallest position */
+} adpr_candidate;
+
 /* GPU memory as NVML reports it, in bytes. With has_reserved (the driver has
  * nvmlDeviceGetMemoryInfo_v2) total = reserved + used + free; otherwise
  * reserved is 0 and used includes the driver's reservation. */
@@ -425,6 +501,30 @@ adpr_status adpr_router_stats(adpr_router router, adpr_stats *stats,
                               adpr_rank_stats *ranks, int32_t num_ranks,
                               adpr_hot_group *groups, int32_t max_groups,
                               char *err, size_t err_len);
+
+/* Copies the receipts of the router's last successful adpr_route (router
+ * option explain = true): one per request, in request order, and the
+ * candidates they point into. *num_receipts and *num_candidates receive how
+ * many there are (0 before the first decision). Each buffer is written when
+ * its capacity is not 0, and must then hold them all; pass 0 capacities (and
+ * NULL buffers) to ask for the sizes first. A failed adpr_route keeps the
+ * previous receipts. ADPR_ERR_INVALID_ARGUMENT: explain is off, a buffer is
+ * too small or NULL with a capacity, or a count pointer is NULL. With explain
+ * on the router keeps the last decision's receipts: one candidate per rank
+ * for each scored or least-loaded request, about 14 times the memory of the
+ * batch's match_lens, reused by the next decision. */
+adpr_status adpr_router_receipts(adpr_router router, adpr_receipt *receipts, int64_t max_receipts,
+                                 adpr_candidate *candidates, int64_t max_candidates,
+                                 int64_t *num_receipts, int64_t *num_candidates,
+                                 char *err, size_t err_len);
+
+/* Writes the text explaining receipt index (0..num_receipts-1) of the last
+ * decision into buf: "request ID (N tokens) -> rank R: reason; ..." and, for
+ * scored and least-loaded placements, one line per rank and the tie.
+ * NUL-terminated, truncated to len bytes; *needed receives the full size
+ * with the NUL. buf may be NULL with len 0 to ask for the size. */
+adpr_status adpr_router_receipt_text(adpr_router router, int64_t index, char *buf, size_t len,
+                                     size_t *needed, char *err, size_t err_len);
 
 /* Computes the prefix index's block hashes (adprouter block hash v1) of
  * tokens[0..num_tokens): one per full block of tokens_per_block tokens,

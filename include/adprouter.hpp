@@ -162,6 +162,7 @@ struct options {
     std::optional<int64_t> warmup_window;
     std::optional<int64_t> warmup_min_requests;
     std::optional<bool> capacity_aware;
+    std::optional<bool> explain;  // keep receipts: router::receipts()
 
     // The options as adpr_option key/value text. Numbers are written in the
     // shortest form that parses back to the same value (std::to_chars), so a
@@ -195,6 +196,7 @@ struct options {
         if (warmup_window) kv.emplace_back("warmup_window", num(*warmup_window));
         if (warmup_min_requests) kv.emplace_back("warmup_min_requests", num(*warmup_min_requests));
         if (capacity_aware) kv.emplace_back("capacity_aware", *capacity_aware ? "true" : "false");
+        if (explain) kv.emplace_back("explain", *explain ? "true" : "false");
         return kv;
     }
 
@@ -232,6 +234,21 @@ struct outputs {
 struct summary {
     int32_t expected = 0;        // expected_num_active_requests
     int32_t num_unassigned = 0;  // requests to requeue
+};
+
+// The receipts of one decision (router::receipts): one per request, in
+// request order, and the candidates they point into.
+struct receipts {
+    std::vector<adpr_receipt> items;
+    std::vector<adpr_candidate> candidates;
+    // The library's explanation of each receipt (adpr_router_receipt_text).
+    std::vector<std::string> text;
+
+    // The candidates of r, one per rank in rank order, or none.
+    span<const adpr_candidate> candidates_of(const adpr_receipt &r) const noexcept {
+        if (r.num_candidates <= 0) return {};
+        return {candidates.data() + r.candidate_offset, static_cast<std::size_t>(r.num_candidates)};
+    }
 };
 
 // One router: an owned adpr_router handle.
@@ -315,6 +332,35 @@ public:
                                         sizeof err.text),
                       err);
         return s;
+    }
+
+    // adpr_router_receipts and adpr_router_receipt_text: why each request
+    // of the last decision went where it did (options::explain must be
+    // set). Copies everything into out, reusing its memory.
+    void receipts(adprouter::receipts &out) const {
+        int64_t n = 0, nc = 0;
+        detail::errbuf err;
+        detail::check(adpr_router_receipts(handle_, nullptr, 0, nullptr, 0, &n, &nc, err.text, sizeof err.text), err);
+        out.items.resize(static_cast<std::size_t>(n));
+        out.candidates.resize(static_cast<std::size_t>(nc));
+        if (n > 0)
+            detail::check(adpr_router_receipts(handle_, out.items.data(), n, nc > 0 ? out.candidates.data() : nullptr, nc,
+                                               &n, &nc, err.text, sizeof err.text),
+                          err);
+        out.text.resize(static_cast<std::size_t>(n));
+        for (int64_t i = 0; i < n; i++) {
+            std::string &t = out.text[static_cast<std::size_t>(i)];
+            std::size_t need = 0;
+            detail::check(adpr_router_receipt_text(handle_, i, nullptr, 0, &need, err.text, sizeof err.text), err);
+            t.assign(need, '\0');
+            detail::check(adpr_router_receipt_text(handle_, i, &t[0], need, &need, err.text, sizeof err.text), err);
+            t.resize(need - 1);
+        }
+    }
+    adprouter::receipts receipts() const {
+        adprouter::receipts out;
+        receipts(out);
+        return out;
     }
 
 private:

@@ -247,6 +247,13 @@ type Config struct {
 	// rank computes between two routing calls (the engine's per-iteration
 	// token budget, max_num_tokens). 1..2^30; read by ScoreTTFT only.
 	TTFTDrainTokens int
+	// Explain makes the Router record a Receipt per request of every
+	// decision (Router.Receipts): why it went where it did. Decisions are
+	// identical with and without it, and it is not part of StateDigest:
+	// ranks may differ in it and still agree. Off, it costs nothing; on, a
+	// decision keeps O(requests × DPSize) receipt memory (one Candidate per
+	// rank for each scored or least-loaded request), reused by the next.
+	Explain bool
 }
 
 // DefaultConfig returns the reference defaults for policy over dpSize ranks.

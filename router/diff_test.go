@@ -249,6 +249,7 @@ func TestDifferentialAgainstPythonReference(t *testing.T) {
 		if len(want) != len(calls[ci]) {
 			t.Fatalf("case %d: reference returned %d call results, want %d", ci, len(want), len(calls[ci]))
 		}
+		cfg.Explain = ci%2 == 0 // receipts must not change a decision
 		r, err := New(cfg)
 		for call, a := range calls[ci] {
 			w := want[call]
@@ -272,6 +273,11 @@ func TestDifferentialAgainstPythonReference(t *testing.T) {
 				decisions++
 				if maxTies(a) {
 					ties++
+				}
+				if cfg.Explain {
+					if err := checkReceipts(cfg, a.reqs, res, r.Receipts()); err != nil {
+						report(ci, call, "receipts: %v", err)
+					}
 				}
 				got := &Result{Assignment: res.Assignment, Expected: res.Expected, Unassigned: res.Unassigned}
 				exp := &Result{Assignment: w.Assignment, Expected: w.Expected, Unassigned: w.Unassigned}

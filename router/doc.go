@@ -29,6 +29,16 @@
 // Route reports it in Result.Unassigned; invalid arguments are rejected
 // before any state changes.
 //
+// # Receipts
+//
+// With Config.Explain set, a Router explains its last decision: Receipts
+// returns a Receipt per request with the reason (explicit target, warmup,
+// scored, least loaded, conversation bound or new, unplaced), the soft cap,
+// the cache-affinity gate, every rank's match, load and score as the
+// decision computed them, and a tie with the shuffle that broke it.
+// Recording only reads the decision's state: decisions are identical with
+// and without it.
+//
 // # Determinism
 //
 // Every rank of an ADP engine runs Route on the same allgathered states and

@@ -189,7 +189,10 @@ func FuzzRoute(f *testing.F) {
 			}
 			return
 		}
-		twin := mustNew(t, cfg)
+		// The twin explains itself: receipts must not change a decision.
+		tcfg := cfg
+		tcfg.Explain = true
+		twin := mustNew(t, tcfg)
 		c := mustNew(t, cfg)
 		reused := new(Result)
 		convIDs := fuzzConv[3:]
@@ -215,7 +218,10 @@ func FuzzRoute(f *testing.F) {
 				}
 				tres := mustRoute(t, twin, args.states, args.reqs, args.maxn, args.matches)
 				if !equalResults(res, tres) {
-					t.Fatalf("call %d: twin result %+v, want %+v", call, tres, res)
+					t.Fatalf("call %d: twin (explaining) result %+v, want %+v", call, tres, res)
+				}
+				if err := checkReceipts(cfg, args.reqs, tres, twin.Receipts()); err != nil {
+					t.Fatalf("call %d: %v", call, err)
 				}
 				if !equalResults(res, reused) {
 					t.Fatalf("call %d: RouteInto %+v, Route %+v", call, reused, res)

@@ -62,6 +62,9 @@ func (r *Router) explicitPass(b *batch, count []int, skipBound bool, place func(
 			if warm {
 				r.stats.warmup++
 			}
+			if r.rc != nil {
+				r.rc.placed(i, explicitOr(warm, ReasonColdStartWarmup), 0)
+			}
 			if r.pendingCount > 0 && r.pending[target] {
 				r.pending[target] = false
 				r.pendingCount--

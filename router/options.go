@@ -133,6 +133,7 @@ var options = map[string]option{
 	"score":                 textOpt(func(c *Config) *Score { return &c.Score }),
 	"engine_reuse":          textOpt(func(c *Config) *EngineReuse { return &c.EngineReuse }),
 	"ttft_drain_tokens":     intOpt(func(c *Config) *int { return &c.TTFTDrainTokens }),
+	"explain":               boolOpt(func(c *Config) *bool { return &c.Explain }),
 }
 
 // ParseOptions builds a Config from key/value text pairs (the names of

@@ -24,6 +24,9 @@ func (r *Router) routeConversation(b *batch) {
 			if q.ConversationID != "" {
 				r.bind(q.ConversationID, q.TargetRank)
 			}
+			if r.rc != nil {
+				r.rc.placed(i, ReasonExplicit, 0)
+			}
 			continue
 		}
 		rest = append(rest, i)
@@ -52,6 +55,9 @@ func (r *Router) routeConversation(b *batch) {
 			r.place(b, i, home, q.Len())
 			r.conv.Touch(q.ConversationID)
 			r.digest = fold(r.digest, tagTouch, hashString(q.ConversationID), 0)
+			if r.rc != nil {
+				r.rc.placed(i, ReasonConversationBound, 0)
+			}
 			continue
 		}
 		rank := -1
@@ -77,6 +83,9 @@ func (r *Router) routeConversation(b *batch) {
 			continue // every rank is at the hard cap: unassigned
 		}
 		r.place(b, i, rank, q.Len())
+		if r.rc != nil {
+			r.rc.placed(i, ReasonNewConversation, 0)
+		}
 		if q.ConversationID != "" && !bound {
 			r.bind(q.ConversationID, rank)
 		}

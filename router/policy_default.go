@@ -18,6 +18,9 @@ func (r *Router) routeDefault(b *batch) {
 		q := &b.reqs[i]
 		if q.hasTarget() && count[q.TargetRank] < b.maxn {
 			r.place(b, i, q.TargetRank, q.Len())
+			if r.rc != nil {
+				r.rc.placed(i, ReasonExplicit, 0)
+			}
 			continue
 		}
 		rest = append(rest, i)
@@ -56,6 +59,9 @@ func (r *Router) routeDefault(b *batch) {
 		}
 		if best < 0 {
 			break // every rank is full: the rest stay unassigned
+		}
+		if r.rc != nil {
+			r.rc.leastLoaded(r, i, expected, allow, tokens)
 		}
 		r.place(b, i, best, b.reqs[i].Len())
 		tokens[best] += int64(b.reqs[i].Len())

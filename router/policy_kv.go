@@ -63,6 +63,9 @@ func (r *Router) routeKVAware(b *batch) {
 			if k := r.demandRank(b, i, eligible, allow, tokens); k >= 0 {
 				r.stats.warmup++
 				r.stats.demand++
+				if r.rc != nil {
+					r.rc.placed(i, ReasonDemandWarmup, len(eligible))
+				}
 				place(i, k)
 				continue
 			}
@@ -123,12 +126,18 @@ func (r *Router) routeKVAware(b *batch) {
 				}
 			}
 		}
+		if r.rc != nil {
+			r.rc.scored(r, b, i, eligible, allow, row, tokens, denom, gate, maxMatch, ties)
+		}
 		if ties > 1 {
 			// The first tied rank in random.Random(id).shuffle(eligible).
 			shuffled := append(r.shuffled[:0], eligible...)
 			r.shuffled = shuffled
 			st := r.seeds.stream(pos, rest, b.reqs, len(eligible))
 			st.shuffle(shuffled)
+			if r.rc != nil {
+				r.rc.shuffle(i, shuffled)
+			}
 			for _, k := range shuffled {
 				// Without the gate equal loads score the same (see above).
 				if allowed(allow, k) && tokens[k] == bestTokens &&

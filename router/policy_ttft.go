@@ -142,9 +142,15 @@ func (r *Router) routeTTFT(b *batch) {
 			if k = r.demandRank(b, i, eligible, allow, tokens); k >= 0 {
 				r.stats.warmup++
 				r.stats.demand++
+				if r.rc != nil {
+					r.rc.placed(i, ReasonDemandWarmup, len(eligible))
+				}
 			}
 		}
 		if k < 0 {
+			if r.rc != nil {
+				r.rc.ttft(r, b, i, eligible, allow, row, ready, tokens, onSchedule)
+			}
 			k = r.ttftRank(b, i, eligible, allow, row, ready, onSchedule)
 		}
 		place(i, k)

@@ -363,7 +363,11 @@ func runSequence(rng *rand.Rand, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	b, _ := New(cfg)
+	// b explains itself when a does not and the reverse: receipts must not
+	// change a decision.
+	bcfg := cfg
+	bcfg.Explain = !cfg.Explain
+	b, _ := New(bcfg)
 	c, _ := New(cfg)
 	reused := new(Result)
 	noEviction := cfg.MaxSessions >= len(convPool)
@@ -407,7 +411,10 @@ func runSequence(rng *rand.Rand, cfg Config) error {
 				return fmt.Errorf("call %d: %v\nargs %+v", call, err, args)
 			}
 			if !equalResults(ra, rb) {
-				return fmt.Errorf("call %d: twin routers disagree: %+v vs %+v", call, ra, rb)
+				return fmt.Errorf("call %d: twin routers (explain %v, %v) disagree: %+v vs %+v", call, cfg.Explain, bcfg.Explain, ra, rb)
+			}
+			if err := checkReceipts(cfg, args.reqs, rb, b.Receipts()); err != nil {
+				return fmt.Errorf("call %d: %v\nargs %+v", call, err, args)
 			}
 			if !equalResults(ra, reused) {
 				return fmt.Errorf("call %d: RouteInto on a reused Result = %+v, Route = %+v", call, reused, ra)

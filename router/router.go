@@ -47,6 +47,7 @@ type Router struct {
 	ttft         ttftState    // ScoreTTFT: queued prefill per rank
 	digest       uint64       // chained over every change of the above; see StateDigest
 	stats        statCounters
+	rc           *receiptLog // the last decision's receipts; nil unless Config.Explain
 
 	// Scratch reused by every call; never read before being reset.
 	count    []int
@@ -85,6 +86,9 @@ func New(cfg Config) (*Router, error) {
 	r.conv = convmap.New(cfg.MaxSessions)
 	r.stats.init(cfg.DPSize)
 	r.digest = configDigest(&r.cfg)
+	if cfg.Explain {
+		r.rc = new(receiptLog)
+	}
 	return r, nil
 }
 
@@ -120,6 +124,9 @@ func (r *Router) RouteInto(res *Result, states []RankState, reqs []Request, maxA
 	res.reset(r.cfg.DPSize, len(reqs))
 	r.room.reset(r.cfg.CapacityAware, states)
 	b := batch{states: states, reqs: reqs, maxn: maxActive, matches: matches, res: res}
+	if r.rc != nil {
+		r.rc.begin(&b, r.cfg.PrefixSource)
+	}
 	switch r.cfg.Policy {
 	case PolicyDefault:
 		r.routeDefault(&b)
@@ -131,6 +138,9 @@ func (r *Router) RouteInto(res *Result, states []RankState, reqs []Request, maxA
 		}
 	case PolicyConversation:
 		r.routeConversation(&b)
+	}
+	if r.rc != nil {
+		r.rc.end(&b)
 	}
 	r.stats.record(&b)
 	return nil

@@ -48,6 +48,8 @@ static struct {
     __typeof__(&adpr_router_state_digest) digest;
     __typeof__(&adpr_router_stats) stats;
     __typeof__(&adpr_router_tokens_read) tokens_read;
+    __typeof__(&adpr_router_receipts) receipts;
+    __typeof__(&adpr_router_receipt_text) receipt_text;
     __typeof__(&adpr_block_hashes) hashes;
     __typeof__(&adpr_preset_options) preset;
     __typeof__(&adpr_nvml_init) nvml_init;
@@ -70,10 +72,10 @@ static void *sym(void *lib, const char *name) {
 }
 
 static adpr_router make_router(void) {
-    adpr_option opts[] = {{"policy", "kv_cache_aware"}, {"dp_size", "2"}};
+    adpr_option opts[] = {{"policy", "kv_cache_aware"}, {"dp_size", "2"}, {"explain", "true"}};
     adpr_router r = 0;
     char err[256];
-    if (L.create(opts, 2, &r, err, sizeof err) != ADPR_OK) {
+    if (L.create(opts, 3, &r, err, sizeof err) != ADPR_OK) {
         fprintf(stderr, "create: %s\n", err);
         exit(2);
     }
@@ -101,6 +103,11 @@ static adpr_status call(const char *name, adpr_router r, char *err, size_t n) {
     static int64_t nh;
     static int32_t count;
     static adpr_memory_info mem;
+    static adpr_receipt rcs[1];
+    static adpr_candidate cands[2];
+    static int64_t nrcs, ncands;
+    static char text[64];
+    static size_t needed;
     adpr_kv_shape shape = {ADPR_ATTENTION_GQA, ADPR_DTYPE_BF16, 32, 8, 128, 1, 0, 0};
     adpr_kv_budget budget = {.free_bytes = 1 << 30, .bytes_per_token = 1024};
     adpr_rank_state state = {0};
@@ -117,8 +124,17 @@ static adpr_status call(const char *name, adpr_router r, char *err, size_t n) {
     if (!strcmp(name, "adpr_router_stats")) return L.stats(r, &st, rs, 2, NULL, 0, err, n);
     if (!strcmp(name, "adpr_router_tokens_read")) return L.tokens_read(r, &count);
     if (!strcmp(name, "adpr_preset_options")) {
-        static char text[256];
-        return L.preset("recommended", "kv_cache_aware", text, sizeof text, err, n);
+        static char preset_text[256];
+        return L.preset("recommended", "kv_cache_aware", preset_text, sizeof preset_text, err, n);
+    }
+    // The receipts of a one-request decision over 2 ranks: 1 receipt, 2 candidates.
+    if (!strcmp(name, "adpr_router_receipts")) {
+        route_once(r, NULL, 0);
+        return L.receipts(r, rcs, 1, cands, 2, &nrcs, &ncands, err, n);
+    }
+    if (!strcmp(name, "adpr_router_receipt_text")) {
+        route_once(r, NULL, 0);
+        return L.receipt_text(r, 0, text, sizeof text, &needed, err, n);
     }
     if (!strcmp(name, "adpr_block_hashes")) return L.hashes(tokens, 4, 2, 0, 0, hashes, 4, &nh, err, n);
     if (!strcmp(name, "adpr_nvml_init")) return L.nvml_init(err, n);
@@ -141,6 +157,8 @@ static const struct {
     {"adpr_route", NEEDS_ROUTER},            {"adpr_router_state_digest", NEEDS_ROUTER},
     {"adpr_router_stats", NEEDS_ROUTER},     {"adpr_block_hashes", NEEDS_NOTHING},
     {"adpr_router_tokens_read", NEEDS_ROUTER}, {"adpr_preset_options", NEEDS_NOTHING},
+    {"adpr_router_tokens_read", NEEDS_ROUTER}, {"adpr_router_receipts", NEEDS_ROUTER},
+    {"adpr_router_receipt_text", NEEDS_ROUTER},
     {"adpr_nvml_init", NEEDS_NOTHING},       {"adpr_nvml_shutdown", NEEDS_NOTHING},
     {"adpr_nvml_device_count", NEEDS_NOTHING}, {"adpr_nvml_memory", NEEDS_NOTHING},
     {"adpr_kv_bytes_per_token", NEEDS_NOTHING}, {"adpr_size_kv", NEEDS_NOTHING},
@@ -251,6 +269,37 @@ static void test_pointers(void) {
         L.destroy(r);
         r = make_router();
         check(L.stats(r, &st, NULL, 0, NULL, 0, (char *)p, 64) == ADPR_OK, "adpr_router_stats(err %p) ok", p);
+        // Receipts of a one-request decision over 2 ranks: 1 receipt, 2 candidates.
+        int64_t nrc = 0, nc = 0;
+        adpr_receipt rc[1];
+        adpr_candidate cand[2];
+        check(route_once(r, err, sizeof err) == ADPR_OK, "route before reading receipts");
+        check(L.receipts(r, (adpr_receipt *)p, 1, cand, 2, &nrc, &nc, err, sizeof err) == ADPR_ERR_INTERNAL,
+              "adpr_router_receipts(receipts %p) -> ADPR_ERR_INTERNAL", p);
+        L.destroy(r);
+        r = make_router();
+        route_once(r, err, sizeof err);
+        check(L.receipts(r, rc, 1, (adpr_candidate *)p, 2, &nrc, &nc, err, sizeof err) == ADPR_ERR_INTERNAL,
+              "adpr_router_receipts(candidates %p) -> ADPR_ERR_INTERNAL", p);
+        L.destroy(r);
+        r = make_router();
+        route_once(r, err, sizeof err);
+        check(L.receipts(r, rc, 1, cand, 2, (int64_t *)p, &nc, err, sizeof err) == ADPR_ERR_INTERNAL,
+              "adpr_router_receipts(num_receipts %p) -> ADPR_ERR_INTERNAL", p);
+        L.destroy(r);
+        r = make_router();
+        route_once(r, err, sizeof err);
+        size_t need = 0;
+        check(L.receipt_text(r, 0, (char *)p, 64, &need, err, sizeof err) == ADPR_ERR_INTERNAL,
+              "adpr_router_receipt_text(buf %p) -> ADPR_ERR_INTERNAL", p);
+        L.destroy(r);
+        r = make_router();
+        route_once(r, err, sizeof err);
+        char text[64];
+        check(L.receipt_text(r, 0, text, sizeof text, (size_t *)p, err, sizeof err) == ADPR_ERR_INTERNAL,
+              "adpr_router_receipt_text(needed %p) -> ADPR_ERR_INTERNAL", p);
+        L.destroy(r);
+        r = make_router();
         check(L.route(r, NULL, &out, (char *)p, 64) == ADPR_ERR_INVALID_ARGUMENT,
               "a failing call with err buffer %p reports its status without writing", p);
     }
@@ -363,6 +412,8 @@ int main(int argc, char **argv) {
     L.digest = sym(lib, "adpr_router_state_digest");
     L.stats = sym(lib, "adpr_router_stats");
     L.tokens_read = sym(lib, "adpr_router_tokens_read");
+    L.receipts = sym(lib, "adpr_router_receipts");
+    L.receipt_text = sym(lib, "adpr_router_receipt_text");
     L.hashes = sym(lib, "adpr_block_hashes");
     L.preset = sym(lib, "adpr_preset_options");
     L.nvml_init = sym(lib, "adpr_nvml_init");

@@ -59,6 +59,8 @@ struct Api {
     decltype(&adpr_router_tokens_read) tokens_read = nullptr;
     decltype(&adpr_block_hashes) block_hashes = nullptr;
     decltype(&adpr_preset_options) preset_options = nullptr;
+    decltype(&adpr_router_receipts) receipts = nullptr;
+    decltype(&adpr_router_receipt_text) receipt_text = nullptr;
 };
 Api A;
 
@@ -1226,6 +1228,73 @@ void check_stats() {
     A.destroy(c);
 }
 
+void check_receipts() {
+    // An explicit target, then a three-way tie: rank 2 took the target, and
+    // random.Random(7).shuffle([0, 1, 2, 3]) is [3, 1, 0, 2] in Python.
+    adpr_router h = must_create({{"policy", "kv_cache_aware"}, {"dp_size", "4"}, {"explain", "true"}});
+    char err[256] = "";
+    int64_t n = -1, nc = -1;
+    adpr_status s = A.receipts(h, nullptr, 0, nullptr, 0, &n, &nc, err, sizeof err);
+    check(s == ADPR_OK && n == 0 && nc == 0, "receipts before any decision: none", fmt("status %d n %lld %s", s, (long long)n, err));
+    Out o;
+    Batch b(idle(4), {targeted(0, 10, 2, true), plain(7, 10)}, 8);
+    route(h, b, o);
+    s = A.receipts(h, nullptr, 0, nullptr, 0, &n, &nc, err, sizeof err);
+    check(s == ADPR_OK && n == 2 && nc == 4, "receipts: sizes asked with 0 capacities: 2 receipts, 4 candidates",
+          fmt("status %d n %lld nc %lld %s", s, (long long)n, (long long)nc, err));
+    std::vector<adpr_receipt> rc(2);
+    std::vector<adpr_candidate> cand(4);
+    s = A.receipts(h, rc.data(), 2, cand.data(), 4, &n, &nc, err, sizeof err);
+    const adpr_receipt &t = rc[0], &r = rc[1];
+    check(s == ADPR_OK && t.id == 0 && t.rank == 2 && t.reason == ADPR_REASON_EXPLICIT && t.num_candidates == 0 &&
+              r.id == 7 && r.rank == 3 && r.reason == ADPR_REASON_SCORED && r.ties == 3 && r.eligible == 4 &&
+              r.affinity == 0 && r.num_candidates == 4 && r.candidate_offset == 0 && r.num_tokens == 10,
+          "receipts: the target is explicit, the tie is scored with 3 ranks tied",
+          fmt("status %d reasons %d %d ranks %d %d ties %d", s, t.reason, r.reason, t.rank, r.rank, r.ties));
+    check(cand[2].tokens == 10 && cand[2].score > cand[3].score && cand[3].shuffle_pos == 0 && cand[1].shuffle_pos == 1 &&
+              cand[0].shuffle_pos == 2 && cand[2].shuffle_pos == 3 && cand[3].excluded == ADPR_EXCLUDED_NONE,
+          "receipts: candidates carry loads, scores and the shuffle [3, 1, 0, 2]",
+          fmt("pos %d %d %d %d", cand[0].shuffle_pos, cand[1].shuffle_pos, cand[2].shuffle_pos, cand[3].shuffle_pos));
+
+    char text[1024], tiny[10];
+    size_t need = 0, need2 = 0;
+    s = A.receipt_text(h, 1, text, sizeof text, &need, err, sizeof err);
+    std::string txt = text;
+    check(s == ADPR_OK && need == txt.size() + 1 && txt.find("request 7 (10 tokens) -> rank 3: scored") == 0 &&
+              txt.find("3 ranks tied; random.Random(7).shuffle gave [3 1 0 2]") != std::string::npos,
+          "receipt_text: the scored receipt explains the tie", txt);
+    s = A.receipt_text(h, 1, tiny, sizeof tiny, &need2, err, sizeof err);
+    check(s == ADPR_OK && need2 == need && std::string(tiny) == txt.substr(0, 9), "receipt_text: truncated to len, needed says the full size",
+          fmt("needed %zu \"%s\"", need2, tiny));
+    s = A.receipt_text(h, 2, text, sizeof text, &need2, err, sizeof err);
+    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"index"}), "receipt_text error: index 2 of 2 receipts",
+          fmt("status %d \"%s\"", s, err));
+
+    std::vector<adpr_receipt> small(1);
+    int64_t n2 = -1, nc2 = -1;
+    s = A.receipts(h, small.data(), 1, nullptr, 0, &n2, &nc2, err, sizeof err);
+    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"max_receipts", "2"}) && n2 == -1,
+          "receipts error: max_receipts 1 for 2 receipts, counts untouched", fmt("status %d \"%s\"", s, err));
+    s = A.receipts(h, rc.data(), 2, nullptr, 0, nullptr, &nc2, err, sizeof err);
+    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"num_receipts"}), "receipts error: num_receipts NULL",
+          fmt("status %d \"%s\"", s, err));
+    s = A.receipts(h, nullptr, 2, nullptr, 0, &n2, &nc2, err, sizeof err);
+    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"receipts"}), "receipts error: receipts NULL with max_receipts 2",
+          fmt("status %d \"%s\"", s, err));
+    Batch bad(idle(4), {plain(1, 10), plain(1, 10)}, 8);  // duplicate ids: rejected
+    route(h, bad, o);
+    s = A.receipts(h, rc.data(), 2, nullptr, 0, &n2, &nc2, err, sizeof err);
+    check(s == ADPR_OK && n2 == 2 && rc[1].id == 7, "receipts: a rejected route keeps the last decision's receipts",
+          fmt("status %d n %lld", s, (long long)n2));
+    A.destroy(h);
+
+    adpr_router off = must_create({{"policy", "default"}, {"dp_size", "2"}});
+    s = A.receipts(off, nullptr, 0, nullptr, 0, &n2, &nc2, err, sizeof err);
+    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"explain"}), "receipts error: a router without explain",
+          fmt("status %d \"%s\"", s, err));
+    A.destroy(off);
+}
+
 void check_block_hashes() {
     std::vector<int32_t> t = iota_tokens(100, 7);
     std::vector<uint64_t> h(8, kFill64), h2(8, kFill64), hl(8, kFill64), hp(8, kFill64);
@@ -1567,7 +1636,9 @@ int main(int argc, char **argv) {
                     resolve(lib, "adpr_router_state_digest", A.digest) & resolve(lib, "adpr_router_stats", A.stats) &
                     resolve(lib, "adpr_block_hashes", A.block_hashes) &
                     resolve(lib, "adpr_router_tokens_read", A.tokens_read) &
-                    resolve(lib, "adpr_preset_options", A.preset_options);
+                    resolve(lib, "adpr_preset_options", A.preset_options) &
+                    resolve(lib, "adpr_router_receipts", A.receipts) &
+                    resolve(lib, "adpr_router_receipt_text", A.receipt_text);
     if (!resolved) {
         std::fprintf(stderr, "%s lacks an adpr_* function of adprouter.h\n", argv[1]);
         return 1;
@@ -1593,6 +1664,7 @@ int main(int argc, char **argv) {
     check_digest();
     check_conversation_copy();
     check_stats();
+    check_receipts();
     check_block_hashes();
     check_concurrency();
 

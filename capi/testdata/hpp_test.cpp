@@ -122,6 +122,29 @@ int main() {
         return fresh.state_digest();
     }(), "failed calls changed nothing");
 
+    // Receipts: the same batch on an explaining router, read back whole.
+    adprouter::options eo = o;
+    eo.explain = true;
+    adprouter::router ex(eo);
+    ex.route(b, adprouter::outputs{rank_of, order, offsets});
+    adprouter::receipts rcs = ex.receipts();
+    bool same = rcs.items.size() == reqs.size() && rcs.text.size() == reqs.size();
+    int warm = 0, scored = 0;
+    for (std::size_t i = 0; same && i < rcs.items.size(); i++) {
+        const adpr_receipt &rc = rcs.items[i];
+        same = rc.id == reqs[i].id && rc.rank == rank_of[i] &&
+               rcs.text[i].find("request " + std::to_string(rc.id) + " (") == 0;
+        warm += rc.reason == ADPR_REASON_COLD_START_WARMUP;
+        if (rc.reason == ADPR_REASON_SCORED) {
+            scored++;
+            auto cands = rcs.candidates_of(rc);
+            same = same && cands.size() == 4 && cands[static_cast<std::size_t>(rc.rank)].excluded == ADPR_EXCLUDED_NONE;
+        }
+    }
+    check(same && warm == 4 && scored == 2,
+          "receipts(): one per request with its rank and text; 4 warmup placements, 2 scored with 4 candidates");
+    expect_error("receipts() without explain", ADPR_ERR_INVALID_ARGUMENT, "explain", [&] { other.receipts(); });
+
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

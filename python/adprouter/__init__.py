@@ -32,6 +32,7 @@ re-exports. Imports run one way, each module from those above it:
               between it and pure Python (_accel.use)
     _pack     batches into adpr_batch buffers, results out (pure Python)
     _nvml     GPU memory and KV sizing
+    _receipt  Router.receipts(): adpr_receipt decoded into Receipt objects
     _router   Router (and block_hashes)
     trtllm    the TensorRT-LLM drop-in (public, imported on demand)
 

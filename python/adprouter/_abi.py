@@ -137,6 +137,25 @@ REQUEST = _packer(RequestC)
 
 # --- the functions ----------------------------------------------------------------
 
+class ReceiptC(ctypes.Structure):
+    """adpr_receipt (include/adprouter.h)."""
+    _fields_ = [("id", ctypes.c_uint64), ("rank", ctypes.c_int32), ("reason", ctypes.c_int32),
+                ("num_tokens", ctypes.c_int64), ("step", ctypes.c_int32), ("reserved", ctypes.c_int32),
+                ("max_match", ctypes.c_int64),
+                ("match_rate", ctypes.c_double), ("threshold", ctypes.c_double),
+                ("expected", ctypes.c_int32), ("eligible", ctypes.c_int32),
+                ("affinity", ctypes.c_int32), ("ties", ctypes.c_int32),
+                ("capacity_fallback", ctypes.c_int32), ("num_candidates", ctypes.c_int32),
+                ("candidate_offset", ctypes.c_int64)]
+
+
+class CandidateC(ctypes.Structure):
+    """adpr_candidate (include/adprouter.h)."""
+    _fields_ = [("rank", ctypes.c_int32), ("excluded", ctypes.c_int32), ("match", ctypes.c_int64),
+                ("tokens", ctypes.c_double), ("load_term", ctypes.c_double), ("score", ctypes.c_double),
+                ("requests", ctypes.c_int32), ("shuffle_pos", ctypes.c_int32)]
+
+
 _P = ctypes.POINTER
 _ERR = [ctypes.c_char_p, ctypes.c_size_t]  # the trailing errbuf, errbuf_len
 
@@ -152,6 +171,10 @@ SIGNATURES = {
     "adpr_router_destroy": (ctypes.c_int32, [ctypes.c_uint64]),
     "adpr_router_state_digest": (ctypes.c_int32, [ctypes.c_uint64, _P(ctypes.c_uint64)]),
     "adpr_router_tokens_read": (ctypes.c_int32, [ctypes.c_uint64, _P(ctypes.c_int32)]),
+    "adpr_router_receipts": (ctypes.c_int32, [ctypes.c_uint64, _P(ReceiptC), ctypes.c_int64, _P(CandidateC),
+                                              ctypes.c_int64, _P(ctypes.c_int64), _P(ctypes.c_int64)] + _ERR),
+    "adpr_router_receipt_text": (ctypes.c_int32, [ctypes.c_uint64, ctypes.c_int64, ctypes.c_char_p,
+                                                  ctypes.c_size_t, _P(ctypes.c_size_t)] + _ERR),
     "adpr_router_stats": (ctypes.c_int32, [ctypes.c_uint64, _P(Stats), _P(RankStats), ctypes.c_int32,
                                            _P(HotGroup), ctypes.c_int32] + _ERR),
     "adpr_block_hashes": (ctypes.c_int32, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32,

@@ -9,7 +9,7 @@ import ctypes
 import threading
 from array import array
 
-from . import _abi, _accel
+from . import _abi, _accel, _receipt
 from ._abi import ERRBUF, Batch, HotGroup, Option, RankStats, Result, Stats, load, raise_status
 from ._errors import (CONFIG, FORKED, INVALID_ARGUMENT, INVALID_HANDLE, OK, U64, ConfigError,
                       InvalidArgumentError, InvalidHandleError, check_int)
@@ -53,8 +53,9 @@ class Router:
     with TensorRT-LLM's names: policy ("default" | "kv_cache_aware" |
     "conversation"), dp_size (required), load_balance_weight,
     match_rate_threshold, fair_share_multiplier, cold_start_warmup,
-    max_sessions, new_conv_placement, capacity_aware. Unknown names raise
-    ConfigError.
+    max_sessions, new_conv_placement, capacity_aware, explain (keep
+    receipts: receipts()), preset ("reference" | "recommended" | ...) and the
+    other options of include/adprouter.h. Unknown names raise ConfigError.
 
     Safe to share between threads (calls on one router are serialised by the
     library). Close it with close() or use it as a context manager.
@@ -206,6 +207,14 @@ class Router:
             if status != OK:
                 raise_status(status, self._errbuf)
         return LazyResult(order, offsets, ranks, out.expected)
+
+    def receipts(self):
+        """Why each request of the last route() went where it did: a list of
+        adprouter._receipt.Receipt, one per request in request order (create
+        the router with explain=True; print one to read it)."""
+        if not self._handle:
+            raise InvalidHandleError("the router is closed", INVALID_HANDLE)
+        return _receipt.read(self, raise_status)
 
     def state_digest(self):
         """A 64-bit digest of the router state that determines future

@@ -6,12 +6,13 @@ without a C compiler or without the header (an installed package's tests).
 
 import ctypes
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import unittest
 
-from adprouter import _abi
+from adprouter import _abi, _receipt
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEADERS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "include")
@@ -29,6 +30,14 @@ STRUCTS = {
     "adpr_memory_info": _abi.MemoryInfo,
     "adpr_kv_shape": _abi.KVShape,
     "adpr_kv_budget": _abi.KVBudget,
+    "adpr_receipt": _abi.ReceiptC,
+    "adpr_candidate": _abi.CandidateC,
+}
+
+# Header macro prefix -> the binding's names, indexed by the macro's value.
+CODES = {
+    "ADPR_REASON_": _receipt.REASONS,
+    "ADPR_EXCLUDED_": _receipt.EXCLUSIONS,
 }
 
 
@@ -48,6 +57,10 @@ class LayoutTest(unittest.TestCase):
             lines.append('printf("%s size %%zu\\n", sizeof(%s));' % (name, name))
             for field, _ in st._fields_:
                 lines.append('printf("%s.%s %%zu\\n", offsetof(%s, %s));' % (name, field, name, field))
+        for prefix, names in CODES.items():
+            for value, name in enumerate(names):
+                macro = prefix + (name or "none").upper()
+                lines.append('printf("%s %%d\\n", (int)%s);' % (macro, macro))
         lines.append("return 0; }")
         tmp = tempfile.mkdtemp(prefix="adpr-layout-")
         try:
@@ -59,6 +72,14 @@ class LayoutTest(unittest.TestCase):
             got = dict(line.rsplit(" ", 1) for line in subprocess.check_output([exe], text=True).splitlines())
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+        with open(os.path.join(HEADERS, "adprouter.h")) as f:
+            header = f.read()
+        for prefix, names in CODES.items():
+            for value, name in enumerate(names):
+                macro = prefix + (name or "none").upper()
+                self.assertEqual(int(got[macro]), value, macro)
+            self.assertEqual(len(re.findall(r"^#define %s\w+ " % prefix, header, re.M)), len(names),
+                             "a %s* macro the binding does not name" % prefix)
         for name, st in STRUCTS.items():
             self.assertEqual(int(got[name + " size"]), ctypes.sizeof(st), name)
             for field, _ in st._fields_:

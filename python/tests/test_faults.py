@@ -48,12 +48,15 @@ class InjectedPanicTest(unittest.TestCase):
         return cm.exception
 
     def test_every_binding_call(self):
-        r = Router(dp_size=2)
+        r = Router(dp_size=2, explain=True)
         calls = {
             "adpr_router_create": lambda: Router(dp_size=2),
             "adpr_route": lambda: r.route(states(2), REQS, 8),
             "adpr_router_state_digest": r.state_digest,
             "adpr_router_stats": r.stats,
+            # r has routed by now: receipts() reads the receipts, then their text.
+            "adpr_router_receipts": r.receipts,
+            "adpr_router_receipt_text": r.receipts,
             "adpr_block_hashes": lambda: adprouter.block_hashes(list(range(64))),
             "adpr_preset_options": lambda: adprouter.trtllm.preset_options("full"),
             "adpr_nvml_init": adprouter.nvml_init,
@@ -76,10 +79,12 @@ class InjectedPanicTest(unittest.TestCase):
             r.route(states(2), REQS, 8)
 
     def test_poisoned_router(self):
-        for point in ("adpr_route/locked", "adpr_router_stats/locked", "adpr_router_state_digest/locked"):
-            r = Router(dp_size=2)
+        for point in ("adpr_route/locked", "adpr_router_stats/locked", "adpr_router_state_digest/locked",
+                      "adpr_router_receipts/locked"):
+            r = Router(dp_size=2, explain=True)
             self.expect_internal(point, {
                 "adpr_route/locked": lambda: r.route(states(2), REQS, 8),
+                "adpr_router_receipts/locked": r.receipts,
                 "adpr_router_stats/locked": r.stats,
                 "adpr_router_state_digest/locked": r.state_digest,
             }[point])

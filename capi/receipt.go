@@ -1,0 +1,153 @@
+package main
+
+/*
+#include "adprouter.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"github.com/adprouter/adprouter/router"
+)
+
+// reasonCodes and exclusionCodes are the one map from the router's enums to
+// the ADPR_REASON_* and ADPR_EXCLUDED_* values of adprouter.h.
+var reasonCodes = [...]C.int32_t{
+	router.ReasonUnplaced:          C.ADPR_REASON_UNPLACED,
+	router.ReasonExplicit:          C.ADPR_REASON_EXPLICIT,
+	router.ReasonColdStartWarmup:   C.ADPR_REASON_COLD_START_WARMUP,
+	router.ReasonDemandWarmup:      C.ADPR_REASON_DEMAND_WARMUP,
+	router.ReasonScored:            C.ADPR_REASON_SCORED,
+	router.ReasonLeastLoaded:       C.ADPR_REASON_LEAST_LOADED,
+	router.ReasonConversationBound: C.ADPR_REASON_CONVERSATION_BOUND,
+	router.ReasonNewConversation:   C.ADPR_REASON_NEW_CONVERSATION,
+	router.ReasonPredictedTTFT:     C.ADPR_REASON_PREDICTED_TTFT,
+}
+
+var exclusionCodes = [...]C.int32_t{
+	router.Eligible:       C.ADPR_EXCLUDED_NONE,
+	router.ExcludedAtCap:  C.ADPR_EXCLUDED_AT_CAP,
+	router.ExcludedNoRoom: C.ADPR_EXCLUDED_NO_ROOM,
+}
+
+//export adprgo_router_receipts
+func adprgo_router_receipts(h C.adpr_router, out *C.adpr_receipt, maxOut C.int64_t,
+	cands *C.adpr_candidate, maxCands C.int64_t, nOut, nCands *C.int64_t,
+	ebuf *C.char, elen C.size_t) C.adpr_status {
+	return guardRouter("adpr_router_receipts", h, ebuf, elen, func(e *entry) error {
+		switch {
+		case !e.r.Config().Explain:
+			return argError("the router was created without the option explain = true: it keeps no receipts")
+		case nOut == nil || nCands == nil:
+			return argError("num_receipts = %p, num_candidates = %p, want both non-NULL", nOut, nCands)
+		case maxOut < 0 || (maxOut > 0 && out == nil):
+			return argError("receipts = %p with max_receipts = %d, want a non-NULL array when max_receipts > 0", out, int64(maxOut))
+		case maxCands < 0 || (maxCands > 0 && cands == nil):
+			return argError("candidates = %p with max_candidates = %d, want a non-NULL array when max_candidates > 0", cands, int64(maxCands))
+		}
+		rcs := e.r.Receipts()
+		total := 0
+		for i := range rcs {
+			total += len(rcs[i].Candidates)
+		}
+		switch {
+		case maxOut > 0 && int64(maxOut) < int64(len(rcs)):
+			return argError("max_receipts = %d, the last decision has %d receipts (pass 0 capacities to ask)", int64(maxOut), len(rcs))
+		case maxCands > 0 && int64(maxCands) < int64(total):
+			return argError("max_candidates = %d, the last decision has %d candidates (pass 0 capacities to ask)", int64(maxCands), total)
+		}
+		if maxOut > 0 {
+			writeReceipts(unsafe.Slice(out, len(rcs)), rcs)
+		}
+		if maxCands > 0 {
+			writeCandidates(unsafe.Slice(cands, total), rcs)
+		}
+		*nOut, *nCands = C.int64_t(len(rcs)), C.int64_t(total)
+		return nil
+	})
+}
+
+func writeReceipts(dst []C.adpr_receipt, rcs []router.Receipt) {
+	off := 0
+	for i := range rcs {
+		rc := &rcs[i]
+		dst[i] = C.adpr_receipt{
+			id:                C.uint64_t(rc.ID),
+			rank:              C.int32_t(rc.Rank),
+			reason:            reasonCodes[rc.Reason],
+			num_tokens:        C.int64_t(rc.Len),
+			step:              C.int32_t(rc.Step),
+			max_match:         C.int64_t(rc.Gate.MaxMatch),
+			match_rate:        C.double(rc.Gate.Rate),
+			threshold:         C.double(rc.Gate.Threshold),
+			expected:          C.int32_t(rc.Expected),
+			eligible:          C.int32_t(rc.Eligible),
+			affinity:          cbool(rc.Gate.On),
+			ties:              C.int32_t(rc.Tied),
+			capacity_fallback: cbool(rc.CapacityFallback),
+			num_candidates:    C.int32_t(len(rc.Candidates)),
+			candidate_offset:  C.int64_t(off),
+		}
+		off += len(rc.Candidates)
+	}
+}
+
+// writeCandidates writes every receipt's candidates back to back, each with
+// its position in the receipt's shuffle.
+func writeCandidates(dst []C.adpr_candidate, rcs []router.Receipt) {
+	off := 0
+	for i := range rcs {
+		rc := &rcs[i]
+		for _, c := range rc.Candidates {
+			dst[off] = C.adpr_candidate{
+				rank:        C.int32_t(c.Rank),
+				excluded:    exclusionCodes[c.Excluded],
+				match:       C.int64_t(c.Match),
+				tokens:      C.double(c.Tokens),
+				load_term:   C.double(c.LoadTerm),
+				score:       C.double(c.Score),
+				requests:    C.int32_t(c.Requests),
+				shuffle_pos: -1,
+			}
+			off++
+		}
+		base := off - len(rc.Candidates)
+		for pos, k := range rc.Shuffle {
+			dst[base+k].shuffle_pos = C.int32_t(pos)
+		}
+	}
+}
+
+func cbool(b bool) C.int32_t {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+//export adprgo_router_receipt_text
+func adprgo_router_receipt_text(h C.adpr_router, index C.int64_t, buf *C.char, n C.size_t, needed *C.size_t,
+	ebuf *C.char, elen C.size_t) C.adpr_status {
+	return guardRouter("adpr_router_receipt_text", h, ebuf, elen, func(e *entry) error {
+		rcs := e.r.Receipts()
+		switch {
+		case !e.r.Config().Explain:
+			return argError("the router was created without the option explain = true: it keeps no receipts")
+		case index < 0 || int64(index) >= int64(len(rcs)):
+			return argError("index = %d, want 0..%d (the last decision's receipts)", int64(index), len(rcs)-1)
+		case n > 0 && buf == nil:
+			return argError("buf is NULL with len = %d", uint64(n))
+		case needed == nil:
+			return argError("needed is NULL")
+		}
+		text := rcs[index].String()
+		*needed = C.size_t(len(text) + 1)
+		if n > 0 {
+			dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(min(n, C.size_t(len(text)+1))))
+			k := copy(dst[:len(dst)-1], text)
+			dst[k] = 0
+		}
+		return nil
+	})
+}

@@ -1,0 +1,124 @@
+"""Receipts: why each request of a router's last decision went where it did.
+
+A Router created with ``explain=True`` keeps, for every request of its last
+successful ``route()``, a receipt (include/adprouter.h: adpr_receipt and
+adpr_candidate); ``Router.receipts()`` returns them as Receipt objects, whose
+``str()`` is the library's own explanation::
+
+    with adprouter.Router(dp_size=4, explain=True) as r:
+        r.route(states, requests, 8)
+        for rc in r.receipts():
+            print(rc)          # request 7 (10 tokens) -> rank 3: scored; ...
+            rc.reason          # "scored"
+            rc.candidates[3]   # Candidate(rank=3, match=0, score=10.0, ...)
+
+The structs and signatures are in _abi with every other layout; the
+decoding and the Receipt classes are here.
+"""
+
+import ctypes
+
+from ._abi import CandidateC, ReceiptC
+
+# ADPR_REASON_* and ADPR_EXCLUDED_* of include/adprouter.h, by value: the
+# name is the macro's suffix in lower case (python/tests/test_abi_layout.py
+# checks them against the header).
+REASONS = ("unplaced", "explicit", "cold_start_warmup", "demand_warmup", "scored",
+           "least_loaded", "conversation_bound", "new_conversation", "predicted_ttft")
+EXCLUSIONS = (None, "at_cap", "no_room")
+
+
+class Candidate:
+    """One rank as a scored or least-loaded placement saw it, just before it.
+
+    rank; requests and tokens: its active requests and token load then;
+    match: prompt tokens it caches; load_term: beta * tokens / max(eligible
+    ranks' tokens, n) * n; score: (n - match if the affinity gate was on) +
+    load_term (the default policy ranks by tokens: score = tokens; under
+    score="ttft", reason "predicted_ttft", match is the prefix the rank would
+    reuse, load_term the prefill queued there and score their predicted cost,
+    load_term + n - match);
+    excluded: None (it competed), "at_cap" or "no_room" (capacity_aware)."""
+
+    __slots__ = ("rank", "requests", "tokens", "match", "load_term", "score", "excluded")
+
+    def __init__(self, c):
+        self.rank, self.requests, self.tokens, self.match = c.rank, c.requests, c.tokens, c.match
+        self.load_term, self.score = c.load_term, c.score
+        self.excluded = EXCLUSIONS[c.excluded] if 0 <= c.excluded < len(EXCLUSIONS) else "excluded(%d)" % c.excluded
+
+    def __repr__(self):
+        return "Candidate(%s)" % ", ".join("%s=%r" % (k, getattr(self, k)) for k in self.__slots__)
+
+
+class Receipt:
+    """Why one request went where it did.
+
+    id, rank (-1: unplaced), reason (one of REASONS), num_tokens (n);
+    step: when the decision placed it (0 first, -1 unplaced; candidates show
+    the loads the earlier steps left);
+    expected: the decision's soft cap per rank; eligible: ranks under it
+    when the request was placed; the affinity gate: max_match, match_rate,
+    threshold, affinity (True: the match counted); candidates: one per rank
+    for scored and least-loaded placements, else empty; ties: ranks sharing
+    the lowest (score, tokens); shuffle: when ties > 1, the ranks in
+    random.Random(id).shuffle order (rank is the first tied one);
+    capacity_fallback: no rank had KV room, the most headroom won. str()
+    gives the library's explanation."""
+
+    __slots__ = ("id", "rank", "reason", "num_tokens", "step", "expected", "eligible", "max_match",
+                 "match_rate", "threshold", "affinity", "ties", "capacity_fallback",
+                 "candidates", "shuffle", "text")
+
+    def __init__(self, rc, cands, text):
+        self.id, self.rank, self.num_tokens, self.step = rc.id, rc.rank, rc.num_tokens, rc.step
+        self.reason = REASONS[rc.reason] if 0 <= rc.reason < len(REASONS) else "reason(%d)" % rc.reason
+        self.expected, self.eligible = rc.expected, rc.eligible
+        self.max_match, self.match_rate, self.threshold = rc.max_match, rc.match_rate, rc.threshold
+        self.affinity, self.ties = bool(rc.affinity), rc.ties
+        self.capacity_fallback = bool(rc.capacity_fallback)
+        self.candidates = [Candidate(c) for c in cands]
+        self.shuffle = [c.rank for c in sorted((c for c in cands if c.shuffle_pos >= 0),
+                                                key=lambda c: c.shuffle_pos)]
+        self.text = text
+
+    def __str__(self):
+        return self.text
+
+    def __repr__(self):
+        return "Receipt(id=%d, rank=%d, reason=%r)" % (self.id, self.rank, self.reason)
+
+
+def read(router, raise_status):
+    """The receipts of router's last decision (Router.receipts). raise_status
+    is the binding's status -> exception function."""
+    lib, errbuf, errlen = router._lib, router._errbuf, len(router._errbuf)
+    n, nc = ctypes.c_int64(0), ctypes.c_int64(0)
+    with router._lock:
+        h = router._handle
+        status = lib.adpr_router_receipts(h, None, 0, None, 0, ctypes.byref(n), ctypes.byref(nc), errbuf, errlen)
+        if status != 0:
+            raise_status(status, errbuf)
+        rcs = (ReceiptC * max(n.value, 1))()
+        cands = (CandidateC * max(nc.value, 1))()
+        status = lib.adpr_router_receipts(h, rcs, n.value, cands, nc.value, ctypes.byref(n), ctypes.byref(nc),
+                                          errbuf, errlen)
+        if status != 0:
+            raise_status(status, errbuf)
+        texts = []
+        need = ctypes.c_size_t(0)
+        buf = ctypes.create_string_buffer(4096)
+        for i in range(n.value):
+            status = lib.adpr_router_receipt_text(h, i, buf, len(buf), ctypes.byref(need), errbuf, errlen)
+            if status == 0 and need.value > len(buf):
+                buf = ctypes.create_string_buffer(need.value)
+                status = lib.adpr_router_receipt_text(h, i, buf, len(buf), ctypes.byref(need), errbuf, errlen)
+            if status != 0:
+                raise_status(status, errbuf)
+            texts.append(buf.value.decode())
+    out = []
+    for i in range(n.value):
+        rc = rcs[i]
+        off = rc.candidate_offset
+        out.append(Receipt(rc, cands[off:off + rc.num_candidates], texts[i]))
+    return out
