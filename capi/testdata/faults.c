@@ -295,7 +295,6 @@ static void test_pointers(void) {
         L.destroy(r);
         r = make_router();
         route_once(r, err, sizeof err);
-        char text[64];
         check(L.receipt_text(r, 0, text, sizeof text, (size_t *)p, err, sizeof err) == ADPR_ERR_INTERNAL,
               "adpr_router_receipt_text(needed %p) -> ADPR_ERR_INTERNAL", p);
         L.destroy(r);
