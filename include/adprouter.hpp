@@ -140,7 +140,10 @@ inline void check_abi() {
 
 enum class policy { default_policy, kv_cache_aware, conversation };
 enum class prefix_source { probe, index, probe_and_index };
-enum class warmup { off, once, demand };
+enum class warmup { off, once, demand, quiet };
+enum class score { reference, ttft };
+enum class engine_reuse { after_iteration, on_schedule };
+enum class preset { reference, recommended, index, full };
 enum class placement { round_robin, least_queued };
 
 // Router options. dp_size is required; every optional left empty keeps the
@@ -162,7 +165,13 @@ struct options {
     std::optional<int64_t> warmup_window;
     std::optional<int64_t> warmup_min_requests;
     std::optional<bool> capacity_aware;
+    std::optional<adprouter::score> score;
+    std::optional<adprouter::engine_reuse> engine_reuse;
+    std::optional<int32_t> ttft_drain_tokens;
     std::optional<bool> explain;  // keep receipts: router::receipts()
+    // A bundle of the options above, applied first by the library: the
+    // fields set here override it.
+    std::optional<adprouter::preset> preset;
 
     // The options as adpr_option key/value text. Numbers are written in the
     // shortest form that parses back to the same value (std::to_chars), so a
@@ -189,14 +198,25 @@ struct options {
         if (index_capacity_blocks) kv.emplace_back("index_capacity_blocks", num(*index_capacity_blocks));
         if (index_max_bytes) kv.emplace_back("index_max_bytes", num(*index_max_bytes));
         if (warmup)
-            kv.emplace_back("warmup", *warmup == warmup::off    ? "off"
-                                      : *warmup == warmup::once ? "once"
-                                                                : "demand");
+            kv.emplace_back("warmup", *warmup == warmup::off      ? "off"
+                                      : *warmup == warmup::once   ? "once"
+                                      : *warmup == warmup::demand ? "demand"
+                                                                  : "quiet");
         if (warmup_factor) kv.emplace_back("warmup_factor", num(*warmup_factor));
         if (warmup_window) kv.emplace_back("warmup_window", num(*warmup_window));
         if (warmup_min_requests) kv.emplace_back("warmup_min_requests", num(*warmup_min_requests));
         if (capacity_aware) kv.emplace_back("capacity_aware", *capacity_aware ? "true" : "false");
+        if (score) kv.emplace_back("score", *score == score::reference ? "reference" : "ttft");
+        if (engine_reuse)
+            kv.emplace_back("engine_reuse",
+                            *engine_reuse == engine_reuse::after_iteration ? "after_iteration" : "on_schedule");
+        if (ttft_drain_tokens) kv.emplace_back("ttft_drain_tokens", num(*ttft_drain_tokens));
         if (explain) kv.emplace_back("explain", *explain ? "true" : "false");
+        if (preset)
+            kv.emplace_back("preset", *preset == preset::reference     ? "reference"
+                                      : *preset == preset::recommended ? "recommended"
+                                      : *preset == preset::index       ? "index"
+                                                                       : "full");
         return kv;
     }
 

@@ -53,6 +53,24 @@ int main() {
     check(other.state_digest() == before, "same options, same digest (typed options reach the library)");
     expect_error("a moved-from router", ADPR_ERR_INVALID_HANDLE, "handle", [&] { r.state_digest(); });
 
+    // A preset is the options it names: the same state digest as setting
+    // them one by one, and not the reference's; a field set beside it wins.
+    adprouter::options rec, spelled, ref;
+    rec.dp_size = spelled.dp_size = ref.dp_size = 4;
+    rec.preset = adprouter::preset::recommended;
+    spelled.prefix_source = adprouter::prefix_source::probe_and_index;
+    spelled.score = adprouter::score::ttft;
+    spelled.warmup = adprouter::warmup::quiet;
+    uint64_t recd = adprouter::router(rec).state_digest();
+    check(recd == adprouter::router(spelled).state_digest(), "preset recommended = its options spelled out");
+    check(recd != adprouter::router(ref).state_digest(), "preset recommended differs from the reference");
+    rec.engine_reuse = adprouter::engine_reuse::on_schedule;
+    spelled.engine_reuse = adprouter::engine_reuse::on_schedule;
+    spelled.ttft_drain_tokens = rec.ttft_drain_tokens = 4096;
+    check(adprouter::router(rec).state_digest() == adprouter::router(spelled).state_digest(),
+          "fields beside a preset override it");
+    check(adprouter::router(rec).state_digest() != recd, "engine_reuse and ttft_drain_tokens reach the library");
+
     adprouter::options bad;
     bad.dp_size = 0;
     expect_error("dp_size 0", ADPR_ERR_CONFIG, "dp_size", [&] { adprouter::router x(bad); });
