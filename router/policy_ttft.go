@@ -127,6 +127,9 @@ func (r *Router) routeTTFT(b *batch) {
 					home, held = k, m
 				}
 			}
+			if home >= 0 && r.underReplicated(b, i) {
+				home = -1
+			}
 		}
 		if home >= 0 {
 			eligible = append(eligible, home)
@@ -195,6 +198,13 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 			fresh = true
 		}
 	}
+	// Leaving a conversation's rank computes again what that rank holds:
+	// work no rank would otherwise do, which in lock step delays every
+	// rank's requests, not only this one. It counts twice.
+	homeUnc := int64(-1)
+	if home >= 0 && slices.Contains(eligible, home) && allowed(allow, home) {
+		homeUnc = max(n-int64(r.usable(b, i, home, row, ready, onSchedule)), 0)
+	}
 	best := -1
 	var bestCost, bestUnc int64
 	for _, k := range eligible {
@@ -203,6 +213,9 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 		}
 		unc := max(n-int64(r.usable(b, i, k, row, ready, onSchedule)), 0)
 		cost := queued[k] + unc
+		if homeUnc >= 0 {
+			cost += max(unc-homeUnc, 0)
+		}
 		var better bool
 		switch {
 		case best < 0:
@@ -243,4 +256,13 @@ func (r *Router) bound(q *Request) bool {
 func (r *Router) spreads(k, best int) bool {
 	bk, bb := r.prefix.idx.Blocks(k), r.prefix.idx.Blocks(best)
 	return bk < bb || (bk == bb && r.count[k] < r.count[best])
+}
+
+// underReplicated reports whether request i's prompt family is held by
+// fewer ranks than its share of recent traffic wants (demand warmup's
+// replica target): such a family outgrows its ranks, and keeping it on a
+// full one past the soft cap would pile the whole family there.
+func (r *Router) underReplicated(b *batch, i int) bool {
+	_, want, have, ok := r.prefix.replicaTarget(&r.cfg, b, i)
+	return ok && have < want
 }
