@@ -56,14 +56,14 @@ func (s *Sweep) Cells(seed uint64, dp int) []Cell {
 	return out
 }
 
-// WriteMatrix writes a robustness matrix: every cell that misses a goal,
-// then per variant the number of cells, misses and wins.
+// WriteMatrix writes a robustness matrix: every cell that misses a goal or
+// wins, then per variant the number of cells, misses and wins.
 func WriteMatrix(w io.Writer, cells []Cell) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "robustness matrix: prefill > %.2fx or TTFT p99 > %.2fx of the best reference is a miss; p99 <= %.2fx a win\n",
 		GoalPrefill, GoalP99, GoalWin)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "miss:\tpolicy\tseed\tdp\treuse\tworkload\tprefill\tp99\tbest reference\t")
+	fmt.Fprintln(tw, "cell\tpolicy\tseed\tdp\treuse\tworkload\tprefill\tp99\tbest reference\t")
 	type tally struct{ cells, misses, wins int }
 	var order []string
 	tallies := map[string]*tally{}
@@ -75,12 +75,17 @@ func WriteMatrix(w io.Writer, cells []Cell) error {
 			order = append(order, c.Policy)
 		}
 		t.cells++
+		mark := ""
 		if c.Win() {
 			t.wins++
+			mark = "win"
 		}
 		if c.Miss() {
 			t.misses++
-			fmt.Fprintf(tw, "\t%s\t%d\t%d\t%s\t%s\t%.2fx\t%.2fx\t%s\t\n", c.Policy, c.Seed, c.DPSize, c.Reuse, c.Workload, c.Prefill, c.P99, c.Best)
+			mark = "MISS"
+		}
+		if mark != "" {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%.2fx\t%.2fx\t%s\t\n", mark, c.Policy, c.Seed, c.DPSize, c.Reuse, c.Workload, c.Prefill, c.P99, c.Best)
 		}
 	}
 	if err := tw.Flush(); err != nil {
