@@ -37,13 +37,25 @@ import "slices"
 //     computed the longest prefix of it when no rank under the soft cap
 //     holds as much — stays a candidate past the soft cap, up to the hard
 //     cap: the soft cap counts requests, most of which only decode. A
-//     conversation stays on its rank while that rank's predicted TTFT is no
-//     worse than the best rank's, so a turn whose previous turn is still in
-//     flight (or whose probe is inconclusive) still finds it.
+//     prefix home holds only while the family has the replicas its share
+//     of recent traffic wants (demand warmup's target, over the last
+//     WarmupWindow placements): a family that outgrows its ranks spreads
+//     to new ones instead of piling onto one, where in lock step its
+//     concurrent prefills would run one after another while other ranks
+//     idle.
+//   - Leaving a conversation's rank counts the tokens computed again
+//     twice: once in the request's own TTFT, once for the other ranks, which
+//     in lock step wait for that work. A turn leaves home only for a queue
+//     shorter by more than the context it recomputes.
 //
-// Ties go to the rank with fewer uncached tokens for the request, then fewer
-// active requests, then the lower index: no randomness, so the decision is a
-// pure function of the router's state and the call.
+// Predictions within one block (TokensPerBlock) of each other are ties: the
+// index resolves whole blocks, and the prompt's last block is computed
+// wherever it goes. Ties go to the conversation's rank, then the rank that
+// computes fewer tokens for the request (under ReuseOnSchedule a sibling
+// stays beside the one computing its prompt), then the lower prediction,
+// then the rank holding fewer cached blocks, then fewer active requests,
+// then the lower index: no randomness, so the decision is a pure function of
+// the router's state and the call.
 
 // ttftState is what the TTFT score keeps across calls: per rank, the
 // uncached prefill tokens it placed there and believes still queued.
@@ -205,6 +217,7 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 	if home >= 0 && slices.Contains(eligible, home) && allowed(allow, home) {
 		homeUnc = max(n-int64(r.usable(b, i, home, row, ready, onSchedule)), 0)
 	}
+	block := int64(r.cfg.TokensPerBlock)
 	best := -1
 	var bestCost, bestUnc int64
 	for _, k := range eligible {
@@ -225,11 +238,13 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 			// to the rank with the fewest requests, the lower TTFT first
 			// among those.
 			better = r.count[k] < r.count[best] || (r.count[k] == r.count[best] && cost < bestCost)
-		default:
-			better = cost < bestCost
-			if !better && cost == bestCost && best != home {
-				better = k == home || unc < bestUnc || (unc == bestUnc && r.spreads(k, best))
-			}
+		case cost+block < bestCost:
+			better = true
+		case cost <= bestCost+block && best != home:
+			// Within a block of each other: the index resolves whole
+			// blocks only, so the prediction cannot tell them apart;
+			// the rank that computes less wins.
+			better = k == home || unc < bestUnc || (unc == bestUnc && (cost < bestCost || (cost == bestCost && r.spreads(k, best))))
 		}
 		if better {
 			best, bestCost, bestUnc = k, cost, unc
