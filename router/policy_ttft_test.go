@@ -27,9 +27,9 @@ func extend(id uint64, base []int32, extra int) Request {
 // not, on whether the engine reuses blocks still being computed.
 func TestTTFTInFlightPrefix(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		reuse EngineReuse
-		drain int
+		name   string
+		reuse  EngineReuse
+		drain  int
 		ready  bool // the probe reports the prefix computed on its rank
 		filler int  // tokens of a request sent to that rank just before
 		home   bool // want the follow-up on the first request's rank
