@@ -14,7 +14,9 @@
 // -workload all runs every workload, -trace FILE replays a trace in the
 // common JSONL format, -gen-trace FILE writes one, -reuse picks the
 // engine's block reuse semantics, and -sweep compares every workload and
-// reference policy (plus -policies) under both reuse semantics. Same flags
+// reference policy (plus -policies) under both reuse semantics; with -seeds
+// and -dps it runs once per seed and rank count and prints the robustness
+// matrix: every cell where a variant misses the goals, and the count. Same flags
 // and seed, same output, byte for byte (unless -timing adds the measured
 // routing time). Run with -help for every flag and default; the model is
 // documented in package github.com/adprouter/adprouter/cmd/adprouter-sim/sim.
@@ -113,7 +115,8 @@ Workload flags default as shown for every workload, except where noted; a flag
 given on the command line applies to every workload run. Output: an aligned
 table on stdout; -json, -plot and -svg files. -sweep compares every workload
 and reference policy (and -policies) under both reuse semantics, relative to
-the best reference. Without -timing the output depends only on the flags
+the best reference; with -seeds and -dps, once per seed and rank count, as a
+robustness matrix of the cells that miss the goals. Without -timing the output depends only on the flags
 (same seed, same bytes).
 
 Workloads:
