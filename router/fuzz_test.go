@@ -171,18 +171,24 @@ func FuzzRoute(f *testing.F) {
 	f.Add([]byte{1, 3, 1, 1, 1, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 8, 5, 10, 1, 10, 2, 10, 3, 10, 4})
 	f.Add([]byte{2, 4, 5, 6, 7, 0x05, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6, 1, 10, 0, 1, 3, 2, 10, 0, 1, 3})
 	f.Add([]byte{1, 0xF4, 200, 200, 200, 3, 4, 8, 0x48})
-	rng := rand.New(rand.NewPCG(7, 7))
-	for range 24 {
+	addRandomSeeds(f, 7, 24)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := &fuzzReader{b: data}
+		fuzzCalls(t, r, decodeFuzzConfig(r))
+	})
+}
+
+// addRandomSeeds adds n random inputs of 16..415 bytes from PCG(seed, seed)
+// to f's seed corpus.
+func addRandomSeeds(f *testing.F, seed uint64, n int) {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	for range n {
 		b := make([]byte, 16+rng.IntN(400))
 		for i := range b {
 			b[i] = byte(rng.Uint32())
 		}
 		f.Add(b)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		r := &fuzzReader{b: data}
-		fuzzCalls(t, r, decodeFuzzConfig(r))
-	})
 }
 
 // fuzzCalls builds routers for cfg and routes the calls r decodes, checking
@@ -245,14 +251,7 @@ func FuzzRouteTTFT(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0, 3, 1, 2, 3, 1, 1, 1, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 8, 5, 10, 1, 10, 2, 10, 3, 10, 4})
 	f.Add([]byte{4, 8, 0, 1, 0, 2, 4, 5, 6, 7, 0x05, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6, 1, 10, 0, 1, 3, 2, 10, 0, 1, 3})
-	rng := rand.New(rand.NewPCG(15, 15))
-	for range 16 {
-		b := make([]byte, 16+rng.IntN(400))
-		for i := range b {
-			b[i] = byte(rng.Uint32())
-		}
-		f.Add(b)
-	}
+	addRandomSeeds(f, 15, 16)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := &fuzzReader{b: data}
 		fuzzCalls(t, r, decodeFuzzTTFTConfig(r))
