@@ -48,14 +48,14 @@ import "slices"
 //     in lock step wait for that work. A turn leaves home only for a queue
 //     shorter by more than the context it recomputes.
 //
-// Predictions within one block (TokensPerBlock) of each other are ties: the
-// index resolves whole blocks, and the prompt's last block is computed
-// wherever it goes. Ties go to the conversation's rank, then the rank that
-// computes fewer tokens for the request (under ReuseOnSchedule a sibling
-// stays beside the one computing its prompt), then the lower prediction,
-// then the rank holding fewer cached blocks, then fewer active requests,
-// then the lower index: no randomness, so the decision is a pure function of
-// the router's state and the call.
+// Every candidate whose prediction is within one block (TokensPerBlock) of
+// the lowest is a tie: the index resolves whole blocks, and the prompt's
+// last block is computed wherever it goes. Ties go to the conversation's
+// rank, then the rank that computes fewer tokens for the request (under
+// ReuseOnSchedule a sibling stays beside the one computing its prompt), then
+// the lower prediction, then the rank holding fewer cached blocks, then fewer
+// active requests, then the lower index: no randomness, so the decision is a
+// pure function of the router's state and the call.
 
 // ttftState is what the TTFT score keeps across calls: per rank, the
 // uncached prefill tokens it placed there and believes still queued.
@@ -217,37 +217,51 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 	if home >= 0 && slices.Contains(eligible, home) && allowed(allow, home) {
 		homeUnc = max(n-int64(r.usable(b, i, home, row, ready, onSchedule)), 0)
 	}
-	block := int64(r.cfg.TokensPerBlock)
+	// cost is the predicted TTFT of the request on rank k and unc the
+	// tokens it computes there.
+	cost := func(k int) (cost, unc int64) {
+		unc = max(n-int64(r.usable(b, i, k, row, ready, onSchedule)), 0)
+		cost = queued[k] + unc
+		if homeUnc >= 0 {
+			cost += max(unc-homeUnc, 0)
+		}
+		return cost, unc
+	}
+	// The lowest prediction; every candidate within a block of it is a
+	// tie: the index resolves whole blocks, and the prompt's last block is
+	// computed wherever it goes.
+	least := int64(-1)
+	for _, k := range eligible {
+		if allowed(allow, k) {
+			if c, _ := cost(k); least < 0 || c < least {
+				least = c
+			}
+		}
+	}
+	limit := least + int64(r.cfg.TokensPerBlock)
 	best := -1
 	var bestCost, bestUnc int64
 	for _, k := range eligible {
 		if !allowed(allow, k) {
 			continue
 		}
-		unc := max(n-int64(r.usable(b, i, k, row, ready, onSchedule)), 0)
-		cost := queued[k] + unc
-		if homeUnc >= 0 {
-			cost += max(unc-homeUnc, 0)
-		}
+		c, unc := cost(k)
 		var better bool
 		switch {
-		case best < 0:
-			better = true
 		case fresh:
 			// A new conversation brings its later turns with it: it goes
 			// to the rank with the fewest requests, the lower TTFT first
 			// among those.
-			better = r.count[k] < r.count[best] || (r.count[k] == r.count[best] && cost < bestCost)
-		case cost+block < bestCost:
+			better = best < 0 || r.count[k] < r.count[best] || (r.count[k] == r.count[best] && c < bestCost)
+		case c > limit || (best >= 0 && best == home):
+		case best < 0 || k == home:
 			better = true
-		case cost <= bestCost+block && best != home:
-			// Within a block of each other: the index resolves whole
-			// blocks only, so the prediction cannot tell them apart;
-			// the rank that computes less wins.
-			better = k == home || unc < bestUnc || (unc == bestUnc && (cost < bestCost || (cost == bestCost && r.spreads(k, best))))
+		default:
+			// Among the ties the rank that computes less wins.
+			better = unc < bestUnc || (unc == bestUnc && (c < bestCost || (c == bestCost && r.spreads(k, best))))
 		}
 		if better {
-			best, bestCost, bestUnc = k, cost, unc
+			best, bestCost, bestUnc = k, c, unc
 		}
 	}
 	return best
