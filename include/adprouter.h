@@ -140,7 +140,8 @@ typedef uint64_t adpr_router;
  *                          replicating only while the engine is quiet (at
  *                          most one active or new request per rank)
  *   warmup_factor          [1.0] > 0
- *   warmup_window          [1024] routed requests demand warmup counts over
+ *   warmup_window          [1024] routed requests demand warmup (and the
+ *                          ttft score's replica target) counts over
  *   warmup_min_requests    [2] requests of a family in the window before it
  *                          is replicated (one-off prompts never are)
  *   capacity_aware         [false] avoid, for each balanced request, ranks
@@ -153,7 +154,11 @@ typedef uint64_t adpr_router;
  *                          queued on the rank + the request's uncached
  *                          tokens), in-flight prefixes counted as
  *                          engine_reuse allows, conversations kept on their
- *                          rank up to the hard cap; needs prefix_source
+ *                          rank up to the hard cap (leaving it counts the
+ *                          recomputed context twice), a family's rank kept
+ *                          past the soft cap while the family has the
+ *                          replicas its traffic share wants, predictions
+ *                          within a block tied; needs prefix_source
  *                          "index" or "probe+index" (docs/ROUTING.md)
  *   engine_reuse           ["after_iteration"] (TensorRT-LLM: a block is
  *                          reusable once the iteration computing it ended) or

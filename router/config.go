@@ -224,11 +224,14 @@ type Config struct {
 	// WarmupDemand is a
 	// contradiction that Validate rejects.
 	Warmup Warmup
-	// WarmupFactor scales the replica target of demand warmup (> 0).
+	// WarmupFactor scales the replica target of demand warmup (> 0). The
+	// three Warmup* numbers also set the replica target of ScoreTTFT,
+	// which keeps a family on a rank past the soft cap only while the
+	// family has as many replicas as the target.
 	WarmupFactor float64
-	// WarmupWindow is how many recently routed requests demand warmup counts
-	// prompt families over (1..1<<20). It counts requests, not time, so that
-	// every rank agrees.
+	// WarmupWindow is how many recently routed requests demand warmup (and
+	// ScoreTTFT) counts prompt families over (1..1<<20). It counts
+	// requests, not time, so that every rank agrees.
 	WarmupWindow int
 	// WarmupMinRequests is how many requests of a family the window must
 	// hold before demand warmup replicates it: one-off prompts are never

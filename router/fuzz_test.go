@@ -171,68 +171,115 @@ func FuzzRoute(f *testing.F) {
 	f.Add([]byte{1, 3, 1, 1, 1, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 8, 5, 10, 1, 10, 2, 10, 3, 10, 4})
 	f.Add([]byte{2, 4, 5, 6, 7, 0x05, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6, 1, 10, 0, 1, 3, 2, 10, 0, 1, 3})
 	f.Add([]byte{1, 0xF4, 200, 200, 200, 3, 4, 8, 0x48})
-	rng := rand.New(rand.NewPCG(7, 7))
-	for range 24 {
+	addRandomSeeds(f, 7, 24)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := &fuzzReader{b: data}
+		fuzzCalls(t, r, decodeFuzzConfig(r))
+	})
+}
+
+// addRandomSeeds adds n random inputs of 16..415 bytes from PCG(seed, seed)
+// to f's seed corpus.
+func addRandomSeeds(f *testing.F, seed uint64, n int) {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	for range n {
 		b := make([]byte, 16+rng.IntN(400))
 		for i := range b {
 			b[i] = byte(rng.Uint32())
 		}
 		f.Add(b)
 	}
+}
+
+// fuzzCalls builds routers for cfg and routes the calls r decodes, checking
+// what FuzzRoute promises.
+func fuzzCalls(t *testing.T, r *fuzzReader, cfg Config) {
+	t.Helper()
+	a, err := New(cfg)
+	if err != nil {
+		if !errors.Is(err, ErrInvalidConfig) || a != nil {
+			t.Fatalf("New(%+v) = %v, %v", cfg, a, err)
+		}
+		return
+	}
+	// The twin explains itself: receipts must not change a decision.
+	tcfg := cfg
+	tcfg.Explain = true
+	twin := mustNew(t, tcfg)
+	c := mustNew(t, cfg)
+	reused := new(Result)
+	convIDs := fuzzConv[3:]
+	ncalls := 1 + int(r.byte()%4)
+	for call := range ncalls {
+		args := decodeFuzzCall(r, cfg.DPSize)
+		before := cloneResult(reused)
+		res, err := a.Route(args.states, args.reqs, args.maxn, args.matches)
+		errC := c.RouteInto(reused, args.states, args.reqs, args.maxn, args.matches)
+		if (err == nil) != (errC == nil) {
+			t.Fatalf("call %d: Route error %v, RouteInto error %v", call, err, errC)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrInvalidInput) || res != nil {
+				t.Fatalf("call %d: Route = %v, %v; want nil and ErrInvalidInput", call, res, err)
+			}
+			if !equalResults(reused, before) {
+				t.Fatalf("call %d: RouteInto changed its result on error %v", call, err)
+			}
+		} else {
+			if err := checkResult(cfg, args.states, args.reqs, args.maxn, res); err != nil {
+				t.Fatalf("call %d, config %+v: %v\nargs %+v", call, cfg, err, args)
+			}
+			tres := mustRoute(t, twin, args.states, args.reqs, args.maxn, args.matches)
+			if !equalResults(res, tres) {
+				t.Fatalf("call %d: twin (explaining) result %+v, want %+v", call, tres, res)
+			}
+			if err := checkReceipts(cfg, args.reqs, tres, twin.Receipts()); err != nil {
+				t.Fatalf("call %d: %v", call, err)
+			}
+			if !equalResults(res, reused) {
+				t.Fatalf("call %d: RouteInto %+v, Route %+v", call, reused, res)
+			}
+		}
+		if d := diffState(a, twin, convIDs); d != "" {
+			t.Fatalf("call %d (error %v): state differs from the twin: %s", call, err, d)
+		}
+		if d := diffState(a, c, convIDs); d != "" {
+			t.Fatalf("call %d: RouteInto router state differs: %s", call, d)
+		}
+	}
+}
+
+// FuzzRouteTTFT is FuzzRoute for the TTFT score: a KV-aware configuration
+// with ScoreTTFT, its reuse semantics, warmup, drain and prefix source
+// decoded from the bytes (or the recommended preset), then the same calls and
+// checks. Its own target keeps FuzzRoute's corpus meaning what it meant.
+func FuzzRouteTTFT(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0, 3, 1, 2, 3, 1, 1, 1, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 8, 5, 10, 1, 10, 2, 10, 3, 10, 4})
+	f.Add([]byte{4, 8, 0, 1, 0, 2, 4, 5, 6, 7, 0x05, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6, 1, 10, 0, 1, 3, 2, 10, 0, 1, 3})
+	addRandomSeeds(f, 15, 16)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := &fuzzReader{b: data}
-		cfg := decodeFuzzConfig(r)
-		a, err := New(cfg)
-		if err != nil {
-			if !errors.Is(err, ErrInvalidConfig) || a != nil {
-				t.Fatalf("New(%+v) = %v, %v", cfg, a, err)
-			}
-			return
-		}
-		// The twin explains itself: receipts must not change a decision.
-		tcfg := cfg
-		tcfg.Explain = true
-		twin := mustNew(t, tcfg)
-		c := mustNew(t, cfg)
-		reused := new(Result)
-		convIDs := fuzzConv[3:]
-		ncalls := 1 + int(r.byte()%4)
-		for call := range ncalls {
-			args := decodeFuzzCall(r, cfg.DPSize)
-			before := cloneResult(reused)
-			res, err := a.Route(args.states, args.reqs, args.maxn, args.matches)
-			errC := c.RouteInto(reused, args.states, args.reqs, args.maxn, args.matches)
-			if (err == nil) != (errC == nil) {
-				t.Fatalf("call %d: Route error %v, RouteInto error %v", call, err, errC)
-			}
-			if err != nil {
-				if !errors.Is(err, ErrInvalidInput) || res != nil {
-					t.Fatalf("call %d: Route = %v, %v; want nil and ErrInvalidInput", call, res, err)
-				}
-				if !equalResults(reused, before) {
-					t.Fatalf("call %d: RouteInto changed its result on error %v", call, err)
-				}
-			} else {
-				if err := checkResult(cfg, args.states, args.reqs, args.maxn, res); err != nil {
-					t.Fatalf("call %d, config %+v: %v\nargs %+v", call, cfg, err, args)
-				}
-				tres := mustRoute(t, twin, args.states, args.reqs, args.maxn, args.matches)
-				if !equalResults(res, tres) {
-					t.Fatalf("call %d: twin (explaining) result %+v, want %+v", call, tres, res)
-				}
-				if err := checkReceipts(cfg, args.reqs, tres, twin.Receipts()); err != nil {
-					t.Fatalf("call %d: %v", call, err)
-				}
-				if !equalResults(res, reused) {
-					t.Fatalf("call %d: RouteInto %+v, Route %+v", call, reused, res)
-				}
-			}
-			if d := diffState(a, twin, convIDs); d != "" {
-				t.Fatalf("call %d (error %v): state differs from the twin: %s", call, err, d)
-			}
-			if d := diffState(a, c, convIDs); d != "" {
-				t.Fatalf("call %d: RouteInto router state differs: %s", call, d)
-			}
-		}
+		fuzzCalls(t, r, decodeFuzzTTFTConfig(r))
 	})
+}
+
+func decodeFuzzTTFTConfig(r *fuzzReader) Config {
+	b := r.byte()
+	size := 1 + int(r.byte()%17)
+	c := DefaultConfig(PolicyKVCacheAware, size)
+	if b%5 == 4 {
+		if err := ApplyPreset(&c, PresetRecommended); err != nil {
+			panic(err)
+		}
+		return c
+	}
+	c.Score = ScoreTTFT
+	c.PrefixSource = [2]PrefixSource{SourceIndex, SourceProbeIndex}[b%2]
+	c.EngineReuse = pick3(r.byte(), "", ReuseAfterIteration, ReuseOnSchedule)
+	c.Warmup = [5]Warmup{"", WarmupOff, WarmupOnce, WarmupQuiet, WarmupDemand}[int(r.byte())%5]
+	c.TTFTDrainTokens = [4]int{0, 1, 64, DefaultTTFTDrainTokens}[int(r.byte())%4]
+	c.WarmupWindow = 1 + int(r.byte()%8)
+	c.FairShareMultiplier = r.fuzzFloat(2, 1, 4)
+	return c
 }

@@ -37,11 +37,23 @@ import "slices"
 //     computed the longest prefix of it when no rank under the soft cap
 //     holds as much — stays a candidate past the soft cap, up to the hard
 //     cap: the soft cap counts requests, most of which only decode. A
-//     conversation stays on its rank while that rank's predicted TTFT is no
-//     worse than the best rank's, so a turn whose previous turn is still in
-//     flight (or whose probe is inconclusive) still finds it.
+//     prefix home holds only while the family has the replicas its share
+//     of recent traffic wants (demand warmup's target, over the last
+//     WarmupWindow placements): a family that outgrows its ranks spreads
+//     to new ones instead of piling onto one, where in lock step its
+//     concurrent prefills would run one after another while other ranks
+//     idle.
+//   - Leaving a conversation's rank counts the tokens computed again
+//     twice: once in the request's own TTFT, once for the other ranks, which
+//     in lock step wait for that work. A turn leaves home only for a queue
+//     shorter by more than the context it recomputes.
 //
-// Ties go to the rank with fewer uncached tokens for the request, then fewer
+// Every candidate whose prediction is within one block (TokensPerBlock) of
+// the lowest is a tie: the index resolves whole blocks, and the prompt's
+// last block is computed wherever it goes. Ties go to the conversation's
+// rank, then the rank that computes fewer tokens for the request (under
+// ReuseOnSchedule a sibling stays beside the one computing its prompt), then
+// the lower prediction, then the rank holding fewer cached blocks, then fewer
 // active requests, then the lower index: no randomness, so the decision is a
 // pure function of the router's state and the call.
 
@@ -127,6 +139,9 @@ func (r *Router) routeTTFT(b *batch) {
 					home, held = k, m
 				}
 			}
+			if home >= 0 && r.underReplicated(b, i) {
+				home = -1
+			}
 		}
 		if home >= 0 {
 			eligible = append(eligible, home)
@@ -191,8 +206,6 @@ func (r *Router) usable(b *batch, i, k int, row, ready []int, onSchedule bool) i
 // for request i, preferring its conversation's rank on ties.
 func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, ready []int, onSchedule bool) int {
 	q := &b.reqs[i]
-	n := int64(q.Len())
-	queued := r.ttft.queued
 	home, fresh := -1, false
 	if q.ConversationID != "" {
 		if h, ok := r.conv.Get(q.ConversationID); ok {
@@ -201,34 +214,84 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 			fresh = true
 		}
 	}
+	cost := r.ttftCoster(b, i, eligible, allow, row, ready, onSchedule).at
+	// The lowest prediction; every candidate within a block of it is a
+	// tie: the index resolves whole blocks, and the prompt's last block is
+	// computed wherever it goes.
+	least := int64(-1)
+	for _, k := range eligible {
+		if allowed(allow, k) {
+			if c, _ := cost(k); least < 0 || c < least {
+				least = c
+			}
+		}
+	}
+	limit := least + int64(r.cfg.TokensPerBlock)
 	best := -1
 	var bestCost, bestUnc int64
 	for _, k := range eligible {
 		if !allowed(allow, k) {
 			continue
 		}
-		unc := max(n-int64(r.usable(b, i, k, row, ready, onSchedule)), 0)
-		cost := queued[k] + unc
+		c, unc := cost(k)
 		var better bool
 		switch {
-		case best < 0:
-			better = true
 		case fresh:
 			// A new conversation brings its later turns with it: it goes
 			// to the rank with the fewest requests, the lower TTFT first
 			// among those.
-			better = r.count[k] < r.count[best] || (r.count[k] == r.count[best] && cost < bestCost)
+			better = best < 0 || r.count[k] < r.count[best] || (r.count[k] == r.count[best] && c < bestCost)
+		case c > limit || (best >= 0 && best == home):
+		case best < 0 || k == home:
+			better = true
 		default:
-			better = cost < bestCost
-			if !better && cost == bestCost && best != home {
-				better = k == home || unc < bestUnc || (unc == bestUnc && r.spreads(k, best))
-			}
+			// Among the ties the rank that computes less wins.
+			better = unc < bestUnc || (unc == bestUnc && (c < bestCost || (c == bestCost && r.spreads(k, best))))
 		}
 		if better {
-			best, bestCost, bestUnc = k, cost, unc
+			best, bestCost, bestUnc = k, c, unc
 		}
 	}
 	return best
+}
+
+// A ttftCost predicts one request's time to first token on each rank.
+type ttftCost struct {
+	r          *Router
+	b          *batch
+	i          int
+	row, ready []int
+	onSchedule bool
+	// homeUnc is what the request computes on its conversation's rank when
+	// that rank competes, else -1.
+	homeUnc int64
+}
+
+// ttftCoster returns the predictor of request i's TTFT over the eligible,
+// allowed ranks.
+func (r *Router) ttftCoster(b *batch, i int, eligible []int, allow []bool, row, ready []int, onSchedule bool) ttftCost {
+	c := ttftCost{r: r, b: b, i: i, row: row, ready: ready, onSchedule: onSchedule, homeUnc: -1}
+	if id := b.reqs[i].ConversationID; id != "" {
+		if home, ok := r.conv.Get(id); ok && slices.Contains(eligible, home) && allowed(allow, home) {
+			_, c.homeUnc = c.at(home)
+		}
+	}
+	return c
+}
+
+// at returns the predicted TTFT of the request on rank k, in prefill
+// tokens, and the tokens it computes there: the prefill queued on k plus its
+// own uncached tokens. Leaving a conversation's rank computes again what
+// that rank holds: work no rank would otherwise do, which in lock step
+// delays every rank's requests, not only this one, so it counts twice.
+func (c ttftCost) at(k int) (cost, unc int64) {
+	n := int64(c.b.reqs[c.i].Len())
+	unc = max(n-int64(c.r.usable(c.b, c.i, k, c.row, c.ready, c.onSchedule)), 0)
+	cost = c.r.ttft.queued[k] + unc
+	if c.homeUnc >= 0 {
+		cost += max(unc-c.homeUnc, 0)
+	}
+	return cost, unc
 }
 
 // bound reports whether q's conversation is bound to a rank: such a turn
@@ -249,4 +312,13 @@ func (r *Router) bound(q *Request) bool {
 func (r *Router) spreads(k, best int) bool {
 	bk, bb := r.prefix.idx.Blocks(k), r.prefix.idx.Blocks(best)
 	return bk < bb || (bk == bb && r.count[k] < r.count[best])
+}
+
+// underReplicated reports whether request i's prompt family is held by
+// fewer ranks than its share of recent traffic wants (demand warmup's
+// replica target): such a family outgrows its ranks, and keeping it on a
+// full one past the soft cap would pile the whole family there.
+func (r *Router) underReplicated(b *batch, i int) bool {
+	_, want, have, ok := r.prefix.replicaTarget(&r.cfg, b, i)
+	return ok && have < want
 }

@@ -27,17 +27,19 @@ func extend(id uint64, base []int32, extra int) Request {
 // not, on whether the engine reuses blocks still being computed.
 func TestTTFTInFlightPrefix(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		reuse EngineReuse
-		drain int
-		ready bool // the probe reports the prefix computed on its rank
-		home  bool // want the follow-up on the first request's rank
+		name   string
+		reuse  EngineReuse
+		drain  int
+		ready  bool // the probe reports the prefix computed on its rank
+		filler int  // tokens of a request sent to that rank just before
+		home   bool // want the follow-up on the first request's rank
 	}{
-		{"in flight, after_iteration: computed again anyway, so anywhere else", ReuseAfterIteration, 0, false, false},
-		{"in flight, on_schedule: reused behind it", ReuseOnSchedule, 0, false, true},
-		{"ready, after_iteration", ReuseAfterIteration, 0, true, true},
-		{"in flight, on_schedule, its rank's queue longer than the prompt", ReuseOnSchedule, 1, false, false},
-		{"ready, after_iteration, queue shorter than the saving", ReuseAfterIteration, 1, true, true},
+		{"in flight, after_iteration: computed again anyway, so anywhere else", ReuseAfterIteration, 0, false, 0, false},
+		{"in flight, on_schedule: reused behind it", ReuseOnSchedule, 0, false, 0, true},
+		{"ready, after_iteration", ReuseAfterIteration, 0, true, 0, true},
+		{"in flight, on_schedule, its rank's queue within a block of the prompt: reused behind it", ReuseOnSchedule, 1, false, 0, true},
+		{"in flight, on_schedule, its rank's queue longer than the prompt", ReuseOnSchedule, 1, false, 400, false},
+		{"ready, after_iteration, queue shorter than the saving", ReuseAfterIteration, 1, true, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ttftCfg(4, tc.reuse)
@@ -61,17 +63,24 @@ func TestTTFTInFlightPrefix(t *testing.T) {
 				// A queue of 1023 tokens but a saving of 992: still home.
 				states[home].NumActiveTokens = 900
 			}
-			res = mustRoute(t, r, states, []Request{extend(2, first.Tokens, 100)}, 8, m)
-			if got := res.Ranks[0] == home; got != tc.home {
-				t.Errorf("follow-up on rank %d, first request on %d: want same rank = %v", res.Ranks[0], home, tc.home)
+			batch := []Request{extend(2, first.Tokens, 100)}
+			if tc.filler > 0 {
+				// Placed first (an explicit target), queued before it.
+				batch = []Request{targeted(3, tc.filler, home, true), batch[0]}
+				m = append(make([]int32, 4), m...)
+			}
+			res = mustRoute(t, r, states, batch, 8, m)
+			if got := res.Ranks[len(batch)-1] == home; got != tc.home {
+				t.Errorf("follow-up on rank %d, first request on %d: want same rank = %v", res.Ranks[len(batch)-1], home, tc.home)
 			}
 		})
 	}
 }
 
 // Samples of one prompt in one batch: under after_iteration each computes
-// the prompt wherever it goes, so they spread (TensorRT-LLM); the reference
-// score with probe+index piles them onto one rank.
+// the prompt wherever it goes, so they spread (TensorRT-LLM); under
+// on_schedule they pair up; the reference score with probe+index piles them
+// onto one rank.
 func TestTTFTSiblings(t *testing.T) {
 	base := prompt(2048)
 	reqs := []Request{extend(1, base, 0), extend(2, base, 0), extend(3, base, 0), extend(4, base, 0)}
@@ -94,6 +103,14 @@ func TestTTFTSiblings(t *testing.T) {
 	cfg.FairShareMultiplier = 4
 	if n := used(mustRoute(t, mustNew(t, cfg), busy, reqs, 8, make([]int32, 16))); n != 4 {
 		t.Errorf("ttft score: siblings on %d ranks, want 4", n)
+	}
+	// Under on_schedule a sibling beside the first computes only the
+	// prompt's last block, and its predicted TTFT is within that block of
+	// an empty rank's: it stays rather than compute the prompt again. A
+	// third would wait two blocks: it goes to an empty rank.
+	cfg.EngineReuse = ReuseOnSchedule
+	if n := used(mustRoute(t, mustNew(t, cfg), busy, reqs, 8, make([]int32, 16))); n != 2 {
+		t.Errorf("ttft score, on_schedule: siblings on %d ranks, want 2", n)
 	}
 }
 

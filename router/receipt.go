@@ -307,8 +307,10 @@ func (l *receiptLog) leastLoaded(r *Router, i, expected int, allow []bool, token
 // ttft records a placement of request i by the predicted-TTFT score
 // (Config.Score = ScoreTTFT), before it is made: per rank, the prefix it
 // would reuse (Match), the uncached prefill the router believes queued there
-// (LoadTerm) and the predicted cost, queued plus the request's uncached
-// tokens (Score). eligible includes a home rank past the soft cap.
+// (LoadTerm) and the predicted cost (Score): queued plus the request's
+// uncached tokens, plus for a conversation's turn away from its rank the
+// context it would compute again. eligible includes a home rank past the
+// soft cap.
 //
 //go:noinline
 func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible []int, allow []bool,
@@ -319,11 +321,11 @@ func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible []int, allow []bo
 	rc.CapacityFallback = r.room.fallback(eligible, allow, n, row)
 	s := &l.spans[i]
 	s.cand, s.ncand = len(l.cands), len(row)
+	predict := r.ttftCoster(b, i, eligible, allow, row, ready, onSchedule)
 	for k := range row {
-		use := r.usable(b, i, k, row, ready, onSchedule)
-		q := float64(r.ttft.queued[k])
-		c := Candidate{Rank: k, Requests: r.count[k], Tokens: tokens[k], Match: use,
-			LoadTerm: q, Score: q + float64(max(n-use, 0))}
+		cost, unc := predict.at(k)
+		c := Candidate{Rank: k, Requests: r.count[k], Tokens: tokens[k], Match: n - int(unc),
+			LoadTerm: float64(r.ttft.queued[k]), Score: float64(cost)}
 		switch {
 		case !slices.Contains(eligible, k):
 			c.Excluded = ExcludedAtCap

@@ -140,7 +140,8 @@ func checkCandidates(cfg Config, q *Request, rc *Receipt) error {
 // checkTTFTCandidates checks a predicted-TTFT placement: every rank's
 // predicted cost is its queued prefill plus the request's tokens it would
 // compute, and no eligible rank is cheaper than the chosen one (except for a
-// new conversation, which goes to the rank with the fewest requests).
+// new conversation, which goes to the rank with the fewest requests, and for
+// predictions within a block of each other, which tie).
 func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 	if len(rc.Candidates) != cfg.DPSize {
 		return fmt.Errorf("%d candidates, want dp_size %d", len(rc.Candidates), cfg.DPSize)
@@ -157,10 +158,14 @@ func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 		if c.Excluded != ExcludedAtCap {
 			competing++
 		}
-		if c.Score != c.LoadTerm+float64(max(rc.Len-c.Match, 0)) {
+		// A conversation's turn pays again, away from its rank, for the
+		// context it would recompute.
+		if base := c.LoadTerm + float64(max(rc.Len-c.Match, 0)); c.Score != base && (q.ConversationID == "" || c.Score < base) {
 			return fmt.Errorf("rank %d: predicted %v is not queued %v + uncached %d", k, c.Score, c.LoadTerm, max(rc.Len-c.Match, 0))
 		}
-		if c.Excluded == Eligible && c.Score < chosen.Score && q.ConversationID == "" {
+		// Predictions within a block of the lowest are ties, won by
+		// the rank that computes less.
+		if c.Excluded == Eligible && c.Score+float64(cfg.TokensPerBlock) < chosen.Score && q.ConversationID == "" {
 			return fmt.Errorf("rank %d predicts %v, below the chosen rank's %v", k, c.Score, chosen.Score)
 		}
 	}
@@ -186,7 +191,7 @@ func TestReceiptPredictedTTFT(t *testing.T) {
 	}
 	// Two long prompts first, on two ranks: more prefill queued there than
 	// one iteration drains (ttft_drain_tokens, 8192).
-	mustRoute(t, r, busy, []Request{req(1, 20000), req(2, 20000)}, 8, nil)
+	mustRoute(t, r, busy, []Request{extend(1, nil, 20000), extend(2, nil, 20000)}, 8, nil)
 	reqs := []Request{req(3, 300)}
 	res := mustRoute(t, r, busy, reqs, 8, nil)
 	if err := checkReceipts(cfg, reqs, res, r.Receipts()); err != nil {

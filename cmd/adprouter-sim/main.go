@@ -14,7 +14,9 @@
 // -workload all runs every workload, -trace FILE replays a trace in the
 // common JSONL format, -gen-trace FILE writes one, -reuse picks the
 // engine's block reuse semantics, and -sweep compares every workload and
-// reference policy (plus -policies) under both reuse semantics. Same flags
+// reference policy (plus -policies) under both reuse semantics; with -seeds
+// and -dps it runs once per seed and rank count and prints the robustness
+// matrix: every cell where a variant misses the goals, and the count. Same flags
 // and seed, same output, byte for byte (unless -timing adds the measured
 // routing time). Run with -help for every flag and default; the model is
 // documented in package github.com/adprouter/adprouter/cmd/adprouter-sim/sim.
@@ -60,6 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	timing := fs.Bool("timing", false, "measure the wall time of each routing call (non-deterministic; off keeps the output byte-identical per seed)")
 	parallel := fs.Int("parallel", 0, "simulations run at once (0 = GOMAXPROCS); does not change results")
 	quiet := fs.Bool("q", false, "do not print the table")
+	seeds := fs.String("seeds", "", "-sweep: a robustness matrix over these workload seeds (comma-separated): prints every cell where a -policies variant misses the goals, and the miss count")
+	dps := fs.String("dps", "", "-sweep: a robustness matrix over these rank counts (comma-separated), as -seeds")
 
 	fs.IntVar(&eng.DPSize, "dp", eng.DPSize, "attention-DP ranks (dp_size)")
 	fs.IntVar(&eng.KVBlocks, "kv-blocks", eng.KVBlocks, "KV pool per rank, in blocks")
@@ -111,7 +115,8 @@ Workload flags default as shown for every workload, except where noted; a flag
 given on the command line applies to every workload run. Output: an aligned
 table on stdout; -json, -plot and -svg files. -sweep compares every workload
 and reference policy (and -policies) under both reuse semantics, relative to
-the best reference. Without -timing the output depends only on the flags
+the best reference; with -seeds and -dps, once per seed and rank count, as a
+robustness matrix of the cells that miss the goals. Without -timing the output depends only on the flags
 (same seed, same bytes).
 
 Workloads:
@@ -258,6 +263,9 @@ Policy variants (-policies; -policies all runs every one):
 		if *plotFile != "" || *timing {
 			return fail(fmt.Errorf("-sweep writes -json and -svg; -plot and -timing are for single runs"))
 		}
+		if *seeds != "" || *dps != "" {
+			return matrix(eng, modes, wcs, extra, *parallel, *seed, *seeds, *dps, stdout, stderr)
+		}
 		sw, err := sim.RunSweep(sim.SweepOptions{Engine: eng, Reuse: modes, Workloads: wcs, Extra: extra, Parallel: *parallel})
 		if err != nil {
 			return fail(err)
@@ -308,6 +316,60 @@ Policy variants (-policies; -policies all runs every one):
 		if err := writeFile(*svgFile, stdout, write); err != nil {
 			return fail(err)
 		}
+	}
+	return 0
+}
+
+// matrix runs the sweep once per seed in seedList (default: seed) and rank
+// count in dpList (default: eng's) and writes the robustness matrix.
+func matrix(eng sim.EngineConfig, modes []string, wcs []sim.WorkloadConfig, extra []sim.Variant, parallel int,
+	seed uint64, seedList, dpList string, stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "adprouter-sim: %v\n", err)
+		return 1
+	}
+	seedsV, dpsV := []uint64{seed}, []int{eng.DPSize}
+	if seedList != "" {
+		seedsV = nil
+		for _, f := range strings.Split(seedList, ",") {
+			v, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+			if err != nil {
+				return fail(fmt.Errorf("-seeds: %v", err))
+			}
+			seedsV = append(seedsV, v)
+		}
+	}
+	if dpList != "" {
+		if eng.RankBlocks != nil {
+			return fail(fmt.Errorf("-dps and -ranks: give one"))
+		}
+		dpsV = nil
+		for _, f := range strings.Split(dpList, ",") {
+			v, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return fail(fmt.Errorf("-dps: %v", err))
+			}
+			dpsV = append(dpsV, v)
+		}
+	}
+	var cells []sim.Cell
+	for _, s := range seedsV {
+		for _, dp := range dpsV {
+			e := eng
+			e.DPSize = dp
+			ws := slices.Clone(wcs)
+			for i := range ws {
+				ws[i].Seed = s
+			}
+			sw, err := sim.RunSweep(sim.SweepOptions{Engine: e, Reuse: modes, Workloads: ws, Extra: extra, Parallel: parallel})
+			if err != nil {
+				return fail(fmt.Errorf("seed %d, dp %d: %v", s, dp, err))
+			}
+			cells = append(cells, sw.Cells(s, dp)...)
+		}
+	}
+	if err := sim.WriteMatrix(stdout, cells); err != nil {
+		return fail(err)
 	}
 	return 0
 }

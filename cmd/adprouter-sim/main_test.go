@@ -199,6 +199,34 @@ func TestSweepCommand(t *testing.T) {
 	}
 }
 
+func TestSweepMatrixCommand(t *testing.T) {
+	args := append(tiny, "-sweep", "-workload", "coldstart,siblings", "-seeds", "1,2", "-dps", "2,4")
+	code, out, errs := runCmd(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	// Two seeds x two rank counts x two workloads x two reuse semantics.
+	if !strings.Contains(out, "robustness matrix:") || !strings.Contains(out, "recommended: 16 cells, ") {
+		t.Errorf("matrix output:\n%s", out)
+	}
+	if _, again, _ := runCmd(t, args...); again != out {
+		t.Error("the same matrix gave different output")
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-sweep", "-seeds", "1,x"}, "-seeds"},
+		{[]string{"-sweep", "-dps", "4,y"}, "-dps"},
+		{[]string{"-sweep", "-dps", "4", "-ranks", "100,100"}, "-dps and -ranks"},
+		{[]string{"-sweep", "-workload", "coldstart", "-dps", "0"}, "dp_size"},
+	} {
+		if code, out, errs := runCmd(t, tc.args...); code != 1 || !strings.Contains(out+errs, tc.want) {
+			t.Errorf("%q: exit %d, want 1 with %q; got:\n%s%s", tc.args, code, tc.want, out, errs)
+		}
+	}
+}
+
 func TestTraceAndReuseErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.jsonl")

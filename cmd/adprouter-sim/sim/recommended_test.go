@@ -5,13 +5,14 @@ import (
 )
 
 // The recommended preset against the best reference, on the default sweep
-// and the test trace (README "Routing quality"): prefill at most 1.02x and
-// TTFT p99 at most 1.05x the best reference's on every workload, under both
-// reuse semantics, and p99 at least 20% better on two workloads or more.
-// The misses README states are bounded here too, so that they cannot grow
-// unnoticed: followup computes up to 6% more prefill than the conversation
-// policy (in-flight follow-ups moved off a busy rank compute their context
-// again; their TTFT is lower).
+// and the test trace (README "Routing quality"): prefill at most GoalPrefill
+// (1.02x) and TTFT p99 at most GoalP99 (1.05x) the best reference's on every
+// workload, under both reuse semantics, and p99 at least 20% better on two
+// workloads or more. The one miss README states is bounded here too, so that
+// it cannot grow unnoticed: followup under on-schedule reuse has a TTFT p99
+// up to 1.10x the conversation policy's (its tail is the lock-step
+// iterations that a turn and its in-flight follow-up, routed together,
+// spend computing the follow-up's context; see README).
 func TestRecommendedVsBestReference(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the default sweep (a few seconds)")
@@ -33,7 +34,7 @@ func TestRecommendedVsBestReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefillBound := map[string]float64{KindFollowUp: 1.06}
+	p99Bound := map[[2]string]float64{{ReuseOnSchedule, KindFollowUp}: 1.10}
 	for _, tab := range sw.Tables {
 		wins := 0
 		for _, c := range tab.Compare {
@@ -43,15 +44,15 @@ func TestRecommendedVsBestReference(t *testing.T) {
 					row = &c.Rows[i]
 				}
 			}
-			bound := 1.02
-			if b, ok := prefillBound[c.Workload]; ok {
+			bound := GoalP99
+			if b, ok := p99Bound[[2]string{tab.Reuse, c.Workload}]; ok {
 				bound = b
 			}
-			if row.PrefillVsBest > bound || row.P99VsBest > 1.05 {
-				t.Errorf("reuse %s, %s: prefill %.2fx (bound %.2f), TTFT p99 %.2fx (bound 1.05) of the best reference %s",
-					tab.Reuse, c.Workload, row.PrefillVsBest, bound, row.P99VsBest, c.Best)
+			if row.PrefillVsBest > GoalPrefill || row.P99VsBest > bound {
+				t.Errorf("reuse %s, %s: prefill %.2fx (bound %.2f), TTFT p99 %.2fx (bound %.2f) of the best reference %s",
+					tab.Reuse, c.Workload, row.PrefillVsBest, GoalPrefill, row.P99VsBest, bound, c.Best)
 			}
-			if row.P99VsBest <= 0.8 {
+			if row.P99VsBest <= GoalWin {
 				wins++
 			}
 		}
