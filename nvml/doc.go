@@ -26,8 +26,8 @@
 //
 // Every error from this package wraps one of the sentinel errors
 // ([ErrUnavailable], [ErrGPULost], [ErrNotSupported], [ErrNoPermission],
-// [ErrNotFound], [ErrInvalidArgument], [ErrUnknown]); test with errors.Is,
-// or map to a stable number with [CodeOf]. Errors that come from NVML are
+// [ErrNotFound], [ErrInvalidArgument], [ErrUnknown]); test with errors.Is.
+// Errors that come from NVML are
 // [*Error] values carrying the call, the device and NVML's own code and text.
 //
 // # Not for routing

@@ -6,7 +6,8 @@ import (
 )
 
 // Sentinel errors. Every error returned by this package wraps exactly one of
-// them; test with errors.Is, or use [CodeOf] for a stable number.
+// them; test with errors.Is. (The C ABI maps them to its ADPR_ERR_* statuses
+// in capi's one status table.)
 var (
 	// ErrUnavailable means NVML cannot be used at all: no driver library
 	// (libnvidia-ml.so.1) on this machine, the kernel driver not loaded,
@@ -33,65 +34,6 @@ var (
 	// ErrUnknown is any other NVML failure; the [*Error] carries NVML's code.
 	ErrUnknown = errors.New("NVML error")
 )
-
-// Code is a stable number for each sentinel error, for callers that cannot
-// use errors.Is, such as a C ABI. The values never change; new codes are only
-// appended.
-type Code int
-
-// The codes, in the order of the sentinel errors.
-const (
-	CodeOK              Code = 0 // no error
-	CodeUnavailable     Code = 1 // ErrUnavailable
-	CodeGPULost         Code = 2 // ErrGPULost
-	CodeNotSupported    Code = 3 // ErrNotSupported
-	CodeNoPermission    Code = 4 // ErrNoPermission
-	CodeNotFound        Code = 5 // ErrNotFound
-	CodeInvalidArgument Code = 6 // ErrInvalidArgument
-	CodeUnknown         Code = 7 // ErrUnknown, or an error not from this package
-)
-
-var codeErrs = [...]error{
-	CodeOK:              nil,
-	CodeUnavailable:     ErrUnavailable,
-	CodeGPULost:         ErrGPULost,
-	CodeNotSupported:    ErrNotSupported,
-	CodeNoPermission:    ErrNoPermission,
-	CodeNotFound:        ErrNotFound,
-	CodeInvalidArgument: ErrInvalidArgument,
-	CodeUnknown:         ErrUnknown,
-}
-
-// CodeOf classifies err: CodeOK for nil, the code of the sentinel error it
-// wraps, or CodeUnknown for an error that wraps none.
-func CodeOf(err error) Code {
-	if err == nil {
-		return CodeOK
-	}
-	for c, s := range codeErrs {
-		if s != nil && errors.Is(err, s) {
-			return Code(c)
-		}
-	}
-	return CodeUnknown
-}
-
-// Err returns the sentinel error of c, nil for CodeOK, and ErrUnknown for a
-// code out of range.
-func (c Code) Err() error {
-	if c < 0 || int(c) >= len(codeErrs) {
-		return ErrUnknown
-	}
-	return codeErrs[c]
-}
-
-// String returns the text of c's sentinel error, or "ok".
-func (c Code) String() string {
-	if c == CodeOK {
-		return "ok"
-	}
-	return c.Err().Error()
-}
 
 // Error is a failed NVML call. It wraps one of the sentinel errors.
 type Error struct {

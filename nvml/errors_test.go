@@ -37,46 +37,27 @@ func TestSentinelFor(t *testing.T) {
 	}
 }
 
-func TestCodeOf(t *testing.T) {
+// sentinels lists every sentinel error of the package.
+var sentinels = []error{ErrUnavailable, ErrGPULost, ErrNotSupported, ErrNoPermission,
+	ErrNotFound, ErrInvalidArgument, ErrUnknown}
+
+// Every error the package makes wraps exactly one sentinel, however it is
+// wrapped further.
+func TestErrorsWrapOneSentinel(t *testing.T) {
 	tests := []struct {
 		err  error
-		want Code
+		want error
 	}{
-		{nil, CodeOK},
-		{ErrUnavailable, CodeUnavailable},
-		{&Error{Op: "nvmlInit", Return: 12, Err: ErrUnavailable}, CodeUnavailable},
-		{fmt.Errorf("wrapped: %w", &Error{Op: "x", Return: 15, Err: ErrGPULost}), CodeGPULost},
-		{ErrNotSupported, CodeNotSupported},
-		{ErrNoPermission, CodeNoPermission},
-		{ErrNotFound, CodeNotFound},
-		{invalidf("x"), CodeInvalidArgument},
-		{ErrUnknown, CodeUnknown},
-		{errors.New("foreign"), CodeUnknown},
+		{&Error{Op: "nvmlInit", Return: 12, Err: ErrUnavailable}, ErrUnavailable},
+		{fmt.Errorf("wrapped: %w", &Error{Op: "x", Return: 15, Err: ErrGPULost}), ErrGPULost},
+		{invalidf("x"), ErrInvalidArgument},
 	}
 	for _, tt := range tests {
-		if got := CodeOf(tt.err); got != tt.want {
-			t.Errorf("CodeOf(%v) = %v, want %v", tt.err, got, tt.want)
+		for _, s := range sentinels {
+			if errors.Is(tt.err, s) != (s == tt.want) {
+				t.Errorf("errors.Is(%v, %v) = %v", tt.err, s, errors.Is(tt.err, s))
+			}
 		}
-	}
-}
-
-func TestCodeStable(t *testing.T) {
-	// The numbers are part of the C ABI: they must never change.
-	want := map[Code]error{0: nil, 1: ErrUnavailable, 2: ErrGPULost, 3: ErrNotSupported,
-		4: ErrNoPermission, 5: ErrNotFound, 6: ErrInvalidArgument, 7: ErrUnknown}
-	for c, e := range want {
-		if c.Err() != e {
-			t.Errorf("Code(%d).Err() = %v, want %v", c, c.Err(), e)
-		}
-		if e != nil && CodeOf(e) != c {
-			t.Errorf("CodeOf(%v) = %d, want %d", e, CodeOf(e), c)
-		}
-	}
-	if Code(8).Err() != ErrUnknown || Code(-1).Err() != ErrUnknown {
-		t.Error("out-of-range codes should map to ErrUnknown")
-	}
-	if CodeOK.String() != "ok" || CodeGPULost.String() != "GPU lost" {
-		t.Errorf("String: %q, %q", CodeOK.String(), CodeGPULost.String())
 	}
 }
 

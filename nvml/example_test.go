@@ -7,14 +7,13 @@ import (
 	"github.com/adprouter/adprouter/nvml"
 )
 
-func ExampleCodeOf() {
-	// A C ABI maps errors to numbers that never change.
+func ExampleError() {
+	// A failed call names the NVML function, the device and NVML's code;
+	// classify it with errors.Is.
 	err := &nvml.Error{Op: "nvmlDeviceGetMemoryInfo_v2", Device: `uuid "GPU-1"`, Return: 15, Text: "GPU is lost", Err: nvml.ErrGPULost}
-	fmt.Println(int(nvml.CodeOf(err)), nvml.CodeOf(err))
 	fmt.Println(errors.Is(err, nvml.ErrGPULost))
 	fmt.Println(err)
 	// Output:
-	// 2 GPU lost
 	// true
 	// nvml: nvmlDeviceGetMemoryInfo_v2 on uuid "GPU-1": GPU lost (NVML error 15: GPU is lost)
 }

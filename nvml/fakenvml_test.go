@@ -150,9 +150,6 @@ var scenarios = map[string]func(t *testing.T){
 		if !errors.Is(err, ErrGPULost) || !errors.As(err, &e) || e.Return != 15 || e.Text != "GPU is lost" || e.Device != `uuid "GPU-bbbb"` {
 			t.Fatalf("read after the loss: %v; want ErrGPULost with NVML code 15, its text and the device", err)
 		}
-		if CodeOf(err) != CodeGPULost {
-			t.Errorf("CodeOf = %v, want CodeGPULost", CodeOf(err))
-		}
 		if _, err := lib.DeviceByIndex(0); !errors.Is(err, ErrGPULost) {
 			t.Errorf("lookup after the loss: %v, want ErrGPULost", err)
 		}
@@ -299,9 +296,6 @@ var scenarios = map[string]func(t *testing.T){
 		var e *Error
 		if !errors.Is(err, ErrUnavailable) || !errors.As(err, &e) || e.Return != 12 {
 			t.Fatalf("Init() = %v; want ErrUnavailable with NVML_ERROR_LIBRARY_NOT_FOUND (12)", err)
-		}
-		if CodeOf(err) != CodeUnavailable {
-			t.Errorf("CodeOf = %v, want CodeUnavailable", CodeOf(err))
 		}
 		t.Logf("Init: %v", err)
 	},
