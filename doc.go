@@ -30,6 +30,8 @@
 //	                   pure-Python reference rules.
 //	cmd/adprouter-sim/ the deterministic ADP engine simulator.
 //	examples/          programs a user would write: quickstarts, MPI, NVML.
+//	internal/          test helpers shared across packages (fakenvml builds
+//	                   the fake NVML driver library of the tests).
 //	docs/ROUTING.md    the routing contract; testdata/routing/ holds its
 //	                   executable fixtures, read by the Go, C++ and Python tests.
 //	packaging/, pyproject.toml, python/build_backend/

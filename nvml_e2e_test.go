@@ -18,6 +18,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/adprouter/adprouter/internal/fakenvml"
 	"github.com/adprouter/adprouter/kvsize"
 	"github.com/adprouter/adprouter/nvml"
 )
@@ -176,12 +177,13 @@ func TestNVMLBudgetCpp(t *testing.T) {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		args := []string{"-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1", "-o", filepath.Join(d, "libnvidia-ml.so.1"),
-			"nvml/testdata/fakenvml/fake_nvml.c", "-lpthread"}
+		var flags []string
 		if variant == "nov2" {
-			args = append([]string{"-DFAKE_NVML_NO_V2"}, args...)
+			flags = []string{"-DFAKE_NVML_NO_V2"}
 		}
-		run(t, nil, cc, args...)
+		if err := fakenvml.Build(cc, d, flags...); err != nil {
+			t.Fatal(err)
+		}
 		fakes[variant] = d
 	}
 

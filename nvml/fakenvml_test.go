@@ -13,11 +13,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/adprouter/adprouter/internal/fakenvml"
 	"github.com/adprouter/adprouter/kvsize"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -371,11 +371,8 @@ func needGCC(t *testing.T) string {
 func buildFake(t *testing.T, cc string, cflags ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	args := append([]string{"-shared", "-fPIC", "-Wall", "-Wl,-soname,libnvidia-ml.so.1",
-		"-o", filepath.Join(dir, "libnvidia-ml.so.1")}, cflags...)
-	args = append(args, filepath.Join("testdata", "fakenvml", "fake_nvml.c"), "-pthread")
-	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, out)
+	if err := fakenvml.Build(cc, dir, cflags...); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
