@@ -166,6 +166,13 @@ static const sim_config configs[] = {
      {{"policy", "kv_cache_aware"}, {"prefix_source", "index"}, {"tokens_per_block", "16"},
       {"warmup", "demand"}, {"warmup_factor", "1.5"}, {"warmup_window", "128"},
       {"capacity_aware", "true"}}},
+    /* The recommended preset (predicted-TTFT score, probe+index, quiet
+     * warmup), under both engine reuse semantics. */
+    {"kv_recommended", 2, 1,
+     {{"policy", "kv_cache_aware"}, {"preset", "recommended"}, {"tokens_per_block", "16"}}},
+    {"kv_recommended_on_schedule_capacity", 2, 1,
+     {{"policy", "kv_cache_aware"}, {"preset", "recommended"}, {"tokens_per_block", "16"},
+      {"engine_reuse", "on_schedule"}, {"ttft_drain_tokens", "2048"}, {"capacity_aware", "true"}}},
     {"conv_round_robin", 0, 0,
      {{"policy", "conversation"}, {"new_conv_placement", "round_robin"}, {"max_sessions", "8"}}},
     {"conv_least_queued", 0, 0,
