@@ -58,9 +58,28 @@ import "slices"
 // pure function of the router's state and the call.
 
 // ttftState is what the TTFT score keeps across calls: per rank, the
-// uncached prefill tokens it placed there and believes still queued.
+// uncached prefill tokens it placed there and believes still queued; and
+// scratch for the recent homes per rank.
 type ttftState struct {
 	queued []int64
+	homes  []int
+}
+
+// ttftRecentHomes is how many of the most recently active conversations,
+// per rank, a new conversation's placement balances: about the ones whose
+// next turns are still to come (a conversation's binding is refreshed by
+// every turn it places), not every conversation the router has bound.
+const ttftRecentHomes = 2
+
+// recentHomes returns, per rank, how many of the ttftRecentHomes × dp_size
+// most recently active conversations it is home to.
+func (r *Router) recentHomes() []int {
+	n := r.cfg.DPSize
+	homes := slices.Grow(r.ttft.homes[:0], n)[:n]
+	clear(homes)
+	r.conv.CountRecent(ttftRecentHomes*n, homes)
+	r.ttft.homes = homes
+	return homes
 }
 
 // begin drains every rank's queued prefill by one iteration's budget and
@@ -215,6 +234,10 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 		}
 	}
 	cost := r.ttftCoster(b, i, eligible, allow, row, ready, onSchedule).at
+	var homes []int
+	if fresh {
+		homes = r.recentHomes()
+	}
 	// The lowest prediction; every candidate within a block of it is a
 	// tie: the index resolves whole blocks, and the prompt's last block is
 	// computed wherever it goes.
@@ -238,9 +261,11 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 		switch {
 		case fresh:
 			// A new conversation brings its later turns with it: it goes
-			// to the rank with the fewest requests, the lower TTFT first
-			// among those.
-			better = best < 0 || r.count[k] < r.count[best] || (r.count[k] == r.count[best] && c < bestCost)
+			// to the rank home to the fewest recently active
+			// conversations (whose turns will follow them there), then
+			// the one with the fewest requests, then the lower TTFT.
+			better = best < 0 || homes[k] < homes[best] ||
+				(homes[k] == homes[best] && (r.count[k] < r.count[best] || (r.count[k] == r.count[best] && c < bestCost)))
 		case c > limit || (best >= 0 && best == home):
 		case best < 0 || k == home:
 			better = true

@@ -115,8 +115,9 @@ func TestTTFTSiblings(t *testing.T) {
 }
 
 // A conversation stays on its rank past the soft cap (its requests mostly
-// decode), up to the hard cap; a new conversation goes to the rank with the
-// fewest requests even when another caches the shared system prompt.
+// decode), up to the hard cap; a new conversation goes to the rank home to
+// the fewest recently active conversations, then the one with the fewest
+// requests, even when another caches the shared system prompt.
 func TestTTFTConversations(t *testing.T) {
 	system := prompt(512)
 	for _, tc := range []struct {
@@ -152,8 +153,55 @@ func TestTTFTConversations(t *testing.T) {
 	a.ConversationID, b.ConversationID = "a", "b"
 	m := []int32{512, 0, 512, 0} // rank 0 caches the system prompt
 	res := mustRoute(t, r, states, []Request{a, b}, 8, m)
-	if res.Ranks[0] != 1 || res.Ranks[1] != 1 {
-		t.Errorf("new conversations on %v, want both on rank 1 (fewest requests: 1, then 2 < 3)", res.Ranks)
+	// b, the longer prompt, is placed first: rank 1 has the fewest
+	// requests. Then rank 1 is home to b, and a goes to rank 0.
+	if res.Ranks[0] != 0 || res.Ranks[1] != 1 {
+		t.Errorf("new conversations a, b on %v, want [0 1] (b first, fewest requests; then rank 1 is b's home)", res.Ranks)
+	}
+}
+
+// A rank idle now but home to recently active conversations is passed over
+// by a new conversation: their next turns will come back to it. Only the
+// ttftRecentHomes × dp_size most recent conversations count.
+func TestTTFTNewConversationRecentHomes(t *testing.T) {
+	const dp = 2
+	conv := func(id uint64, name string) Request {
+		q := extend(id, prompt(64), int(id))
+		q.ConversationID = name
+		return q
+	}
+	for _, tc := range []struct {
+		name  string
+		homes []string // conversations bound to rank 0, oldest first
+		later int      // conversations bound to rank 1 after them
+		want  int
+	}{
+		{"rank 0 home to recent conversations", []string{"x", "y"}, 1, 1},
+		{"only old conversations on rank 0", []string{"x", "y"}, ttftRecentHomes * dp, 0},
+		{"no conversations", nil, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustNew(t, ttftCfg(dp, ReuseAfterIteration))
+			id := uint64(1)
+			bindTo := func(name string, k int) {
+				q := conv(id, name)
+				q.TargetRank = k
+				mustRoute(t, r, idle(dp), []Request{q}, 8, make([]int32, dp))
+				id++
+			}
+			for _, h := range tc.homes {
+				bindTo(h, 0)
+			}
+			for j := range tc.later {
+				bindTo(fmt.Sprintf("later%d", j), 1)
+			}
+			// Rank 1 is busier now; rank 0 idle.
+			states := st([2]int64{0, 0}, [2]int64{1, 100})
+			got := mustRoute(t, r, states, []Request{conv(id, "new")}, 8, make([]int32, dp)).Ranks[0]
+			if got != tc.want {
+				t.Errorf("new conversation on rank %d, want %d", got, tc.want)
+			}
+		})
 	}
 }
 
