@@ -17,7 +17,7 @@ import "slices"
 // load term, treats a rank whose queue is full of prefill the same as one
 // whose requests are all decoding, and the reference's prefix index counts a
 // prefix as cached the moment a request is placed, while its prefill is
-// still in flight. The TTFT score differs in three ways:
+// still in flight. The TTFT score differs in these ways:
 //
 //   - Load is queued prefill, in tokens, not relative token load: a rank
 //     whose earlier requests have finished their prefill is free for the
@@ -47,6 +47,9 @@ import "slices"
 //     twice: once in the request's own TTFT, once for the other ranks, which
 //     in lock step wait for that work. A turn leaves home only for a queue
 //     shorter by more than the context it recomputes.
+//   - A new conversation goes to the rank home to the fewest recently active
+//     conversations (see recentHomes), then the one with the fewest
+//     requests: its later turns and follow-ups come back there.
 //
 // Every candidate whose prediction is within one block (TokensPerBlock) of
 // the lowest is a tie: the index resolves whole blocks, and the prompt's
