@@ -47,9 +47,10 @@ import "slices"
 //     twice: once in the request's own TTFT, once for the other ranks, which
 //     in lock step wait for that work. A turn leaves home only for a queue
 //     shorter by more than the context it recomputes.
-//   - A new conversation goes to the rank home to the fewest recently active
-//     conversations (see recentHomes), then the one with the fewest
-//     requests: its later turns and follow-ups come back there.
+//   - A new conversation goes to a rank with the fewest requests and, among
+//     those, the one home to the fewest recently active conversations (see
+//     recentHomes): its later turns and follow-ups come back there, and so
+//     do theirs.
 //
 // Every candidate whose prediction is within one block (TokensPerBlock) of
 // the lowest is a tie: the index resolves whole blocks, and the prompt's
@@ -72,7 +73,8 @@ type ttftState struct {
 // per rank, a new conversation's placement balances: about the ones whose
 // next turns are still to come (a conversation's binding is refreshed by
 // every turn it places), not every conversation the router has bound.
-const ttftRecentHomes = 2
+// README "Routing quality" has the measurements behind 4.
+const ttftRecentHomes = 4
 
 // recentHomes returns, per rank, how many of the ttftRecentHomes × dp_size
 // most recently active conversations it is home to.
@@ -264,11 +266,11 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 		switch {
 		case fresh:
 			// A new conversation brings its later turns with it: it goes
-			// to the rank home to the fewest recently active
-			// conversations (whose turns will follow them there), then
-			// the one with the fewest requests, then the lower TTFT.
-			better = best < 0 || homes[k] < homes[best] ||
-				(homes[k] == homes[best] && (r.count[k] < r.count[best] || (r.count[k] == r.count[best] && c < bestCost)))
+			// to the rank with the fewest requests, then the one home to
+			// the fewest recently active conversations (whose turns will
+			// come back there), then the lower TTFT.
+			better = best < 0 || r.count[k] < r.count[best] ||
+				(r.count[k] == r.count[best] && (homes[k] < homes[best] || (homes[k] == homes[best] && c < bestCost)))
 		case c > limit || (best >= 0 && best == home):
 		case best < 0 || k == home:
 			better = true

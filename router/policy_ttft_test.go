@@ -115,9 +115,8 @@ func TestTTFTSiblings(t *testing.T) {
 }
 
 // A conversation stays on its rank past the soft cap (its requests mostly
-// decode), up to the hard cap; a new conversation goes to the rank home to
-// the fewest recently active conversations, then the one with the fewest
-// requests, even when another caches the shared system prompt.
+// decode), up to the hard cap; a new conversation goes to the rank with the
+// fewest requests even when another caches the shared system prompt.
 func TestTTFTConversations(t *testing.T) {
 	system := prompt(512)
 	for _, tc := range []struct {
@@ -153,16 +152,15 @@ func TestTTFTConversations(t *testing.T) {
 	a.ConversationID, b.ConversationID = "a", "b"
 	m := []int32{512, 0, 512, 0} // rank 0 caches the system prompt
 	res := mustRoute(t, r, states, []Request{a, b}, 8, m)
-	// b, the longer prompt, is placed first: rank 1 has the fewest
-	// requests. Then rank 1 is home to b, and a goes to rank 0.
-	if res.Ranks[0] != 0 || res.Ranks[1] != 1 {
-		t.Errorf("new conversations a, b on %v, want [0 1] (b first, fewest requests; then rank 1 is b's home)", res.Ranks)
+	if res.Ranks[0] != 1 || res.Ranks[1] != 1 {
+		t.Errorf("new conversations on %v, want both on rank 1 (fewest requests: 1, then 2 < 3)", res.Ranks)
 	}
 }
 
-// A rank idle now but home to recently active conversations is passed over
-// by a new conversation: their next turns will come back to it. Only the
-// ttftRecentHomes × dp_size most recent conversations count.
+// Among the ranks with the fewest requests, a new conversation passes over
+// one home to recently active conversations: their next turns will come
+// back to it. Only the ttftRecentHomes × dp_size most recent conversations
+// count, and a rank with fewer requests wins whatever its homes.
 func TestTTFTNewConversationRecentHomes(t *testing.T) {
 	const dp = 2
 	conv := func(id uint64, name string) Request {
@@ -174,11 +172,13 @@ func TestTTFTNewConversationRecentHomes(t *testing.T) {
 		name  string
 		homes []string // conversations bound to rank 0, oldest first
 		later int      // conversations bound to rank 1 after them
+		busy  bool     // rank 1 has a request more than rank 0
 		want  int
 	}{
-		{"rank 0 home to recent conversations", []string{"x", "y"}, 1, 1},
-		{"only old conversations on rank 0", []string{"x", "y"}, ttftRecentHomes * dp, 0},
-		{"no conversations", nil, 0, 0},
+		{"rank 0 home to recent conversations", []string{"x", "y"}, 1, false, 1},
+		{"only old conversations on rank 0", []string{"x", "y"}, ttftRecentHomes * dp, false, 0},
+		{"no conversations", nil, 0, false, 0},
+		{"fewer requests first", []string{"x", "y"}, 1, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := mustNew(t, ttftCfg(dp, ReuseAfterIteration))
@@ -195,8 +195,12 @@ func TestTTFTNewConversationRecentHomes(t *testing.T) {
 			for j := range tc.later {
 				bindTo(fmt.Sprintf("later%d", j), 1)
 			}
-			// Rank 1 is busier now; rank 0 idle.
-			states := st([2]int64{0, 0}, [2]int64{1, 100})
+			// Equal requests, rank 1 with more prefill queued; or
+			// rank 1 with a request more.
+			states := st([2]int64{1, 0}, [2]int64{1, 4000})
+			if tc.busy {
+				states[1].NumActiveRequests = 2
+			}
 			got := mustRoute(t, r, states, []Request{conv(id, "new")}, 8, make([]int32, dp)).Ranks[0]
 			if got != tc.want {
 				t.Errorf("new conversation on rank %d, want %d", got, tc.want)
