@@ -17,7 +17,7 @@ import "slices"
 // load term, treats a rank whose queue is full of prefill the same as one
 // whose requests are all decoding, and the reference's prefix index counts a
 // prefix as cached the moment a request is placed, while its prefill is
-// still in flight. The TTFT score differs in three ways:
+// still in flight. The TTFT score differs in these ways:
 //
 //   - Load is queued prefill, in tokens, not relative token load: a rank
 //     whose earlier requests have finished their prefill is free for the
@@ -47,6 +47,10 @@ import "slices"
 //     twice: once in the request's own TTFT, once for the other ranks, which
 //     in lock step wait for that work. A turn leaves home only for a queue
 //     shorter by more than the context it recomputes.
+//   - A new conversation goes to a rank with the fewest requests and, among
+//     those, the one home to the fewest recently active conversations (see
+//     recentHomes): its later turns and follow-ups come back there, and so
+//     do theirs.
 //
 // Every candidate whose prediction is within one block (TokensPerBlock) of
 // the lowest is a tie: the index resolves whole blocks, and the prompt's
@@ -58,9 +62,29 @@ import "slices"
 // pure function of the router's state and the call.
 
 // ttftState is what the TTFT score keeps across calls: per rank, the
-// uncached prefill tokens it placed there and believes still queued.
+// uncached prefill tokens it placed there and believes still queued; and
+// scratch for the recent homes per rank.
 type ttftState struct {
 	queued []int64
+	homes  []int
+}
+
+// ttftRecentHomes is how many of the most recently active conversations,
+// per rank, a new conversation's placement balances: about the ones whose
+// next turns are still to come (a conversation's binding is refreshed by
+// every turn it places), not every conversation the router has bound.
+// README "Routing quality" has the measurements behind 4.
+const ttftRecentHomes = 4
+
+// recentHomes returns, per rank, how many of the ttftRecentHomes × dp_size
+// most recently active conversations it is home to.
+func (r *Router) recentHomes() []int {
+	n := r.cfg.DPSize
+	homes := slices.Grow(r.ttft.homes[:0], n)[:n]
+	clear(homes)
+	r.conv.CountRecent(ttftRecentHomes*n, homes)
+	r.ttft.homes = homes
+	return homes
 }
 
 // begin drains every rank's queued prefill by one iteration's budget and
@@ -215,6 +239,10 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 		}
 	}
 	cost := r.ttftCoster(b, i, eligible, allow, row, ready, onSchedule).at
+	var homes []int
+	if fresh {
+		homes = r.recentHomes()
+	}
 	// The lowest prediction; every candidate within a block of it is a
 	// tie: the index resolves whole blocks, and the prompt's last block is
 	// computed wherever it goes.
@@ -238,9 +266,11 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 		switch {
 		case fresh:
 			// A new conversation brings its later turns with it: it goes
-			// to the rank with the fewest requests, the lower TTFT first
-			// among those.
-			better = best < 0 || r.count[k] < r.count[best] || (r.count[k] == r.count[best] && c < bestCost)
+			// to the rank with the fewest requests, then the one home to
+			// the fewest recently active conversations (whose turns will
+			// come back there), then the lower TTFT.
+			better = best < 0 || r.count[k] < r.count[best] ||
+				(r.count[k] == r.count[best] && (homes[k] < homes[best] || (homes[k] == homes[best] && c < bestCost)))
 		case c > limit || (best >= 0 && best == home):
 		case best < 0 || k == home:
 			better = true

@@ -157,6 +157,58 @@ func TestTTFTConversations(t *testing.T) {
 	}
 }
 
+// Among the ranks with the fewest requests, a new conversation passes over
+// one home to recently active conversations: their next turns will come
+// back to it. Only the ttftRecentHomes × dp_size most recent conversations
+// count, and a rank with fewer requests wins whatever its homes.
+func TestTTFTNewConversationRecentHomes(t *testing.T) {
+	const dp = 2
+	conv := func(id uint64, name string) Request {
+		q := extend(id, prompt(64), int(id))
+		q.ConversationID = name
+		return q
+	}
+	for _, tc := range []struct {
+		name  string
+		homes []string // conversations bound to rank 0, oldest first
+		later int      // conversations bound to rank 1 after them
+		busy  bool     // rank 1 has a request more than rank 0
+		want  int
+	}{
+		{"rank 0 home to recent conversations", []string{"x", "y"}, 1, false, 1},
+		{"only old conversations on rank 0", []string{"x", "y"}, ttftRecentHomes * dp, false, 0},
+		{"no conversations", nil, 0, false, 0},
+		{"fewer requests first", []string{"x", "y"}, 1, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustNew(t, ttftCfg(dp, ReuseAfterIteration))
+			id := uint64(1)
+			bindTo := func(name string, k int) {
+				q := conv(id, name)
+				q.TargetRank = k
+				mustRoute(t, r, idle(dp), []Request{q}, 8, make([]int32, dp))
+				id++
+			}
+			for _, h := range tc.homes {
+				bindTo(h, 0)
+			}
+			for j := range tc.later {
+				bindTo(fmt.Sprintf("later%d", j), 1)
+			}
+			// Equal requests, rank 1 with more prefill queued; or
+			// rank 1 with a request more.
+			states := st([2]int64{1, 0}, [2]int64{1, 4000})
+			if tc.busy {
+				states[1].NumActiveRequests = 2
+			}
+			got := mustRoute(t, r, states, []Request{conv(id, "new")}, 8, make([]int32, dp)).Ranks[0]
+			if got != tc.want {
+				t.Errorf("new conversation on rank %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
 // Without a conversation id, the rank that computed the longest prefix of a
 // request stays a candidate past the soft cap too, when no rank under it
 // holds as much; the reference score moves the request to an idle rank.

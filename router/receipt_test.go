@@ -140,8 +140,9 @@ func checkCandidates(cfg Config, q *Request, rc *Receipt) error {
 // checkTTFTCandidates checks a predicted-TTFT placement: every rank's
 // predicted cost is its queued prefill plus the request's tokens it would
 // compute, and no eligible rank is cheaper than the chosen one (except for a
-// new conversation, which goes to the rank with the fewest requests, and for
-// predictions within a block of each other, which tie).
+// new conversation, which goes to the rank home to the fewest recently active
+// conversations, then with the fewest requests, and for predictions within a
+// block of each other, which tie).
 func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 	if len(rc.Candidates) != cfg.DPSize {
 		return fmt.Errorf("%d candidates, want dp_size %d", len(rc.Candidates), cfg.DPSize)

@@ -88,3 +88,13 @@ func (l *Map) Each(f func(key string, rank int)) {
 		f(l.entries[e].key, l.entries[e].rank)
 	}
 }
+
+// CountRecent adds one to counts[rank] for each of the n most recently used
+// bindings (fewer when the map holds fewer); every bound rank must index
+// counts.
+func (l *Map) CountRecent(n int, counts []int) {
+	for e := l.order.Front(); e >= 0 && n > 0; e = lru.Next(l.links, e) {
+		counts[l.entries[e].rank]++
+		n--
+	}
+}

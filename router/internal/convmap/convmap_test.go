@@ -45,3 +45,31 @@ func TestMap(t *testing.T) {
 		t.Error("a bound key changed with the caller's buffer")
 	}
 }
+
+// CountRecent counts the ranks of the n most recently used bindings only.
+func TestCountRecent(t *testing.T) {
+	m := New(8)
+	for _, b := range []struct {
+		key  string
+		rank int
+	}{{"a", 0}, {"b", 0}, {"c", 1}, {"d", 2}} {
+		m.Bind(b.key, b.rank)
+	}
+	m.Touch("a") // recency, most recent first: a, d, c, b
+	for _, tc := range []struct {
+		n    int
+		want []int
+	}{
+		{0, []int{0, 0, 0}},
+		{1, []int{1, 0, 0}},
+		{3, []int{1, 1, 1}},
+		{4, []int{2, 1, 1}},
+		{10, []int{2, 1, 1}},
+	} {
+		got := make([]int, 3)
+		m.CountRecent(tc.n, got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("CountRecent(%d) = %v, want %v", tc.n, got, tc.want)
+		}
+	}
+}
