@@ -4,6 +4,7 @@ pure-Python reference router on the same batch.
     PYTHONPATH=python python3 python/bench_route.py            # full run
     PYTHONPATH=python python3 python/bench_route.py --quick    # a few seconds
     PYTHONPATH=python python3 python/bench_route.py --profile  # cProfile of the binding
+    PYTHONPATH=python python3 python/bench_route.py --phases   # where one call's time goes
     ... --cpu-time: time with time.thread_time_ns (this thread's CPU time; the Go code
     runs on the calling thread) instead of time.perf_counter_ns: steadier on a busy host.
 
@@ -274,11 +275,83 @@ def run_profile(n_req=256, dp=16, calls=300):
     pstats.Stats(prof).sort_stats("tottime").print_stats(12)
 
 
+def run_phases(n_req, dp, runs):
+    """Where one end-to-end call's time goes, phase by phase, on caches as an
+    engine leaves them: the reference runs before every timed phase (what the
+    end-to-end figure sees too, the reference running between binding
+    calls). With adprouter._speedups, route() packs and calls adpr_route in
+    one C call, so the packing phases are timed through the module's own
+    functions (pack_requests copies its buffers into bytes, which route()
+    does not) and the decision is what is left of the C call."""
+    from adprouter import _accel, _pack
+    w = workload(n_req, dp)
+    states = [adprouter.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
+    r_states = [ref.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
+    matches, r_matches = match_dicts(w), match_dicts(w)
+    oracle = ref.ReferenceRouter(policy="kv_cache_aware", dp_size=dp)
+    router = adprouter.Router(policy="kv_cache_aware", dp_size=dp)
+    sp = _accel.speedups
+    send = router._send_tokens
+    Request = adprouter.Request
+    names = ["Request objects from lists", "pack states + requests", "match table from dicts",
+             "route: pack + table + adpr_route", "decode: assignment, expected, unassigned", "end to end"]
+    times = {k: [] for k in names}
+
+    def cold():
+        reference_route(oracle, w, "kv_cache_aware", r_states, r_matches)
+
+    def build():
+        return [Request(i, tokens=p) for i, p in zip(w["ids"], w["prompts"])]
+
+    gc.collect()
+    for k in range(runs + 3):
+        cold()
+        t0 = _now()
+        reqs = build()
+        t1 = _now()
+        if sp:
+            sp.pack_states(states), sp.pack_requests(reqs, send)
+        else:
+            _pack.pack_states(states), _pack.pack_requests(reqs, send)
+        t2 = _now()
+        if sp:
+            sp.match_table(matches, reqs, False)
+        else:
+            _pack.match_table(matches, reqs, dp, n_req, False)
+        t3 = _now()
+        cold()
+        reqs = build()
+        t4 = _now()
+        res = router.route(states, reqs, w["maxn"], matches)
+        t5 = _now()
+        res.assignment, res.expected, res.unassigned
+        t6 = _now()
+        cold()
+        t7 = _now()
+        binding_route(router, w, "kv_cache_aware", states, matches)
+        t8 = _now()
+        if k >= 3:
+            for name, dt in zip(names, (t1 - t0, t2 - t1, t3 - t2, t5 - t4, t6 - t5, t8 - t7)):
+                times[name].append(dt)
+    router.close()
+    med = {k: statistics.median(v) / 1000.0 for k, v in times.items()}
+    print("phases of one kv_cache_aware call with dense match dicts, %d requests x %d ranks, %s; "
+          "medians of %d runs (us), the reference run before each phase" % (
+              n_req, dp, "adprouter._speedups" if sp else "pure Python", runs))
+    for name in names:
+        print("  %-42s %8.1f" % (name, med[name]))
+    rest = med[names[3]] - med[names[1]] - med[names[2]]
+    print("  %-42s %8.1f" % ("(the decision and the call: route - packing)", rest))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="few runs (a few seconds in all)")
     ap.add_argument("--runs", type=int, help="timed runs per cell (default 200, --quick 15)")
     ap.add_argument("--profile", action="store_true", help="cProfile the binding and exit")
+    ap.add_argument("--phases", action="store_true",
+                    help="time the phases of one kv_cache_aware+match call (cold caches) and exit; "
+                    "--size picks the cell (default 256x16)")
     ap.add_argument("--cpu-time", action="store_true", help="time.thread_time_ns instead of perf_counter_ns")
     ap.add_argument("--size", action="append", metavar="NxR",
                     help="only this requests x ranks cell (repeatable), e.g. 256x16")
@@ -295,6 +368,11 @@ def main():
         run_profile()
         return
     runs = args.runs or (15 if args.quick else 200)
+    if args.phases:
+        for size in args.size or ["256x16"]:
+            n_req, dp = (int(x) for x in size.split("x"))
+            run_phases(n_req, dp, max(5, runs * 256 // max(n_req * dp // 16, 256)))
+        return
 
     print("command: %s" % " ".join(["PYTHONPATH=python", "python3"] + sys.argv))
     print("python %s on %s (%s), %d CPUs; library %s (adprouter %s)" % (

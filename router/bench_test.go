@@ -242,3 +242,38 @@ func TestAllocsIndependentOfPromptLength(t *testing.T) {
 		t.Logf("%s: %v allocs per warm decision", policy, allocs[2048])
 	}
 }
+
+// BenchmarkRouteCold: the KV-aware decision with matches, 256 x 16, with
+// the caches evicted before every call (a 32 MiB walk, untimed: the last
+// level cache of this project's machine), as an engine calls the router
+// after running its own code. The decision then takes ~3x its warm time
+// (116-145 us against 37-40), and so it does inside the Python binding's
+// end-to-end figure (python/bench_route.py --phases). What a decision
+// touches (its scratch, the seeders' states, the prompts) counts here.
+func BenchmarkRouteCold(b *testing.B) {
+	batch := newBenchBatch(256, 16, 2048, benchOpts{matches: true})
+	r, err := New(DefaultConfig(PolicyKVCacheAware, 16))
+	if err != nil {
+		b.Fatal(err)
+	}
+	res := new(Result)
+	if err := r.RouteInto(res, batch.states, batch.reqs, batch.maxn, batch.matches); err != nil {
+		b.Fatal(err)
+	}
+	junk := make([]uint64, 32<<20/8)
+	var sink uint64
+	for b.Loop() {
+		b.StopTimer()
+		for k := range junk {
+			junk[k] += uint64(k)
+		}
+		sink += junk[len(junk)-1]
+		b.StartTimer()
+		if err := r.RouteInto(res, batch.states, batch.reqs, batch.maxn, batch.matches); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if sink == 1 {
+		b.Log(sink)
+	}
+}
