@@ -11,7 +11,8 @@ import (
 // of the state that determines its future decisions — cold-start warmup ranks
 // reached, conversation bindings and touches (recency), the round-robin
 // cursor, prefix-index bounds and placements (which also drive the demand
-// window). It costs O(1): nothing is walked.
+// window), and the predicted-TTFT score's queued prefill per rank. It costs
+// O(1) per change: nothing is walked.
 //
 // Routers built from the same Config and fed the same calls have the same
 // digest. A digest names a history, not just a state: routers whose states
@@ -32,6 +33,7 @@ const (
 	tagCursor = 5
 	tagLimit  = 6
 	tagPlace  = 7
+	tagQueued = 8
 )
 
 // fold chains one change (tag, a, b) into digest d. Each step is a bijection

@@ -88,8 +88,9 @@ func (r *Router) recentHomes() []int {
 }
 
 // begin drains every rank's queued prefill by one iteration's budget and
-// caps it by what the rank reports active.
-func (t *ttftState) begin(cfg *Config, states []RankState) {
+// caps it by what the rank reports active. Each change is folded into the
+// digest d: the cap depends on the call's rank states.
+func (t *ttftState) begin(cfg *Config, states []RankState, d *uint64) {
 	if len(t.queued) != cfg.DPSize {
 		t.queued = make([]int64, cfg.DPSize)
 	}
@@ -101,7 +102,10 @@ func (t *ttftState) begin(cfg *Config, states []RankState) {
 		} else {
 			q = min(q, s.NumActiveTokens)
 		}
-		t.queued[k] = q
+		if q != t.queued[k] {
+			t.queued[k] = q
+			*d = fold(*d, tagQueued, uint64(k), uint64(q))
+		}
 	}
 }
 
@@ -112,14 +116,18 @@ func (r *Router) routeTTFT(b *batch) {
 	count, tokens, row := r.kvBegin(b)
 	ready := slices.Grow(r.ready[:0], len(row))[:len(row)]
 	r.ready = ready
-	r.ttft.begin(&r.cfg, b.states)
+	r.ttft.begin(&r.cfg, b.states, &r.digest)
 	queued := r.ttft.queued
 	onSchedule := r.cfg.EngineReuse == ReuseOnSchedule
 
 	// place puts request i on rank k: the index and the loads learn it.
 	place := func(i, k int) {
 		n := b.reqs[i].Len()
-		queued[k] += int64(max(n-r.usable(b, i, k, row, ready, onSchedule), 0))
+		if u := int64(max(n-r.usable(b, i, k, row, ready, onSchedule), 0)); u > 0 {
+			// What the request computes depends on the probe: folded.
+			queued[k] += u
+			r.digest = fold(r.digest, tagQueued, uint64(k), uint64(queued[k]))
+		}
 		r.placeKV(b, i, k, row, tokens)
 		if id := b.reqs[i].ConversationID; id != "" {
 			if home, ok := r.conv.Get(id); ok && home == k {
@@ -203,8 +211,9 @@ func (r *Router) routeTTFT(b *batch) {
 
 // ttftRows fills row with request i's match on every rank as the index (and
 // probe) know it, and ready with the part known to be computed already: the
-// probed match when the caller probes, else nothing beyond what the index
-// held before this batch.
+// probed match when the caller probes; without a probe (prefix_source
+// "index") the index's match, which cannot tell in-flight prefixes from
+// computed ones.
 func (r *Router) ttftRows(b *batch, i int, row, ready []int) {
 	r.matchRow(b, i, row)
 	size := len(row)

@@ -340,3 +340,34 @@ func BenchmarkTTFTScore(b *testing.B) {
 	}
 	benchFamilies(b, cfg, make([]int32, 8*8))
 }
+
+// The queued prefill the TTFT score keeps is state that decides later calls,
+// and it depends on the rank states a call passes (the cap), which the
+// placements alone do not show: routers fed different states must report
+// different digests, equal ones equal digests.
+func TestTTFTQueuedInDigest(t *testing.T) {
+	cfg := ttftCfg(2, ReuseAfterIteration)
+	busy := func(tokens int64) []RankState {
+		s := idle(2)
+		for k := range s {
+			s[k].NumActiveRequests, s[k].NumActiveTokens = 1, tokens
+		}
+		return s
+	}
+	a, b, c := mustNew(t, cfg), mustNew(t, cfg), mustNew(t, cfg)
+	for _, r := range []*Router{a, b, c} {
+		mustRoute(t, r, busy(1<<20), []Request{extend(1, nil, 30000)}, 8, nil)
+	}
+	// Same call, but b's ranks report less active work: its queued
+	// prefill is capped lower, which will change where the next request
+	// goes.
+	mustRoute(t, a, busy(1<<20), nil, 8, nil)
+	mustRoute(t, b, busy(100), nil, 8, nil)
+	mustRoute(t, c, busy(1<<20), nil, 8, nil)
+	if a.StateDigest() == b.StateDigest() {
+		t.Errorf("routers with different queued prefill share digest %#x", a.StateDigest())
+	}
+	if a.StateDigest() != c.StateDigest() {
+		t.Errorf("routers fed the same calls: digests %#x and %#x", a.StateDigest(), c.StateDigest())
+	}
+}
