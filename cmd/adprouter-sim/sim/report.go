@@ -178,10 +178,13 @@ func (e *EngineConfig) Describe() string {
 
 // WriteJSON writes the report as indented JSON. Without timing the bytes
 // depend only on the options (same seed, same bytes).
-func (r *Report) WriteJSON(w io.Writer) error {
+func (r *Report) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
+
+// writeJSON writes v as indented JSON, the one format of every -json file.
+func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return enc.Encode(v)
 }
 
 // WriteTable writes one aligned table per workload comparing the variants.

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -178,11 +177,7 @@ func fratio(a, b float64) float64 {
 }
 
 // WriteJSON writes the sweep as indented JSON (same options, same bytes).
-func (s *Sweep) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(s)
-}
+func (s *Sweep) WriteJSON(w io.Writer) error { return writeJSON(w, s) }
 
 // WriteTable writes the workloads, then per reuse semantics the engine and
 // one table of every workload and variant relative to the references, and
