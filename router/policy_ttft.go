@@ -123,7 +123,7 @@ func (r *Router) routeTTFT(b *batch) {
 	// place puts request i on rank k: the index and the loads learn it.
 	place := func(i, k int) {
 		n := b.reqs[i].Len()
-		if u := int64(max(n-r.usable(b, i, k, row, ready, onSchedule), 0)); u > 0 {
+		if u := int64(max(n-usable(k, row, ready, onSchedule), 0)); u > 0 {
 			// What the request computes depends on the probe: folded.
 			queued[k] += u
 			r.digest = fold(r.digest, tagQueued, uint64(k), uint64(queued[k]))
@@ -226,9 +226,9 @@ func (r *Router) ttftRows(b *batch, i int, row, ready []int) {
 	}
 }
 
-// usable is how many of request i's tokens rank k will not compute: its
+// usable is how many of a request's tokens rank k will not compute: its
 // ready prefix, or under ReuseOnSchedule its whole known prefix.
-func (r *Router) usable(b *batch, i, k int, row, ready []int, onSchedule bool) int {
+func usable(k int, row, ready []int, onSchedule bool) int {
 	if onSchedule {
 		return row[k]
 	}
@@ -325,7 +325,7 @@ func (r *Router) ttftCoster(b *batch, i int, eligible []int, allow []bool, row, 
 // delays every rank's requests, not only this one, so it counts twice.
 func (c ttftCost) at(k int) (cost, unc int64) {
 	n := int64(c.b.reqs[c.i].Len())
-	unc = max(n-int64(c.r.usable(c.b, c.i, k, c.row, c.ready, c.onSchedule)), 0)
+	unc = max(n-int64(usable(k, c.row, c.ready, c.onSchedule)), 0)
 	cost = c.r.ttft.queued[k] + unc
 	if c.homeUnc >= 0 {
 		cost += max(unc-c.homeUnc, 0)
