@@ -185,15 +185,12 @@ def address(buf):
 class LazyResult(RouteResult):
     """A RouteResult decoded from the library's output arrays on first use of
     each field: routing code that reads only its own rank's list or only
-    ``expected`` does not pay for building the rest. requests, the routed
-    batch, lends its id objects to the assignment (no new int per request;
-    held only until the assignment is decoded)."""
+    ``expected`` does not pay for building the rest."""
 
-    __slots__ = ("_order", "_offsets", "_ranks", "_requests")
+    __slots__ = ("_order", "_offsets", "_ranks")
 
-    def __init__(self, order, offsets, ranks, expected, requests=None):
+    def __init__(self, order, offsets, ranks, expected):
         self._order, self._offsets, self._ranks = order, offsets, ranks
-        self._requests = requests
         self.expected = expected
 
     @property
@@ -203,8 +200,7 @@ class LazyResult(RouteResult):
         except AttributeError:
             order, offsets = self._order, self._offsets
             sp = _accel.speedups
-            value = sp.assignment(order, offsets, self._requests) if sp else None
-            self._requests = None
+            value = sp.assignment(order, offsets) if sp else None
             if value is None:
                 lists = [order[offsets[r]:offsets[r + 1]].tolist() for r in range(len(offsets) - 1)]
                 value = dict(enumerate(lists))

@@ -176,7 +176,7 @@ class Router:
                     status, expected = got
                     if status != OK:
                         raise_status(status, self._errbuf)
-                    return LazyResult(order, offsets, ranks, expected, requests)
+                    return LazyResult(order, offsets, ranks, expected)
         sbuf = sp.pack_states(states) if sp else None
         if sbuf is None:
             sbuf = pack_states(states)
@@ -206,7 +206,7 @@ class Router:
                                           self._errbuf, ERRBUF)
             if status != OK:
                 raise_status(status, self._errbuf)
-        return LazyResult(order, offsets, ranks, out.expected, requests)
+        return LazyResult(order, offsets, ranks, out.expected)
 
     def receipts(self):
         """Why each request of the last route() went where it did: a list of

@@ -723,82 +723,14 @@ static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
     return result;
 }
 
-/* The batch's id objects by value: an open-addressing table of exact-int
- * ids of exact Request objects, so the decoded assignment can hand out the
- * caller's own id objects instead of allocating one int per request. On a
- * host that just ran other Python code each such allocation tends to be a
- * cache miss on the allocator's free list: decoding a cold 256 x 16 result
- * takes 3-5 us less (~30 us before; paired runs, the reference run before
- * each decode). Only values are compared, so an id changed after route()
- * still decodes to a new int of the routed value, and a bool id to a plain
- * int, as without the table. */
-typedef struct {
-    uint64_t *keys;
-    PyObject **objs;
-    size_t mask;
-} id_table;
-
-static inline size_t id_slot(uint64_t v, size_t mask) { return (size_t)((v * 0x9E3779B97F4A7C15ull) >> 32) & mask; }
-
-/* Fills t from requests (an exact list or tuple; anything else leaves t
- * empty). Returns 0 or -1 (memory error). */
-static int id_table_fill(id_table *t, PyObject *requests)
-{
-    t->keys = NULL;
-    t->objs = NULL;
-    t->mask = 0;
-    if (request_type == NULL || !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
-        return 0;
-    Py_ssize_t nr = PySequence_Fast_GET_SIZE(requests);
-    PyObject **items = PySequence_Fast_ITEMS(requests);
-    size_t cap = 16;
-    while (cap < 2 * (size_t)nr)
-        cap *= 2;
-    t->keys = PyMem_Malloc(cap * sizeof *t->keys);
-    t->objs = PyMem_Calloc(cap, sizeof *t->objs);
-    if (t->keys == NULL || t->objs == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    t->mask = cap - 1;
-    for (Py_ssize_t i = 0; i < nr; i++) {
-        PyObject *id;
-        uint64_t v;
-        if (!Py_IS_TYPE(items[i], request_type) || (id = slot(items[i], request_off[R_ID])) == NULL ||
-            !PyLong_CheckExact(id) || read_u64(id, &v))
-            continue;
-        size_t k = id_slot(v, t->mask);
-        while (t->objs[k] != NULL && t->keys[k] != v)
-            k = (k + 1) & t->mask;
-        t->keys[k] = v;
-        t->objs[k] = id;
-    }
-    return 0;
-}
-
-/* id as an int: the batch's own object of that value, else a new one. */
-static inline PyObject *id_object(const id_table *t, uint64_t v)
-{
-    if (t->objs != NULL)
-        for (size_t k = id_slot(v, t->mask); t->objs[k] != NULL; k = (k + 1) & t->mask)
-            if (t->keys[k] == v) {
-                Py_INCREF(t->objs[k]);
-                return t->objs[k];
-            }
-    return PyLong_FromUnsignedLongLong(v);
-}
-
-/* assignment(order, offsets[, requests]) -> {rank: [ids placed on it, in
- * order]} for every rank, from adpr_route_result's order (uint64) and
- * rank_offsets (int32, dp_size + 1 values) buffers, as
- * RouteResult.assignment holds it; None if the buffers are not what the
- * binding passes. With the batch's requests, ids are their own id objects
- * where one has the value (see id_table). */
+/* assignment(order, offsets) -> {rank: [ids placed on it, in order]} for
+ * every rank, from adpr_route_result's order (uint64) and rank_offsets
+ * (int32, dp_size + 1 values) buffers, as RouteResult.assignment holds it;
+ * None if the buffers are not what the binding passes. */
 static PyObject *assignment(PyObject *Py_UNUSED(self), PyObject *args)
 {
-    PyObject *order_obj, *offsets_obj, *requests = Py_None, *out = NULL;
-    id_table ids = {NULL, NULL, 0};
-    if (!PyArg_ParseTuple(args, "OO|O", &order_obj, &offsets_obj, &requests))
+    PyObject *order_obj, *offsets_obj, *out = NULL;
+    if (!PyArg_ParseTuple(args, "OO", &order_obj, &offsets_obj))
         return NULL;
     Py_buffer order, offsets;
     if (PyObject_GetBuffer(order_obj, &order, PyBUF_C_CONTIGUOUS) < 0) {
@@ -810,7 +742,7 @@ static PyObject *assignment(PyObject *Py_UNUSED(self), PyObject *args)
         PyBuffer_Release(&order);
         Py_RETURN_NONE;
     }
-    const uint64_t *placed = order.buf;
+    const uint64_t *ids = order.buf;
     const int32_t *off = offsets.buf;
     Py_ssize_t nids = order.len / 8, nranks = offsets.len / 4 - 1;
     int ok = order.len % 8 == 0 && offsets.len % 4 == 0 && nranks >= 0;
@@ -821,14 +753,14 @@ static PyObject *assignment(PyObject *Py_UNUSED(self), PyObject *args)
         Py_INCREF(out);
         goto done;
     }
-    if (id_table_fill(&ids, requests) < 0 || (out = PyDict_New()) == NULL)
+    if ((out = PyDict_New()) == NULL)
         goto done;
     for (Py_ssize_t r = 0; r < nranks; r++) {
         PyObject *lst = PyList_New(off[r + 1] - off[r]), *key = NULL;
         if (lst == NULL)
             goto fail;
         for (Py_ssize_t i = off[r]; i < off[r + 1]; i++) {
-            PyObject *v = id_object(&ids, placed[i]);
+            PyObject *v = PyLong_FromUnsignedLongLong(ids[i]);
             if (v == NULL) {
                 Py_DECREF(lst);
                 goto fail;
@@ -847,8 +779,6 @@ static PyObject *assignment(PyObject *Py_UNUSED(self), PyObject *args)
 fail:
     Py_CLEAR(out);
 done:
-    PyMem_Free(ids.keys);
-    PyMem_Free(ids.objs);
     PyBuffer_Release(&order);
     PyBuffer_Release(&offsets);
     return out;
@@ -1112,7 +1042,7 @@ static PyMethodDef methods[] = {
     {"match_table", match_table, METH_VARARGS,
      "match_table(match_lens, requests, pairs) -> int32 bytes, row-major by request, or None."},
     {"assignment", assignment, METH_VARARGS,
-     "assignment(order, offsets[, requests]) -> {rank: [ids]} for every rank, or None."},
+     "assignment(order, offsets) -> {rank: [ids]} for every rank, or None."},
     {"route", (PyCFunction)(void (*)(void))route, METH_FASTCALL,
      "route(adpr_route address, handle, states, requests, send_tokens, match_lens, pairs, max_active, "
      "errbuf, ranks, order, offsets) -> (status, expected), or None where the Python path must run."},

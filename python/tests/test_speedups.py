@@ -254,41 +254,6 @@ class RouteInCTest(BothPaths):
                                        (good, b"\0\0\0"), (good, 5)]:
             self.assertIsNone(_built.assignment(bad_order, bad_offsets))
 
-    def test_assignment_lends_the_batch_ids(self):
-        # With the batch, ids are the requests' own int objects where one has
-        # the routed value: equal results, no new int per request.
-        _accel.use(_built)
-        rng = random.Random(3)
-        big = [rng.randrange(2 ** 62, 2 ** 64) for _ in range(40)]
-        reqs = [Request(i) for i in big]
-        order = array.array("Q", big)
-        offsets = array.array("i", [0, 10, 25, 40])
-        want = {r: order[offsets[r]:offsets[r + 1]].tolist() for r in range(3)}
-        got = _built.assignment(order, offsets, reqs)
-        self.assertEqual(got, want)
-        self.assertTrue(all(a is q.id for a, q in zip([i for r in range(3) for i in got[r]], reqs)))
-        # Values decide, never the objects: an id changed after routing, a
-        # bool id, a request of a subclass and a batch that is not a list or
-        # tuple all decode to plain ints of the routed values.
-        class Sub(Request):
-            __slots__ = ()
-
-        reqs[0].id = big[1] + 1
-        reqs[1] = Request(True)
-        order[1] = 1
-        reqs[2] = Sub(big[2])
-        for batch in (reqs, tuple(reqs), iter(reqs), None, [object()] * 40):
-            got = _built.assignment(order, offsets, batch)
-            self.assertEqual(got, {r: order[offsets[r]:offsets[r + 1]].tolist() for r in range(3)})
-            self.assertIs(type(got[0][1]), int)
-            self.assertIsNot(got[0][0], reqs[0].id)
-            self.assertIsNot(got[0][2], reqs[2].id)
-        with Router(policy="kv_cache_aware", dp_size=2) as r:
-            ids = [2 ** 63 + 5, 2 ** 63 + 9]
-            res = r.route(test_binding.idle(2), [Request(i, tokens=[1, 2]) for i in ids], 8)
-            self.assertEqual(sorted(res.assignment[0] + res.assignment[1]), ids)
-            self.assertIsNone(res._requests)  # the batch is let go once decoded
-
     def test_library_errors_come_back(self):
         with Router(policy="kv_cache_aware", dp_size=2) as r:
             got, *_ = self.call(r, test_binding.idle(2), [Request(1, tokens=[1], target_rank=5)], 8)
