@@ -162,29 +162,27 @@ func ParseOptions(kv [][2]string) (Config, error) {
 			return cfg, fmt.Errorf("%w: option %q given more than once", ErrInvalidConfig, key)
 		}
 		seen[key] = true
-		switch key {
-		case "preset":
-			preset = p[1]
-		case "policy":
-			if err := options[key](&cfg, p[1]); err != nil {
-				return cfg, fmt.Errorf("%w: option %s = %q, %v", ErrInvalidConfig, key, p[1], err)
-			}
-		}
-	}
-	if err := applyPreset(&cfg, preset, seen); err != nil {
-		return cfg, err
-	}
-	for _, p := range kv {
-		key, value := p[0], p[1]
 		if key == "preset" {
+			preset = p[1]
 			continue
 		}
-		if err := options[key](&cfg, value); err != nil {
-			return cfg, fmt.Errorf("%w: option %s = %q, %v", ErrInvalidConfig, key, value, err)
+		if err := options[key](&cfg, p[1]); err != nil {
+			return cfg, fmt.Errorf("%w: option %s = %q, %v", ErrInvalidConfig, key, p[1], err)
 		}
+	}
+	// The preset fills in what the caller did not set (its keys never
+	// overlap the explicit ones, so the order of the two is free).
+	if err := applyPreset(&cfg, preset, seen); err != nil {
+		return cfg, err
 	}
 	if !seen["dp_size"] {
 		return cfg, fmt.Errorf("%w: option dp_size is required", ErrInvalidConfig)
 	}
-	return cfg, cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		if preset != PresetReference {
+			return cfg, fmt.Errorf("%w (options of preset %q included)", err, preset)
+		}
+		return cfg, err
+	}
+	return cfg, nil
 }

@@ -209,6 +209,8 @@ func TestParseOptionsPreset(t *testing.T) {
 			func() Config { c := rec; c.PrefixSource = SourceIndex; return c }},
 		{"cold_start_warmup replaces the preset's warmup", [][2]string{{"preset", "recommended"}, {"dp_size", "4"}, {"cold_start_warmup", "true"}},
 			func() Config { c := rec; c.Warmup, c.ColdStartWarmup = "", true; return c }},
+		{"cold_start_warmup false, the reference's default, keeps it", [][2]string{{"cold_start_warmup", "false"}, {"preset", "recommended"}, {"dp_size", "4"}},
+			func() Config { return rec }},
 		{"recommended for the default policy is the reference", [][2]string{{"preset", "recommended"}, {"policy", "default"}, {"dp_size", "4"}},
 			func() Config { return DefaultConfig(PolicyDefault, 4) }},
 		{"full for the conversation policy", [][2]string{{"policy", "conversation"}, {"preset", "full"}, {"dp_size", "4"}},

@@ -88,16 +88,16 @@ func ApplyPreset(cfg *Config, name string) error {
 }
 
 // applyPreset applies preset name's options for cfg.Policy except those
-// in explicit: those the caller sets itself. An explicit cold_start_warmup
-// (the reference's name for warmup "once") also overrides the preset's
-// warmup.
+// in explicit: those the caller sets itself. cold_start_warmup = true (the
+// reference's name for warmup "once", already in cfg) also overrides the
+// preset's warmup; false, the reference's default, does not.
 func applyPreset(cfg *Config, name string, explicit map[string]bool) error {
 	pre, err := PresetOptions(name, cfg.Policy)
 	if err != nil {
 		return err
 	}
 	for _, p := range pre {
-		if explicit[p[0]] || (p[0] == "warmup" && explicit["cold_start_warmup"]) {
+		if explicit[p[0]] || (p[0] == "warmup" && cfg.ColdStartWarmup) {
 			continue
 		}
 		if err := options[p[0]](cfg, p[1]); err != nil {

@@ -121,10 +121,11 @@ _ENV_PREFIX = "ADPROUTER_"
 _U64 = (1 << 64) - 1
 
 
-def _resolve_options(options, policy, environ=None):
+def _resolve_options(options, policy, environ=None, cold_start_warmup=False):
     """The effective extra options for policy: the preset's, overridden by
     ADPROUTER_* variables, overridden by the options mapping. Values stay as
-    given (strings from the environment); the library parses them."""
+    given (strings from the environment); the library parses them. As in the
+    library, a true cold_start_warmup replaces the preset's warmup."""
     env = os.environ if environ is None else environ
     given = dict(options or {})
     unknown = sorted(set(given) - set(OPTIONS))
@@ -134,6 +135,8 @@ def _resolve_options(options, policy, environ=None):
     from_env = {k: env[_ENV_PREFIX + k.upper()] for k in OPTIONS if _ENV_PREFIX + k.upper() in env}
     preset = given.get("preset", from_env.get("preset", "reference"))
     out = preset_options(preset, policy)
+    if _truthy(cold_start_warmup):
+        out.pop("warmup", None)
     out.update(from_env)
     out.update(given)
     out.pop("preset", None)
@@ -246,7 +249,8 @@ class ADPRouter:
 
     def __init__(self, dist, *, options=None, kv_cache_manager=None, **config):
         self.dist = dist
-        self.options = _resolve_options(options, self._policy)
+        self.options = _resolve_options(options, self._policy,
+                                        cold_start_warmup=config.get("cold_start_warmup", False))
         extras = {k: v for k, v in self.options.items()
                   if self._policy == "kv_cache_aware" or not OPTIONS[k]}
         if self._policy != "conversation":

@@ -104,6 +104,18 @@ class CreateTest(unittest.TestCase):
         r = T.ADPRouter.create(F.Dist(), kv, kv_cfg,
                                options={"preset": "recommended", "engine_reuse": "on_schedule"})
         self.assertEqual(r.options["engine_reuse"], "on_schedule")
+        # As in the library: kv_cache_routing_cold_start_warmup=True replaces
+        # the preset's warmup (the reference's once-warmup, same digest as
+        # the library's own reading of the two), False keeps it.
+        warm_cfg = F.attention_dp_config(enable_kv_cache_aware_routing=True,
+                                         kv_cache_routing_cold_start_warmup=True)
+        r = T.ADPRouter.create(F.Dist(), kv, warm_cfg, options={"preset": "recommended"})
+        self.assertNotIn("warmup", r.options)
+        with adprouter.Router(dp_size=r._dp, preset="recommended", cold_start_warmup=True) as lib:
+            self.assertEqual(r.router.state_digest(), lib.state_digest())
+        r = T.ADPRouter.create(F.Dist(), kv, kv_cfg, options={"preset": "recommended"})
+        with adprouter.Router(dp_size=r._dp, preset="recommended", cold_start_warmup=False) as lib:
+            self.assertEqual(r.router.state_digest(), lib.state_digest())
         self.assertEqual(T.preset_options("recommended", "default"), {})
         self.assertEqual(T.preset_options("full", "default"), {"capacity_aware": "true"})
 
