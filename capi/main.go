@@ -86,6 +86,24 @@ func boundedString(p *C.char, max int, what string, args ...any) (string, error)
 	return "", argError(what+" is longer than %d bytes (or not NUL-terminated)", append(args, max)...)
 }
 
+// presetOptionsMax bounds every preset's text with its NUL (the header's
+// promise to callers sizing a buffer; TestPresetTextFits keeps it).
+const presetOptionsMax = C.ADPR_PRESET_OPTIONS_MAX
+
+// presetText is adpr_preset_options' text: one "key=value\n" line per
+// option preset sets for policy.
+func presetText(preset, policy string) ([]byte, error) {
+	kv, err := router.PresetOptions(preset, router.Policy(policy))
+	if err != nil {
+		return nil, err
+	}
+	var text []byte
+	for _, o := range kv {
+		text = append(append(append(append(text, o[0]...), '='), o[1]...), '\n')
+	}
+	return text, nil
+}
+
 //export adprgo_preset_options
 func adprgo_preset_options(name, policy *C.char, out *C.char, olen C.size_t, ebuf *C.char, elen C.size_t) C.adpr_status {
 	return guard("adpr_preset_options", ebuf, elen, func() error {
@@ -103,13 +121,9 @@ func adprgo_preset_options(name, policy *C.char, out *C.char, olen C.size_t, ebu
 		if err != nil {
 			return err
 		}
-		kv, err := router.PresetOptions(n, router.Policy(p))
+		text, err := presetText(n, p)
 		if err != nil {
 			return err
-		}
-		var text []byte
-		for _, o := range kv {
-			text = append(append(append(append(text, o[0]...), '='), o[1]...), '\n')
 		}
 		if uint64(len(text)) >= uint64(olen) {
 			return argError("out_len = %d, want at least %d bytes for preset %q", uint64(olen), len(text)+1, n)

@@ -466,8 +466,10 @@ adpr_status adpr_router_create(const adpr_option *options, int32_t num_options,
  * for policy, one "key=value\n" line each, in the order adpr_router_create
  * applies them; "" for none. adpr_router_create applies them itself; this
  * is for hosts that need to know (e.g. whether to probe match lengths).
+ * Every preset's text fits in ADPR_PRESET_OPTIONS_MAX bytes.
  * ADPR_ERR_CONFIG names an unknown preset or policy; ADPR_ERR_INVALID_ARGUMENT
  * a NULL string or an out buffer too small (the message says how large). */
+#define ADPR_PRESET_OPTIONS_MAX 1024
 adpr_status adpr_preset_options(const char *preset, const char *policy, char *out, size_t out_len,
                                 char *err, size_t err_len);
 
@@ -514,7 +516,8 @@ adpr_status adpr_router_stats(adpr_router router, adpr_stats *stats,
  * its capacity is not 0, and must then hold them all; pass 0 capacities (and
  * NULL buffers) to ask for the sizes first. A failed adpr_route keeps the
  * previous receipts. ADPR_ERR_INVALID_ARGUMENT: explain is off, a buffer is
- * too small or NULL with a capacity, or a count pointer is NULL. With explain
+ * too small or NULL with a capacity, or a count pointer is NULL; the counts
+ * are then left untouched (ask again with 0 capacities). With explain
  * on the router keeps the last decision's receipts: one candidate per rank
  * for each scored or least-loaded request, about 14 times the memory of the
  * batch's match_lens, reused by the next decision. */
@@ -527,7 +530,9 @@ adpr_status adpr_router_receipts(adpr_router router, adpr_receipt *receipts, int
  * decision into buf: "request ID (N tokens) -> rank R: reason; ..." and, for
  * scored and least-loaded placements, one line per rank and the tie.
  * NUL-terminated, truncated to len bytes; *needed receives the full size
- * with the NUL. buf may be NULL with len 0 to ask for the size. */
+ * with the NUL. buf may be NULL with len 0 to ask for the size.
+ * ADPR_ERR_INVALID_ARGUMENT: explain is off, index is not a receipt of the
+ * last decision, needed is NULL, or buf is NULL with len > 0. */
 adpr_status adpr_router_receipt_text(adpr_router router, int64_t index, char *buf, size_t len,
                                      size_t *needed, char *err, size_t err_len);
 

@@ -65,8 +65,8 @@ const (
 	// per rank): computing a long prefix stalls every rank of an ADP engine,
 	// so replication belongs before a spike, not in it.
 	WarmupDemand Warmup = "demand"
-	// WarmupQuiet is WarmupOnce only while the engine is quiet (at most one
-	// active or new request per rank): every rank gets a request once, so
+	// WarmupQuiet is WarmupOnce only in decisions where no rank reports an
+	// active request: every rank gets a request once, so
 	// that the first spike finds the shared prefix everywhere, but warming
 	// never costs a loaded engine a cold prefill it did not need.
 	WarmupQuiet Warmup = "quiet"
