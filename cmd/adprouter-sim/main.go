@@ -251,6 +251,9 @@ Policy variants (-policies; -policies all runs every one):
 		}
 		return 0
 	}
+	if !*sweep && (*seeds != "" || *dps != "") {
+		return fail(fmt.Errorf("-seeds and -dps run a robustness matrix and need -sweep"))
+	}
 	if *sweep {
 		list := strings.Join(sim.SweepVariants, ",")
 		if set["policies"] {
@@ -264,6 +267,9 @@ Policy variants (-policies; -policies all runs every one):
 			return fail(fmt.Errorf("-sweep writes -json and -svg; -plot and -timing are for single runs"))
 		}
 		if *seeds != "" || *dps != "" {
+			if *jsonFile != "" || *svgFile != "" {
+				return fail(fmt.Errorf("-seeds and -dps print the robustness matrix; -json and -svg are for a single sweep"))
+			}
 			return matrix(eng, modes, wcs, extra, *parallel, *seed, *seeds, *dps, stdout, stderr)
 		}
 		sw, err := sim.RunSweep(sim.SweepOptions{Engine: eng, Reuse: modes, Workloads: wcs, Extra: extra, Parallel: *parallel})

@@ -217,6 +217,8 @@ func TestSweepMatrixCommand(t *testing.T) {
 		want string
 	}{
 		{[]string{"-sweep", "-seeds", "1,x"}, "-seeds"},
+		{[]string{"-workload", "coldstart", "-seeds", "1,2"}, "need -sweep"},
+		{[]string{"-sweep", "-seeds", "1,2", "-json", "m.json"}, "-json and -svg are for a single sweep"},
 		{[]string{"-sweep", "-dps", "4,y"}, "-dps"},
 		{[]string{"-sweep", "-dps", "4", "-ranks", "100,100"}, "-dps and -ranks"},
 		{[]string{"-sweep", "-workload", "coldstart", "-dps", "0"}, "dp_size"},
