@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -188,4 +189,29 @@ func convMapBytes(t *testing.T, idLen int) {
 		t.Errorf("%.0f bytes per binding, documented at most %d", perBinding, idLen+160)
 	}
 	runtime.KeepAlive(r)
+}
+
+// anyNegative finds a negative value at every position and length, and
+// none where there is none, whatever the alignment of the words it reads.
+func TestAnyNegative(t *testing.T) {
+	for n := 0; n <= 19; n++ {
+		for off := range 2 { // word-aligned, then not
+			ms := make([]int32, n+1)[off : off+n]
+			for k := range ms {
+				ms[k] = int32(k * 1000)
+			}
+			if anyNegative(ms) {
+				t.Fatalf("len %d: found a negative value in %v", n, ms)
+			}
+			for k := range ms {
+				for _, v := range []int32{-1, math.MinInt32} {
+					ms[k] = v
+					if !anyNegative(ms) {
+						t.Fatalf("len %d: missed %d at %d", n, v, k)
+					}
+					ms[k] = int32(k * 1000)
+				}
+			}
+		}
+	}
 }

@@ -56,7 +56,7 @@ func (r *Router) routeKVAware(b *batch) {
 		}
 		q := &b.reqs[i]
 		n := q.Len()
-		r.matchRow(b, i, row)
+		rowMax := r.matchRow(b, i, row)
 		allow := r.room.allow(eligible, n, row)
 
 		if quiet && !q.Strict {
@@ -79,9 +79,12 @@ func (r *Router) routeKVAware(b *batch) {
 				sum += tokens[k]
 			}
 		}
-		maxMatch := 0
-		for _, k := range eligible {
-			maxMatch = max(maxMatch, row[k])
+		maxMatch := rowMax // every rank is eligible until one reaches the soft cap
+		if len(eligible) < len(row) {
+			maxMatch = 0
+			for _, k := range eligible {
+				maxMatch = max(maxMatch, row[k])
+			}
 		}
 		denom := max(sum, nf)
 		if denom == 0 {
@@ -115,6 +118,13 @@ func (r *Router) routeKVAware(b *batch) {
 		} else {
 			for _, k := range eligible {
 				if !allowed(allow, k) {
+					continue
+				}
+				// The load term is >= 0 and rounding is monotone, so a
+				// score is never below its uncached tokens: a rank whose
+				// uncached tokens exceed the best score so far can neither
+				// win nor tie, and its division is skipped.
+				if best >= 0 && float64(n-row[k]) > bestScore {
 					continue
 				}
 				s := score(n, row[k], gate, nf, denom, beta, tokens[k])
@@ -155,22 +165,35 @@ func (r *Router) routeKVAware(b *batch) {
 }
 
 // matchRow fills row with request i's match length on every rank, from the
-// configured source.
-func (r *Router) matchRow(b *batch, i int, row []int) {
+// configured source, and returns the longest (0 for an empty row).
+func (r *Router) matchRow(b *batch, i int, row []int) int {
 	size := len(row)
+	longest := 0
 	switch r.cfg.PrefixSource {
 	case SourceIndex:
 		r.prefix.matchRow(&r.cfg, b, i, row)
+		for _, m := range row {
+			longest = max(longest, m)
+		}
 	case SourceProbeIndex:
 		r.prefix.matchRow(&r.cfg, b, i, row)
 		for k := range row {
 			row[k] = max(row[k], b.match(i, k, size))
+			longest = max(longest, row[k])
 		}
 	default:
-		for k := range row {
-			row[k] = b.match(i, k, size)
+		if b.matches == nil {
+			clear(row)
+			break
+		}
+		src := b.matches[i*size : (i+1)*size]
+		row = row[:len(src)]
+		for k, m := range src {
+			row[k] = int(m)
+			longest = max(longest, int(m))
 		}
 	}
+	return longest
 }
 
 // placeKV places request i on rank k with the KV-aware bookkeeping: the

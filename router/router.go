@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"unsafe"
 
 	"github.com/adprouter/adprouter/router/internal/convmap"
 )
@@ -202,13 +203,39 @@ func (r *Router) validate(states []RankState, reqs []Request, maxActive int, mat
 		if len(matches) != len(reqs)*size {
 			return inputError("got %d match lengths, want len(requests) * dp_size = %d", len(matches), len(reqs)*size)
 		}
-		for k, m := range matches {
-			if m < 0 {
-				return inputError("match length of request %d on rank %d = %d, want >= 0", k/size, k%size, m)
-			}
+		if anyNegative(matches) {
+			k := slices.IndexFunc(matches, func(m int32) bool { return m < 0 })
+			return inputError("match length of request %d on rank %d = %d, want >= 0", k/size, k%size, matches[k])
 		}
 	}
 	return nil
+}
+
+// anyNegative reports whether some value of ms is negative. It ORs the sign
+// bits of two values at a time, four words per step, with no branch per
+// value: the table is dp_size values per request and the check runs on
+// every decision.
+func anyNegative(ms []int32) bool {
+	const signs = 0x8000_0000_8000_0000
+	var acc uint64
+	if len(ms) > 0 && uintptr(unsafe.Pointer(&ms[0]))%8 != 0 {
+		acc, ms = uint64(uint32(ms[0])), ms[1:] // word-align the rest
+	}
+	if len(ms) == 0 {
+		return acc&signs != 0
+	}
+	words := unsafe.Slice((*uint64)(unsafe.Pointer(&ms[0])), len(ms)/2)
+	for len(words) >= 4 {
+		acc |= words[0] | words[1] | words[2] | words[3]
+		words = words[4:]
+	}
+	for _, w := range words {
+		acc |= w
+	}
+	if len(ms)%2 == 1 {
+		acc |= uint64(uint32(ms[len(ms)-1]))
+	}
+	return acc&signs != 0
 }
 
 // idSet finds duplicate request ids in linear time: an open-addressing
