@@ -15,6 +15,7 @@ from ._errors import (CONFIG, FORKED, INVALID_ARGUMENT, INVALID_HANDLE, OK, U64,
                       InvalidArgumentError, InvalidHandleError, check_int)
 from ._options import option_text
 from ._pack import LazyResult, address, match_table, pack_requests, pack_states
+from ._types import RouteResult
 
 # The most hot groups stats() asks for.
 _MAX_GROUPS = 1 << 16
@@ -161,22 +162,20 @@ class Router:
                                        INVALID_ARGUMENT) from None
         sp = _accel.speedups
         if sp is not None and self._lib is _abi.lib and (match_lens is None or not isinstance(match_lens, array)):
-            # The C path: packing and the adpr_route call in one, through
-            # the function's address (no ctypes conversions); None means
-            # something unusual, which the general path below handles.
-            ranks = array("i", bytes(4 * nr))
-            order = array("Q", bytes(8 * nr))
-            offsets = array("i", bytes(4 * (ns + 1)))
+            # The C path: packing, the adpr_route call (through the
+            # function's address: no ctypes conversions) and decoding in
+            # one; None means something unusual, which the general path
+            # below handles.
             with self._lock:
                 if not self._handle:
                     raise InvalidHandleError("the router is closed", INVALID_HANDLE)
                 got = sp.route(_abi.route_address, self._handle, states, requests, self._send_tokens, match_lens,
-                               match_format == "pairs", maxn, self._errbuf, ranks, order, offsets)
+                               match_format == "pairs", maxn, self._errbuf)
                 if got is not None:
-                    status, expected = got
+                    status, expected, assignment, unassigned, ranks = got
                     if status != OK:
                         raise_status(status, self._errbuf)
-                    return LazyResult(order, offsets, ranks, expected)
+                    return RouteResult(assignment, expected, unassigned, ranks)
         sbuf = sp.pack_states(states) if sp else None
         if sbuf is None:
             sbuf = pack_states(states)

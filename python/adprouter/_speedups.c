@@ -171,6 +171,36 @@ static int int32_vector(const Py_buffer *view)
            (view->strides == NULL || view->strides[0] == 4);
 }
 
+/* A token as append_tokens reads it: an exact int of one digit (a compact
+ * int from 3.12) is below 2^PyLong_SHIFT <= 2^30 in magnitude, so it fits
+ * int32 without a range check; anything else goes through read_int. Most
+ * of a batch's packing time is this, once per token. */
+#if PyLong_SHIFT > 30
+#error "token_int32 assumes one-digit ints fit int32"
+#endif
+static inline int token_int32(PyObject *o, int32_t *out)
+{
+    if (PyLong_CheckExact(o)) {
+#if PY_VERSION_HEX >= 0x030C0000
+        if (PyUnstable_Long_IsCompact((PyLongObject *)o)) {
+            *out = (int32_t)PyUnstable_Long_CompactValue((PyLongObject *)o);
+            return 0;
+        }
+#else
+        Py_ssize_t size = Py_SIZE(o);
+        if ((size_t)(size + 1) <= 2) {
+            *out = (int32_t)size * (int32_t)((PyLongObject *)o)->ob_digit[0];
+            return 0;
+        }
+#endif
+    }
+    long long v;
+    if (read_int(o, INT32_MIN, INT32_MAX, &v))
+        return FALLBACK;
+    *out = (int32_t)v;
+    return 0;
+}
+
 /* Appends the first `limit` tokens of toks (limit < 0: all) as int32 to b.
  * Sets *len to len(toks). Returns 0, FALLBACK or -1 (memory error). */
 static int append_tokens(growbuf *b, PyObject *toks, Py_ssize_t limit, Py_ssize_t *len)
@@ -183,12 +213,9 @@ static int append_tokens(growbuf *b, PyObject *toks, Py_ssize_t limit, Py_ssize_
         if (grow(b, 4 * k) < 0)
             return -1;
         int32_t *out = (int32_t *)(b->p + b->len);
-        for (Py_ssize_t i = 0; i < k; i++) {
-            long long v;
-            if (read_int(items[i], INT32_MIN, INT32_MAX, &v))
+        for (Py_ssize_t i = 0; i < k; i++)
+            if (token_int32(items[i], &out[i]))
                 return FALLBACK;
-            out[i] = (int32_t)v;
-        }
         b->len += 4 * k;
         return 0;
     }
@@ -212,7 +239,11 @@ static int append_tokens(growbuf *b, PyObject *toks, Py_ssize_t limit, Py_ssize_
     return rc;
 }
 
-static int pack_request(PyObject *q, Py_ssize_t limit, adpr_request *out, growbuf *tok, growbuf *text)
+/* Packs request q into *out and the token and text buffers. With idref
+ * non-NULL and an exact int id, *idref receives a new reference to the id
+ * object packed, for the result (see id_object). */
+static int pack_request(PyObject *q, Py_ssize_t limit, adpr_request *out, growbuf *tok, growbuf *text,
+                        PyObject **idref)
 {
     if (!Py_IS_TYPE(q, request_type))
         return FALLBACK;
@@ -225,6 +256,8 @@ static int pack_request(PyObject *q, Py_ssize_t limit, adpr_request *out, growbu
     memset(out, 0, sizeof *out);
     if (read_u64(id, &out->id))
         return FALLBACK;
+    if (idref != NULL && PyLong_CheckExact(id))
+        *idref = Py_NewRef(id);
     long long n = 0;
     if (ntok != Py_None && read_int(ntok, INT64_MIN, INT64_MAX, &n))
         return FALLBACK;
@@ -288,8 +321,11 @@ static int pack_request(PyObject *q, Py_ssize_t limit, adpr_request *out, growbu
 }
 
 /* Packs requests (an exact list or tuple) into reqs[len(requests)] and the
- * token and text buffers. Returns 0, FALLBACK or -1 (memory error). */
-static int fill_requests(PyObject *requests, Py_ssize_t limit, adpr_request *reqs, growbuf *tok, growbuf *text)
+ * token and text buffers; with idrefs (len(requests) NULLs) non-NULL, takes
+ * references to the id objects as pack_request does. Returns 0, FALLBACK or
+ * -1 (memory error). */
+static int fill_requests(PyObject *requests, Py_ssize_t limit, adpr_request *reqs, growbuf *tok, growbuf *text,
+                         PyObject **idrefs)
 {
     if (request_type == NULL || !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
         return FALLBACK;
@@ -297,7 +333,7 @@ static int fill_requests(PyObject *requests, Py_ssize_t limit, adpr_request *req
     PyObject **items = PySequence_Fast_ITEMS(requests);
     int rc = 0;
     for (Py_ssize_t i = 0; i < nr && rc == 0; i++)
-        rc = pack_request(items[i], limit, &reqs[i], tok, text);
+        rc = pack_request(items[i], limit, &reqs[i], tok, text, idrefs ? &idrefs[i] : NULL);
     return rc;
 }
 
@@ -327,7 +363,7 @@ static PyObject *pack_requests(PyObject *Py_UNUSED(self), PyObject *args)
         return NULL;
     growbuf tok = {0}, text = {0};
     PyObject *result = NULL;
-    int rc = fill_requests(requests, limit, (adpr_request *)PyBytes_AS_STRING(rbuf), &tok, &text);
+    int rc = fill_requests(requests, limit, (adpr_request *)PyBytes_AS_STRING(rbuf), &tok, &text, NULL);
     if (rc == FALLBACK) {
         result = Py_None;
         Py_INCREF(result);
@@ -614,12 +650,6 @@ static PyObject *match_table(PyObject *Py_UNUSED(self), PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* --- route: packing and the adpr_route call in one ----------------------------
- *
- * adpr_route's signature, for calling it by the address ctypes found. */
-typedef int32_t (*adpr_route_fn)(uint64_t router, const adpr_batch *batch, adpr_route_result *result, char *err,
-                                 size_t err_len);
-
 /* A writable contiguous buffer of at least n bytes, or FALLBACK. */
 static int out_buffer(PyObject *o, Py_ssize_t n, Py_buffer *view)
 {
@@ -634,17 +664,156 @@ static int out_buffer(PyObject *o, Py_ssize_t n, Py_buffer *view)
     return 0;
 }
 
+/* --- Decoding adpr_route_result ---------------------------------------------
+ *
+ * The result's ids become Python ints. Where route() packed the batch itself
+ * it holds a reference to each request's id object (an exact int, taken
+ * while packing, so its value is the one the library routed; ints are
+ * immutable, and the reference keeps it alive whatever code a garbage
+ * collection runs meanwhile), and the decoded lists hold those objects
+ * instead of new ints: allocating an int per request was most of a decode
+ * on cold caches. An idmap finds a request's position from its id. */
+
+typedef struct {
+    uint64_t *keys;  /* open addressing, linear probing */
+    int32_t *pos;    /* per slot: request position + 1; 0 = empty */
+    uint64_t mask;
+    int shift;       /* Fibonacci hashing: slot = (id * K) >> shift */
+    PyObject **refs; /* per position: a reference to its id object, or NULL */
+} idmap;
+
+#define IDMAP_K 0x9E3779B97F4A7C15ull
+
+/* Maps the ids of reqs[nr] to their positions. Returns 0 or -1 (memory
+ * error, raised). */
+static int idmap_init(idmap *m, const adpr_request *reqs, Py_ssize_t nr, PyObject **refs)
+{
+    Py_ssize_t size = 2;
+    int shift = 63;
+    while (size < 2 * nr) {
+        size *= 2;
+        shift--;
+    }
+    m->keys = PyMem_Malloc(size * sizeof *m->keys);
+    m->pos = PyMem_Calloc(size, sizeof *m->pos);
+    if (m->keys == NULL || m->pos == NULL) {
+        PyMem_Free(m->keys);
+        PyMem_Free(m->pos);
+        PyErr_NoMemory();
+        return -1;
+    }
+    m->mask = (uint64_t)size - 1;
+    m->shift = shift;
+    m->refs = refs;
+    for (Py_ssize_t i = 0; i < nr; i++) {
+        uint64_t id = reqs[i].id, slot = (id * IDMAP_K) >> shift;
+        while (m->pos[slot] != 0 && m->keys[slot] != id)
+            slot = (slot + 1) & m->mask;
+        if (m->pos[slot] == 0) { /* a repeated id keeps its first position */
+            m->keys[slot] = id;
+            m->pos[slot] = (int32_t)(i + 1);
+        }
+    }
+    return 0;
+}
+
+static void idmap_free(idmap *m)
+{
+    PyMem_Free(m->keys);
+    PyMem_Free(m->pos);
+}
+
+/* A new reference to the int id: the request's own id object where m has
+ * it, else a new int. NULL on memory error. */
+static PyObject *id_object(const idmap *m, uint64_t id)
+{
+    if (m != NULL) {
+        for (uint64_t slot = (id * IDMAP_K) >> m->shift; m->pos[slot] != 0; slot = (slot + 1) & m->mask) {
+            if (m->keys[slot] == id) {
+                PyObject *o = m->refs[m->pos[slot] - 1];
+                if (o != NULL)
+                    return Py_NewRef(o);
+                break;
+            }
+        }
+    }
+    return PyLong_FromUnsignedLongLong(id);
+}
+
+/* [ids[0], ..., ids[n-1]] as ints (see id_object). */
+static PyObject *id_list(const uint64_t *ids, Py_ssize_t n, const idmap *m)
+{
+    PyObject *lst = PyList_New(n);
+    for (Py_ssize_t i = 0; lst != NULL && i < n; i++) {
+        PyObject *v = id_object(m, ids[i]);
+        if (v == NULL)
+            Py_CLEAR(lst);
+        else
+            PyList_SET_ITEM(lst, i, v);
+    }
+    return lst;
+}
+
+/* {rank: [ids placed on it, in placement order]} for ranks 0..nranks-1, as
+ * RouteResult.assignment holds it: rank r's ids are order[off[r]..off[r+1]),
+ * which the caller has checked lie within order. */
+static PyObject *assignment_dict(const uint64_t *order, const int32_t *off, Py_ssize_t nranks, const idmap *m)
+{
+    PyObject *out = PyDict_New();
+    for (Py_ssize_t r = 0; out != NULL && r < nranks; r++) {
+        PyObject *lst = id_list(order + off[r], off[r + 1] - off[r], m), *key = NULL;
+        if (lst == NULL || (key = PyLong_FromSsize_t(r)) == NULL || PyDict_SetItem(out, key, lst) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(key);
+        Py_XDECREF(lst);
+    }
+    return out;
+}
+
+/* [v[0], ..., v[n-1]] as ints. */
+static PyObject *int_list(const int32_t *v, Py_ssize_t n)
+{
+    PyObject *lst = PyList_New(n);
+    for (Py_ssize_t i = 0; lst != NULL && i < n; i++) {
+        PyObject *x = PyLong_FromLong(v[i]);
+        if (x == NULL)
+            Py_CLEAR(lst);
+        else
+            PyList_SET_ITEM(lst, i, x);
+    }
+    return lst;
+}
+
+/* Whether off[0..nranks] are offsets into nids ids, as adpr_route writes
+ * them. */
+static int offsets_ok(const int32_t *off, Py_ssize_t nranks, Py_ssize_t nids)
+{
+    if (nranks < 0 || off[0] != 0)
+        return 0;
+    for (Py_ssize_t r = 0; r < nranks; r++)
+        if (off[r] > off[r + 1] || off[r + 1] > nids)
+            return 0;
+    return 1;
+}
+
+/* --- route: packing, the adpr_route call and decoding in one ----------------
+ *
+ * adpr_route's signature, for calling it by the address ctypes found. */
+typedef int32_t (*adpr_route_fn)(uint64_t router, const adpr_batch *batch, adpr_route_result *result, char *err,
+                                 size_t err_len);
+
 /* route(adpr_route address, handle, states, requests, send_tokens,
- * match_lens, pairs, max_num_active_requests, errbuf, ranks, order, offsets)
- * packs the batch as the functions above do, calls adpr_route with the GIL
- * released, writing into the ranks, order and offsets buffers, and returns
- * (status, expected); or None, having called nothing, where the Python path
- * must run. The caller holds the router's lock and has checked the handle
- * and max_num_active_requests. */
+ * match_lens, pairs, max_num_active_requests, errbuf) packs the batch as the
+ * functions above do, calls adpr_route with the GIL released and returns
+ * (status, expected, assignment, unassigned, ranks): the RouteResult fields,
+ * decoded (None when status is not ADPR_OK, the message then in errbuf); or
+ * None, having called nothing, where the Python path must run. The caller
+ * holds the router's lock and has checked the handle and
+ * max_num_active_requests. */
 static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 12) {
-        PyErr_SetString(PyExc_TypeError, "route() takes 12 arguments");
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "route() takes 9 arguments");
         return NULL;
     }
     PyObject *states = args[2], *requests = args[3], *match_lens = args[5];
@@ -664,32 +833,29 @@ static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
         (match_lens != Py_None && PySequence_Fast_GET_SIZE(match_lens) != ns))
         Py_RETURN_NONE;
 
-    Py_buffer err = {0}, ranks = {0}, order = {0}, offsets = {0};
+    Py_buffer err = {0};
     adpr_rank_state *st = PyMem_Malloc(ns * sizeof *st + 1);
     adpr_request *reqs = PyMem_Malloc(nr * sizeof *reqs + 1);
+    PyObject **idrefs = PyMem_Calloc(nr + 1, sizeof *idrefs);
+    int32_t *ranks = PyMem_Malloc(4 * nr + 4), *offsets = PyMem_Malloc(4 * (ns + 1));
+    uint64_t *order = PyMem_Malloc(8 * nr + 8);
     int32_t *table = match_lens != Py_None ? PyMem_Calloc(ns * nr + 1, 4) : NULL;
     growbuf tok = {0}, text = {0};
     PyObject *result = NULL;
-    int rc = 0;
-    if (st == NULL || reqs == NULL || (match_lens != Py_None && table == NULL)) {
+    int rc = 0, have_err = 0;
+    if (st == NULL || reqs == NULL || idrefs == NULL || ranks == NULL || offsets == NULL || order == NULL ||
+        (match_lens != Py_None && table == NULL)) {
         PyErr_NoMemory();
         rc = -1;
     }
     if (rc == 0)
         rc = fill_states(states, st);
     if (rc == 0)
-        rc = fill_requests(requests, limit, reqs, &tok, &text);
+        rc = fill_requests(requests, limit, reqs, &tok, &text, idrefs);
     if (rc == 0 && table != NULL)
         rc = fill_table(match_lens, requests, pairs, table);
-    int have_err = 0, have_ranks = 0, have_order = 0, have_offsets = 0;
     if (rc == 0 && (rc = out_buffer(args[8], 1, &err)) == 0)
         have_err = 1;
-    if (rc == 0 && (rc = out_buffer(args[9], 4 * nr, &ranks)) == 0)
-        have_ranks = 1;
-    if (rc == 0 && (rc = out_buffer(args[10], 8 * nr, &order)) == 0)
-        have_order = 1;
-    if (rc == 0 && (rc = out_buffer(args[11], 4 * (ns + 1), &offsets)) == 0)
-        have_offsets = 1;
     if (rc == 0) {
         adpr_batch batch = {
             ns ? st : NULL, (int32_t)ns, (int32_t)nr, nr ? reqs : NULL,
@@ -697,26 +863,46 @@ static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
             text.len ? text.p : NULL, text.len,
             table != NULL && ns > 0 && nr > 0 ? table : NULL, (int32_t)maxn,
         };
-        adpr_route_result out = {ranks.buf, order.buf, offsets.buf, 0, 0};
+        adpr_route_result out = {ranks, order, offsets, 0, 0};
         int32_t status;
         Py_BEGIN_ALLOW_THREADS
         status = ((adpr_route_fn)fn)((uint64_t)handle, &batch, &out, err.buf, (size_t)err.len);
         Py_END_ALLOW_THREADS
-        result = Py_BuildValue("(ii)", (int)status, (int)out.expected);
+        if (status != ADPR_OK) {
+            result = Py_BuildValue("(iiOOO)", (int)status, (int)out.expected, Py_None, Py_None, Py_None);
+        } else if (!offsets_ok(offsets, ns, nr)) {
+            PyErr_SetString(PyExc_SystemError, "adpr_route wrote rank offsets outside its result");
+        } else {
+            idmap m;
+            if (idmap_init(&m, reqs, nr, idrefs) == 0) {
+                PyObject *assign = assignment_dict(order, offsets, ns, &m);
+                PyObject *unassigned = assign ? id_list(order + offsets[ns], nr - offsets[ns], &m) : NULL;
+                PyObject *rank_list = unassigned ? int_list(ranks, nr) : NULL;
+                if (rank_list != NULL)
+                    result = Py_BuildValue("(iiNNN)", (int)status, (int)out.expected, assign, unassigned,
+                                           rank_list); /* N steals, even on failure */
+                else {
+                    Py_XDECREF(assign);
+                    Py_XDECREF(unassigned);
+                }
+                idmap_free(&m);
+            }
+        }
     } else if (rc == FALLBACK) {
         result = Py_None;
         Py_INCREF(result);
     }
     if (have_err)
         PyBuffer_Release(&err);
-    if (have_ranks)
-        PyBuffer_Release(&ranks);
-    if (have_order)
-        PyBuffer_Release(&order);
-    if (have_offsets)
-        PyBuffer_Release(&offsets);
+    if (idrefs != NULL)
+        for (Py_ssize_t i = 0; i < nr; i++)
+            Py_XDECREF(idrefs[i]);
+    PyMem_Free(idrefs);
     PyMem_Free(st);
     PyMem_Free(reqs);
+    PyMem_Free(ranks);
+    PyMem_Free(order);
+    PyMem_Free(offsets);
     PyMem_Free(table);
     PyMem_Free(tok.p);
     PyMem_Free(text.p);
@@ -726,7 +912,8 @@ static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
 /* assignment(order, offsets) -> {rank: [ids placed on it, in order]} for
  * every rank, from adpr_route_result's order (uint64) and rank_offsets
  * (int32, dp_size + 1 values) buffers, as RouteResult.assignment holds it;
- * None if the buffers are not what the binding passes. */
+ * None if the buffers are not what the binding passes. The ctypes path's
+ * decoder (route() decodes its own results). */
 static PyObject *assignment(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *order_obj, *offsets_obj, *out = NULL;
@@ -742,43 +929,13 @@ static PyObject *assignment(PyObject *Py_UNUSED(self), PyObject *args)
         PyBuffer_Release(&order);
         Py_RETURN_NONE;
     }
-    const uint64_t *ids = order.buf;
-    const int32_t *off = offsets.buf;
     Py_ssize_t nids = order.len / 8, nranks = offsets.len / 4 - 1;
-    int ok = order.len % 8 == 0 && offsets.len % 4 == 0 && nranks >= 0;
-    for (Py_ssize_t r = 0; ok && r < nranks; r++)
-        ok = off[r] >= 0 && off[r] <= off[r + 1] && off[r + 1] <= nids;
-    if (!ok) {
+    if (order.len % 8 == 0 && offsets.len % 4 == 0 && offsets_ok(offsets.buf, nranks, nids)) {
+        out = assignment_dict(order.buf, offsets.buf, nranks, NULL);
+    } else {
         out = Py_None;
         Py_INCREF(out);
-        goto done;
     }
-    if ((out = PyDict_New()) == NULL)
-        goto done;
-    for (Py_ssize_t r = 0; r < nranks; r++) {
-        PyObject *lst = PyList_New(off[r + 1] - off[r]), *key = NULL;
-        if (lst == NULL)
-            goto fail;
-        for (Py_ssize_t i = off[r]; i < off[r + 1]; i++) {
-            PyObject *v = PyLong_FromUnsignedLongLong(ids[i]);
-            if (v == NULL) {
-                Py_DECREF(lst);
-                goto fail;
-            }
-            PyList_SET_ITEM(lst, i - off[r], v);
-        }
-        if ((key = PyLong_FromSsize_t(r)) == NULL || PyDict_SetItem(out, key, lst) < 0) {
-            Py_XDECREF(key);
-            Py_DECREF(lst);
-            goto fail;
-        }
-        Py_DECREF(key);
-        Py_DECREF(lst);
-    }
-    goto done;
-fail:
-    Py_CLEAR(out);
-done:
     PyBuffer_Release(&order);
     PyBuffer_Release(&offsets);
     return out;
@@ -1045,7 +1202,7 @@ static PyMethodDef methods[] = {
      "assignment(order, offsets) -> {rank: [ids]} for every rank, or None."},
     {"route", (PyCFunction)(void (*)(void))route, METH_FASTCALL,
      "route(adpr_route address, handle, states, requests, send_tokens, match_lens, pairs, max_active, "
-     "errbuf, ranks, order, offsets) -> (status, expected), or None where the Python path must run."},
+     "errbuf) -> (status, expected, assignment, unassigned, ranks), or None where the Python path must run."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -193,13 +193,10 @@ class PackingTest(BothPaths):
 
 class RouteInCTest(BothPaths):
     def call(self, r, sts, reqs, maxn, match_lens=None, pairs=False):
-        """_built.route on r: (its return value, ranks, order, offsets)."""
-        ranks, order, offsets = (array.array("i", [0] * len(reqs)), array.array("Q", [0] * len(reqs)),
-                                 array.array("i", [0] * (len(sts) + 1)))
+        """_built.route on r: (status, expected, assignment, unassigned, ranks), or None."""
         _built.configure(Request, REQUEST_FIELDS, RankState, RankState.__slots__)
-        got = _built.route(_abi.route_address, r._handle, sts, reqs, r._send_tokens, match_lens, pairs,
-                           maxn, r._errbuf, ranks, order, offsets)
-        return got, ranks.tolist(), order.tolist(), offsets.tolist()
+        return _built.route(_abi.route_address, r._handle, sts, reqs, r._send_tokens, match_lens, pairs,
+                            maxn, r._errbuf)
 
     def test_same_outputs_as_ctypes(self):
         rng = random.Random(17)
@@ -209,13 +206,65 @@ class RouteInCTest(BothPaths):
             m = [{q.id: rng.randrange(300) for q in reqs if rng.random() < 0.7} for _ in range(dp)]
             with self.subTest(iteration=it), Router(policy="kv_cache_aware", dp_size=dp) as r1, \
                     Router(policy="kv_cache_aware", dp_size=dp) as r2:
-                got, ranks, order, offsets = self.call(r1, sts, reqs, 64, m)
+                got = self.call(r1, sts, reqs, 64, m)
                 _accel.use(None)
                 want = r2.route(sts, reqs, 64, m)
-                self.assertEqual(got, (0, want.expected))
-                self.assertEqual(ranks, want.ranks)
-                self.assertEqual(order[:offsets[-1]], [i for k in range(dp) for i in want.assignment[k]])
-                self.assertEqual(order[offsets[-1]:], want.unassigned)
+                self.assertEqual(got, (0, want.expected, want.assignment, want.unassigned, want.ranks))
+                # The lists hold the requests' own id objects (exact ints).
+                by_id = {q.id: q.id for q in reqs}
+                for i in [i for k in range(dp) for i in got[2][k]] + got[3]:
+                    self.assertIs(i, by_id[i])
+
+    def test_ids_that_are_not_exact_ints_decode_as_ints(self):
+        class Int(int):
+            pass
+
+        with Router(policy="kv_cache_aware", dp_size=2) as r:
+            got = self.call(r, test_binding.idle(2), [Request(True, tokens=[1]), Request(Int(7), tokens=[2])], 8)
+            if got is None:  # an int subclass is not the plain case: the Python path decodes it
+                return
+            ids = [i for k in (0, 1) for i in got[2][k]]
+            self.assertEqual(sorted(ids), [1, 7])
+            self.assertEqual({type(i) for i in ids}, {int})
+
+    def test_decode_survives_collections_that_change_the_batch(self):
+        # A garbage collection during decoding runs arbitrary code; here it
+        # rebinds every request's id and empties the batch list. The result
+        # must still name the ids routed, and nothing may be freed under it.
+        reqs = [Request(2 ** 62 + i, tokens=[i % 3, i]) for i in range(64)]
+        want = [2 ** 62 + i for i in range(64)]  # equal ints, other objects: the requests' die with them
+        batch_list = list(reqs)
+        sts = test_binding.idle(4)
+        collections_seen = []
+
+        def vandal(phase, info):
+            collections_seen.append(phase)
+            for q in reqs:
+                q.id = -1
+            batch_list.clear()
+
+        _built.configure(Request, REQUEST_FIELDS, RankState, RankState.__slots__)
+        old = gc.get_threshold()
+        with Router(policy="kv_cache_aware", dp_size=4) as r:
+            # Packing allocates no tracked objects; decoding's first
+            # allocation collects.
+            gc.collect()
+            gc.callbacks.append(vandal)
+            gc.set_threshold(1)
+            try:
+                got = _built.route(_abi.route_address, r._handle, sts, batch_list, r._send_tokens, None, False,
+                                   64, r._errbuf)
+            finally:
+                gc.set_threshold(*old)
+                gc.callbacks.remove(vandal)
+        self.assertTrue(collections_seen, "no collection ran during the call: the test proves nothing")
+        self.assertEqual(batch_list, [])
+        self.assertIsNotNone(got)
+        self.assertEqual(got[0], 0)
+        self.assertEqual(sorted(i for k in range(4) for i in got[2][k]), sorted(want))
+        del reqs, batch_list
+        gc.collect()
+        self.assertEqual(sum(len(v) for v in got[2].values()), 64)  # still alive and intact
 
     def test_router_routes_through_it(self):
         calls = []
@@ -234,10 +283,11 @@ class RouteInCTest(BothPaths):
             res = r.route(test_binding.idle(2), [Request(1, tokens=[1, 2]), Request(2, tokens=[1, 2])], 8,
                           [{1: 2}, {}])
             self.assertEqual(res.ranks, [0, 1])
-            self.assertEqual(calls, [(0, res.expected)])
+            self.assertEqual(calls, [(0, res.expected, res.assignment, res.unassigned, res.ranks)])
             with self.assertRaises(InvalidArgumentError):
                 r.route(test_binding.idle(2), [Request(1, target_rank=2)], 8)
             self.assertEqual(calls[-1][0], _errors.INVALID_ARGUMENT)
+            self.assertEqual(calls[-1][2:], (None, None, None))
 
     def test_assignment(self):
         rng = random.Random(2)
@@ -256,8 +306,9 @@ class RouteInCTest(BothPaths):
 
     def test_library_errors_come_back(self):
         with Router(policy="kv_cache_aware", dp_size=2) as r:
-            got, *_ = self.call(r, test_binding.idle(2), [Request(1, tokens=[1], target_rank=5)], 8)
+            got = self.call(r, test_binding.idle(2), [Request(1, tokens=[1], target_rank=5)], 8)
             self.assertEqual(got[0], _errors.INVALID_ARGUMENT)
+            self.assertEqual(got[2:], (None, None, None))
             self.assertIn(b"target_rank", r._errbuf.value)
 
     def test_unusual_input_goes_to_python(self):
@@ -274,7 +325,7 @@ class RouteInCTest(BothPaths):
                 ("id not in the batch", (sts, [Request(1)], 8, [{2: 1}, {}])),
             ]:
                 with self.subTest(name):
-                    self.assertIsNone(self.call(r, *args)[0])
+                    self.assertIsNone(self.call(r, *args))
 
 
 class MatchFormsTest(BothPaths):
@@ -462,10 +513,14 @@ class RequestTypeTest(unittest.TestCase):
 
 
 class LazyResultTest(unittest.TestCase):
+    def tearDown(self):
+        _accel.use(_loaded)
+
     def test_fields_decode_on_use_and_can_be_set(self):
+        _accel.use(None)  # the ctypes path decodes lazily; the C path decodes in route()
         with Router(policy="kv_cache_aware", dp_size=2) as r:
             res = r.route(test_binding.idle(2), [Request(i, tokens=[i]) for i in range(3)], 1)
-            self.assertIsInstance(res, adprouter.RouteResult)
+            self.assertIsInstance(res, _pack.LazyResult)
             self.assertEqual(res.expected, 1)
             self.assertEqual(sorted(res.assignment), [0, 1])
             self.assertEqual(len(res.unassigned), 1)
