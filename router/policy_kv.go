@@ -143,7 +143,7 @@ func (r *Router) routeKVAware(b *batch) {
 			// The first tied rank in random.Random(id).shuffle(eligible).
 			shuffled := append(r.shuffled[:0], eligible...)
 			r.shuffled = shuffled
-			st := r.seeds.stream(pos, rest, b.reqs, len(eligible))
+			st := r.seeds.stream(pos, rest, b.reqs, len(eligible), ties)
 			st.shuffle(shuffled)
 			if r.rc != nil {
 				r.rc.shuffle(i, shuffled)
@@ -303,11 +303,11 @@ func (c *seedCache) reset(n int) {
 }
 
 // stream returns the random stream of the request at routing position pos,
-// sized for shuffles of up to m ranks.
-func (c *seedCache) stream(pos int, rest []int, reqs []Request, m int) mtStream {
+// sized for shuffles of up to m ranks, ties of which are tied.
+func (c *seedCache) stream(pos int, rest []int, reqs []Request, m, ties int) mtStream {
 	c.used++
 	if c.off[pos] < 0 {
-		c.fill(pos, rest, reqs, m)
+		c.fill(pos, rest, reqs, m, ties)
 	}
 	o, n, w := int(c.off[pos]), int(c.n[pos]), int(c.width[pos])
 	return mtStream{
@@ -320,8 +320,9 @@ func (c *seedCache) stream(pos int, rest []int, reqs []Request, m int) mtStream 
 }
 
 // fill computes the streams of the request at routing position pos and of
-// the next unseeded ones after it, as many as one seeding run handles.
-func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
+// the next unseeded ones after it, as many as one seeding run handles; ties
+// of the m ranks are tied for this request.
+func (c *seedCache) fill(pos int, rest []int, reqs []Request, m, ties int) {
 	if c.lanes == nil {
 		c.lanes = new(seedLanes)
 	}
@@ -351,6 +352,9 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m int) {
 		// The last few, or ties now and then: two vectors cost about
 		// what one seed does.
 		width = 16
+	case c.fills == 0 && 2*ties >= m && lanes > 32:
+		// A first tie among most of the ranks: they are idle or equally
+		// loaded, and the requests after it will mostly tie too.
 	case c.fills == 0 || c.used*2 < c.seeded || lanes <= 32:
 		width = 32 // the first tie, ties now and then, or 32 lanes are enough
 	}

@@ -140,7 +140,7 @@ func TestSeedCachePaths(t *testing.T) {
 			seedSIMD = simd
 			caches[c].reset(len(rest))
 			for _, pos := range order {
-				caches[c].stream(pos, rest, reqs, 16)
+				caches[c].stream(pos, rest, reqs, 16, 2)
 			}
 		}
 		for _, pos := range order {
@@ -152,7 +152,7 @@ func TestSeedCachePaths(t *testing.T) {
 					t.Fatalf("cache %d position %d: %d outputs, want %d", c, pos, n, 2*16+16)
 				}
 			}
-			s0, s1 := caches[0].stream(pos, rest, reqs, 16), caches[1].stream(pos, rest, reqs, 16)
+			s0, s1 := caches[0].stream(pos, rest, reqs, 16, 2), caches[1].stream(pos, rest, reqs, 16, 2)
 			for i := range 300 {
 				want := r.uint32()
 				if a, b := s0.next(), s1.next(); a != want || b != want {
@@ -262,7 +262,7 @@ func TestShuffleAcceptedMatchesPython(t *testing.T) {
 			}
 			accepted := 0
 			for pos := range rest {
-				st := c.stream(pos, rest, reqs, m)
+				st := c.stream(pos, rest, reqs, m, 2)
 				size := m
 				if pos%7 == 3 {
 					size = m + 1 // not what the run was prepared for
