@@ -5,6 +5,7 @@ pure-Python reference router on the same batch.
     PYTHONPATH=python python3 python/bench_route.py --quick    # a few seconds
     PYTHONPATH=python python3 python/bench_route.py --profile  # cProfile of the binding
     PYTHONPATH=python python3 python/bench_route.py --phases   # where one call's time goes
+    PYTHONPATH=python python3 python/bench_route.py --instructions   # the same, counted (valgrind)
     ... --cpu-time: time with time.thread_time_ns (this thread's CPU time; the Go code
     runs on the calling thread) instead of time.perf_counter_ns: steadier on a busy host.
 
@@ -45,7 +46,13 @@ import statistics
 import sys
 import time
 
-import adprouter
+# The binding timed is the one on PYTHONPATH, so that this script can time
+# another checkout (PYTHONPATH=OTHER/python python3 python/bench_route.py);
+# Python would otherwise import the one beside the script first.
+if os.environ.get("PYTHONPATH") and sys.path and sys.path[0] == os.path.dirname(os.path.abspath(__file__)):
+    sys.path.append(sys.path.pop(0))
+
+import adprouter  # noqa: E402
 
 # The pure-Python reference rules, the baseline, live with the tests.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests"))
@@ -294,7 +301,8 @@ def run_phases(n_req, dp, runs):
     send = router._send_tokens
     Request = adprouter.Request
     names = ["Request objects from lists", "pack states + requests", "match table from dicts",
-             "route: pack + table + adpr_route", "decode: assignment, expected, unassigned", "end to end"]
+             "route(): pack, table, adpr_route, decode", "read assignment, expected, unassigned",
+             "end to end"]
     times = {k: [] for k in names}
 
     def cold():
@@ -341,7 +349,55 @@ def run_phases(n_req, dp, runs):
     for name in names:
         print("  %-42s %8.1f" % (name, med[name]))
     rest = med[names[3]] - med[names[1]] - med[names[2]]
-    print("  %-42s %8.1f" % ("(the decision and the call: route - packing)", rest))
+    print("  %-42s %8.1f" % ("(adpr_route and decoding: route() - packing)", rest))
+
+
+def run_instructions(n_req, dp, calls):
+    """Instructions and simulated cache misses of one end-to-end call, under
+    valgrind's cachegrind: deterministic where timings on a shared host are
+    not. The script runs itself twice under cachegrind, calls times the
+    reference alone and calls times the reference then the binding, and
+    reports the difference per call (the reference runs between binding
+    calls, as in the timed harness). The last level simulated is a 1 MiB
+    cache (this host's L2): its misses are what cold caches cost."""
+    import re
+    import shutil
+    import subprocess
+    if not shutil.which("valgrind"):
+        sys.exit("--instructions needs valgrind (apt-get install valgrind)")
+    totals = {}
+    for with_binding in (0, 1):
+        cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--D1=32768,8,64", "--LL=1048576,16,64",
+               "--cachegrind-out-file=/dev/null", sys.executable, os.path.abspath(__file__),
+               "--_loop", "%d,%d,%d,%d" % (n_req, dp, calls, with_binding)]
+        err = subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
+        got = {}
+        for key, pat in (("instructions", r"I\s+refs:\s+([\d,]+)"), ("D1 misses", r"D1\s+misses:\s+([\d,]+)"),
+                         ("LL misses", r"LL misses:\s+([\d,]+)")):
+            got[key] = int(re.search(pat, err).group(1).replace(",", ""))
+        totals[with_binding] = got
+    print("one kv_cache_aware call with dense match dicts, %d requests x %d ranks, end to end, under "
+          "cachegrind (%d calls, the reference run between them); binding %s; per call:"
+          % (n_req, dp, calls, os.path.dirname(adprouter.__file__)))
+    for key in ("instructions", "D1 misses", "LL misses"):
+        print("  %-14s %12.0f" % (key, (totals[1][key] - totals[0][key]) / calls))
+
+
+def _loop(spec):
+    """--instructions' workload: calls x (reference, then the binding if asked)."""
+    n_req, dp, calls, with_binding = (int(x) for x in spec.split(","))
+    w = workload(n_req, dp)
+    states = [adprouter.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
+    r_states = [ref.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
+    matches, r_matches = match_dicts(w), match_dicts(w)
+    oracle = ref.ReferenceRouter(policy="kv_cache_aware", dp_size=dp)
+    router = adprouter.Router(policy="kv_cache_aware", dp_size=dp)
+    binding_route(router, w, "kv_cache_aware", states, matches)  # loaded and sized either way
+    for _ in range(calls):
+        reference_route(oracle, w, "kv_cache_aware", r_states, r_matches)
+        if with_binding:
+            binding_route(router, w, "kv_cache_aware", states, matches)
+    router.close()
 
 
 def main():
@@ -352,6 +408,11 @@ def main():
     ap.add_argument("--phases", action="store_true",
                     help="time the phases of one kv_cache_aware+match call (cold caches) and exit; "
                     "--size picks the cell (default 256x16)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count instructions and simulated cache misses of one kv_cache_aware+match call "
+                    "under valgrind (deterministic, for comparing trees on a noisy host) and exit; "
+                    "--size picks the cell (default 256x16), --runs the calls (default 30)")
+    ap.add_argument("--_loop", help=argparse.SUPPRESS)
     ap.add_argument("--cpu-time", action="store_true", help="time.thread_time_ns instead of perf_counter_ns")
     ap.add_argument("--size", action="append", metavar="NxR",
                     help="only this requests x ranks cell (repeatable), e.g. 256x16")
@@ -366,6 +427,14 @@ def main():
         _now = time.thread_time_ns
     if args.profile:
         run_profile()
+        return
+    if args._loop:
+        _loop(args._loop)
+        return
+    if args.instructions:
+        for size in args.size or ["256x16"]:
+            n_req, dp = (int(x) for x in size.split("x"))
+            run_instructions(n_req, dp, args.runs or 30)
         return
     runs = args.runs or (15 if args.quick else 200)
     if args.phases:

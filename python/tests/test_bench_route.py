@@ -1,0 +1,44 @@
+"""python/bench_route.py runs: each mode on a small cell, so that the
+figures the README quotes come from a harness that works (timings are not
+checked: they are benchmarks, not tests)."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import unittest
+
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(PYTHON_DIR, "bench_route.py")
+
+
+def bench(*args):
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    return subprocess.run([sys.executable, BENCH, *args], env=env, capture_output=True, text=True,
+                          check=True, timeout=600).stdout
+
+
+class BenchRouteTest(unittest.TestCase):
+    def test_table(self):
+        out = bench("--runs", "2", "--size", "64x8", "--policy", "kv_cache_aware+match",
+                    "--policy", "conversation")
+        for policy in ("kv_cache_aware +match", "conversation"):
+            with self.subTest(policy):
+                self.assertRegex(out, r"(?m)^%s\s+64\s+8\s+[\d.]+ .* [\d.]+x$" % re.escape(policy))
+
+    def test_phases(self):
+        out = bench("--phases", "--runs", "1", "--size", "64x8")
+        self.assertRegex(out, r"64 requests x 8 ranks, (adprouter._speedups|pure Python);")
+        for phase in ("Request objects from lists", "route(): pack, table, adpr_route, decode", "end to end"):
+            self.assertRegex(out, r"(?m)^  %s\s+[\d.]+$" % re.escape(phase))
+
+    @unittest.skipUnless(shutil.which("valgrind"), "valgrind is not installed")
+    def test_instructions(self):
+        out = bench("--instructions", "--runs", "2", "--size", "64x8")
+        for key in ("instructions", "D1 misses", "LL misses"):
+            self.assertRegex(out, r"(?m)^  %s\s+-?\d+$" % key)
+
+
+if __name__ == "__main__":
+    unittest.main()
