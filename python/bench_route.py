@@ -282,6 +282,19 @@ def run_profile(n_req=256, dp=16, calls=300):
     pstats.Stats(prof).sort_stats("tottime").print_stats(12)
 
 
+def kv_match_setup(n_req, dp):
+    """The kv_cache_aware+match cell's workload, states, match dicts and
+    routers, for both the binding and the reference:
+    (w, states, r_states, matches, r_matches, oracle, router)."""
+    w = workload(n_req, dp)
+    states = [adprouter.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
+    r_states = [ref.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
+    matches, r_matches = match_dicts(w), match_dicts(w)
+    oracle = ref.ReferenceRouter(policy="kv_cache_aware", dp_size=dp)
+    router = adprouter.Router(policy="kv_cache_aware", dp_size=dp)
+    return w, states, r_states, matches, r_matches, oracle, router
+
+
 def run_phases(n_req, dp, runs):
     """Where one end-to-end call's time goes, phase by phase, on caches as an
     engine leaves them: the reference runs before every timed phase (what the
@@ -291,12 +304,7 @@ def run_phases(n_req, dp, runs):
     functions (pack_requests copies its buffers into bytes, which route()
     does not) and the decision is what is left of the C call."""
     from adprouter import _accel, _pack
-    w = workload(n_req, dp)
-    states = [adprouter.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
-    r_states = [ref.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
-    matches, r_matches = match_dicts(w), match_dicts(w)
-    oracle = ref.ReferenceRouter(policy="kv_cache_aware", dp_size=dp)
-    router = adprouter.Router(policy="kv_cache_aware", dp_size=dp)
+    w, states, r_states, matches, r_matches, oracle, router = kv_match_setup(n_req, dp)
     sp = _accel.speedups
     send = router._send_tokens
     Request = adprouter.Request
@@ -386,12 +394,7 @@ def run_instructions(n_req, dp, calls):
 def _loop(spec):
     """--instructions' workload: calls x (reference, then the binding if asked)."""
     n_req, dp, calls, with_binding = (int(x) for x in spec.split(","))
-    w = workload(n_req, dp)
-    states = [adprouter.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
-    r_states = [ref.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
-    matches, r_matches = match_dicts(w), match_dicts(w)
-    oracle = ref.ReferenceRouter(policy="kv_cache_aware", dp_size=dp)
-    router = adprouter.Router(policy="kv_cache_aware", dp_size=dp)
+    w, states, r_states, matches, r_matches, oracle, router = kv_match_setup(n_req, dp)
     binding_route(router, w, "kv_cache_aware", states, matches)  # loaded and sized either way
     for _ in range(calls):
         reference_route(oracle, w, "kv_cache_aware", r_states, r_matches)

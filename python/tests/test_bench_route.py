@@ -19,6 +19,7 @@ def bench(*args):
                           check=True, timeout=600).stdout
 
 
+@unittest.skipUnless(os.path.exists(BENCH), "no python/bench_route.py beside the tests (an installed-package run)")
 class BenchRouteTest(unittest.TestCase):
     def test_table(self):
         out = bench("--runs", "2", "--size", "64x8", "--policy", "kv_cache_aware+match",
