@@ -371,3 +371,26 @@ func TestTTFTQueuedInDigest(t *testing.T) {
 		t.Errorf("routers fed the same calls: digests %#x and %#x", a.StateDigest(), c.StateDigest())
 	}
 }
+
+// An empty batch is a decision too: it drains one iteration's budget from
+// every rank's queued prefill (TensorRT-LLM routes every iteration, with no
+// new requests as well), so a rank's queue empties while nothing arrives.
+func TestTTFTEmptyBatchesDrain(t *testing.T) {
+	cfg := ttftCfg(2, ReuseAfterIteration)
+	cfg.TTFTDrainTokens = 1000
+	r := mustNew(t, cfg)
+	res := mustRoute(t, r, idle(2), []Request{req(1, 4000)}, 8, make([]int32, 2))
+	k := res.Ranks[0]
+	busy := idle(2)
+	busy[k] = RankState{Rank: k, NumActiveRequests: 1, NumActiveTokens: 4000}
+	for calls, want := range []int64{4000, 3000, 2000, 1000, 0, 0} {
+		if got := r.ttft.queued[k]; got != want {
+			t.Fatalf("after %d empty batches: %d tokens queued on rank %d, want %d", calls, got, k, want)
+		}
+		before := r.StateDigest()
+		mustRoute(t, r, busy, nil, 8, nil)
+		if want > 0 && r.StateDigest() == before {
+			t.Fatalf("empty batch %d drained the queue but left the state digest unchanged", calls+1)
+		}
+	}
+}
