@@ -171,10 +171,7 @@ func (r *Router) matchRow(b *batch, i int, row []int) int {
 	longest := 0
 	switch r.cfg.PrefixSource {
 	case SourceIndex:
-		r.prefix.matchRow(&r.cfg, b, i, row)
-		for _, m := range row {
-			longest = max(longest, m)
-		}
+		longest = r.prefix.matchRow(&r.cfg, b, i, row)
 	case SourceProbeIndex:
 		r.prefix.matchRow(&r.cfg, b, i, row)
 		for k := range row {
@@ -263,10 +260,10 @@ func prefixOf(q *Request) []int32 {
 // demand, several requests at a time along the routing order: the chains of
 // independent seeds run side by side at little more than the cost of one
 // (four interleaved in portable Go; with AVX2, 32 as four 8-lane vectors for
-// a decision's first tie, then 64 as eight while most seeded streams get
-// used, 16 as two once few do (one chain's latency bounds a single seed and
-// two vectors alike, so the 15 extra come nearly free), one at a time once
-// ties are rarer than one in 80 positions).
+// a decision's first tie, or 64 as eight when most ranks tie at once, then
+// 64 while most seeded streams get used, 16 as two once few do (one chain's
+// latency bounds a single seed and two vectors alike, so the 15 extra come
+// nearly free), one at a time once ties are rarer than one in 80 positions).
 type seedCache struct {
 	off     []int32 // per routing position: offset into outs, or -1
 	n       []int32 // per routing position: outputs stored

@@ -78,14 +78,17 @@ func (p *prefixState) hashesOf(cfg *Config, b *batch, i int) []uint64 {
 }
 
 // matchRow writes into row[k] the index's match on rank k for request i, in
-// tokens.
-func (p *prefixState) matchRow(cfg *Config, b *batch, i int, row []int) {
+// tokens, and returns the longest.
+func (p *prefixState) matchRow(cfg *Config, b *batch, i int, row []int) int {
 	hs := p.hashesOf(cfg, b, i)
 	p.blocks = slices.Grow(p.blocks[:0], len(row))[:len(row)]
 	p.idx.Match(hs, p.blocks)
+	longest := 0
 	for k, nb := range p.blocks {
 		row[k] = nb * cfg.TokensPerBlock
+		longest = max(longest, row[k])
 	}
+	return longest
 }
 
 // placed records that request i now runs on rank: its blocks are expected

@@ -113,8 +113,8 @@ func TestSeedLanesEqualsGenerator(t *testing.T) {
 
 // Both seeding paths of a decision's seed cache give every position the
 // same stream, whatever order positions are asked in: dense ties (32, then
-// 64 lanes at once with AVX2), then sparse ones (one at a time, and the
-// last few 16 at a time).
+// 64 lanes at once with AVX2), dense ties among all ranks (64 from the
+// first), then sparse ones (one at a time, and the last few 16 at a time).
 func TestSeedCachePaths(t *testing.T) {
 	reqs := make([]Request, 300)
 	rest := make([]int, len(reqs))
@@ -134,14 +134,21 @@ func TestSeedCachePaths(t *testing.T) {
 		t.Skip("no vector seeder on this CPU or build")
 	}
 	widths := map[int32]bool{}
-	for _, order := range [][]int{dense, sparse} {
+	for run, order := range [][]int{dense, dense, sparse} {
+		ties := 2
+		if run == 1 {
+			ties = 16 // every rank tied: the first run seeds 64
+		}
 		var caches [2]seedCache
 		for c, simd := range []bool{false, true} {
 			seedSIMD = simd
 			caches[c].reset(len(rest))
 			for _, pos := range order {
-				caches[c].stream(pos, rest, reqs, 16, 2)
+				caches[c].stream(pos, rest, reqs, 16, ties)
 			}
+		}
+		if first, want := caches[1].width[order[0]], map[int]int32{0: 32, 1: 64}[run]; run < 2 && first != want {
+			t.Errorf("run %d (%d of 16 ranks tied): first seeding run %d lanes wide, want %d", run, ties, first, want)
 		}
 		for _, pos := range order {
 			widths[caches[1].width[pos]] = true

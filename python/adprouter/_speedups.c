@@ -79,6 +79,29 @@ static PyObject *configure(PyObject *Py_UNUSED(self), PyObject *args)
 
 static inline PyObject *slot(PyObject *o, Py_ssize_t off) { return *(PyObject **)((char *)o + off); }
 
+/* Whether the exact int o is at most one digit long (compact, from 3.12),
+ * with its value in *v: below 2^PyLong_SHIFT <= 2^30 in magnitude, so it
+ * fits int32. The fast path of every int read here. */
+#if PyLong_SHIFT > 30
+#error "small_int assumes one-digit ints fit int32"
+#endif
+static inline int small_int(PyObject *o, int32_t *v)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Long_IsCompact((PyLongObject *)o)) {
+        *v = (int32_t)PyUnstable_Long_CompactValue((PyLongObject *)o);
+        return 1;
+    }
+#else
+    Py_ssize_t size = Py_SIZE(o);
+    if ((size_t)(size + 1) <= 2) {
+        *v = (int32_t)size * (int32_t)((PyLongObject *)o)->ob_digit[0];
+        return 1;
+    }
+#endif
+    return 0;
+}
+
 /* Reads an int the way struct.pack reads it for a format with bounds
  * [lo, hi]; only exact ints and bools, anything else (including an
  * __index__ object) is FALLBACK. */
@@ -86,18 +109,11 @@ static inline int read_int(PyObject *o, long long lo, long long hi, long long *o
 {
     long long v;
     if (PyLong_CheckExact(o)) {
-#if PY_VERSION_HEX >= 0x030C0000
-        if (PyUnstable_Long_IsCompact((PyLongObject *)o)) {
-            v = (long long)PyUnstable_Long_CompactValue((PyLongObject *)o);
+        int32_t small;
+        if (small_int(o, &small)) {
+            v = small;
             goto check;
         }
-#else
-        Py_ssize_t size = Py_SIZE(o);
-        if (size >= -1 && size <= 1) {
-            v = (long long)size * (long long)((PyLongObject *)o)->ob_digit[0];
-            goto check;
-        }
-#endif
     } else if (!PyLong_Check(o)) {
         return FALLBACK;
     }
@@ -171,29 +187,13 @@ static int int32_vector(const Py_buffer *view)
            (view->strides == NULL || view->strides[0] == 4);
 }
 
-/* A token as append_tokens reads it: an exact int of one digit (a compact
- * int from 3.12) is below 2^PyLong_SHIFT <= 2^30 in magnitude, so it fits
- * int32 without a range check; anything else goes through read_int. Most
- * of a batch's packing time is this, once per token. */
-#if PyLong_SHIFT > 30
-#error "token_int32 assumes one-digit ints fit int32"
-#endif
+/* A token as append_tokens reads it: a one-digit int needs no range check
+ * (see small_int); anything else goes through read_int. Most of a batch's
+ * packing time is this, once per token. */
 static inline int token_int32(PyObject *o, int32_t *out)
 {
-    if (PyLong_CheckExact(o)) {
-#if PY_VERSION_HEX >= 0x030C0000
-        if (PyUnstable_Long_IsCompact((PyLongObject *)o)) {
-            *out = (int32_t)PyUnstable_Long_CompactValue((PyLongObject *)o);
-            return 0;
-        }
-#else
-        Py_ssize_t size = Py_SIZE(o);
-        if ((size_t)(size + 1) <= 2) {
-            *out = (int32_t)size * (int32_t)((PyLongObject *)o)->ob_digit[0];
-            return 0;
-        }
-#endif
-    }
+    if (PyLong_CheckExact(o) && small_int(o, out))
+        return 0;
     long long v;
     if (read_int(o, INT32_MIN, INT32_MAX, &v))
         return FALLBACK;
@@ -239,25 +239,17 @@ static int append_tokens(growbuf *b, PyObject *toks, Py_ssize_t limit, Py_ssize_
     return rc;
 }
 
-/* Packs request q into *out and the token and text buffers. With idref
- * non-NULL and an exact int id, *idref receives a new reference to the id
- * object packed, for the result (see id_object). */
-static int pack_request(PyObject *q, Py_ssize_t limit, adpr_request *out, growbuf *tok, growbuf *text,
-                        PyObject **idref)
+/* pack_request's work on a request's attribute values f (which it holds
+ * references to), in slot order. */
+static int pack_fields(PyObject *const *f, Py_ssize_t limit, adpr_request *out, growbuf *tok, growbuf *text)
 {
-    if (!Py_IS_TYPE(q, request_type))
-        return FALLBACK;
-    PyObject *id = slot(q, request_off[R_ID]), *toks = slot(q, request_off[R_TOKENS]),
-             *ntok = slot(q, request_off[R_NUM_TOKENS]), *target = slot(q, request_off[R_TARGET]),
-             *relax = slot(q, request_off[R_RELAX]), *cid = slot(q, request_off[R_CONV]),
-             *lora = slot(q, request_off[R_LORA]), *salt = slot(q, request_off[R_SALT]);
+    PyObject *id = f[R_ID], *toks = f[R_TOKENS], *ntok = f[R_NUM_TOKENS], *target = f[R_TARGET],
+             *relax = f[R_RELAX], *cid = f[R_CONV], *lora = f[R_LORA], *salt = f[R_SALT];
     if (!id || !toks || !ntok || !target || !relax || !cid)
         return FALLBACK;
     memset(out, 0, sizeof *out);
     if (read_u64(id, &out->id))
         return FALLBACK;
-    if (idref != NULL && PyLong_CheckExact(id))
-        *idref = Py_NewRef(id);
     long long n = 0;
     if (ntok != Py_None && read_int(ntok, INT64_MIN, INT64_MAX, &n))
         return FALLBACK;
@@ -320,17 +312,44 @@ static int pack_request(PyObject *q, Py_ssize_t limit, adpr_request *out, growbu
     return 0;
 }
 
-/* Packs requests (an exact list or tuple) into reqs[len(requests)] and the
- * token and text buffers; with idrefs (len(requests) NULLs) non-NULL, takes
- * references to the id objects as pack_request does. Returns 0, FALLBACK or
- * -1 (memory error). */
+/* Packs request q into *out and the token and text buffers. Code of the
+ * caller's can run while it does (an object's __bool__ or __buffer__, a
+ * garbage collection), so it holds references to the attribute values it
+ * reads until it is done. With idref non-NULL, *idref receives a new
+ * reference to the id object packed (see id_object); on FALLBACK or error
+ * it may be set too, and the caller releases it either way. */
+static int pack_request(PyObject *q, Py_ssize_t limit, adpr_request *out, growbuf *tok, growbuf *text,
+                        PyObject **idref)
+{
+    if (!Py_IS_TYPE(q, request_type))
+        return FALLBACK;
+    PyObject *f[R_SLOTS];
+    for (int k = 0; k < R_SLOTS; k++) {
+        f[k] = slot(q, request_off[k]);
+        Py_XINCREF(f[k]);
+    }
+    int rc = pack_fields(f, limit, out, tok, text);
+    if (rc == 0 && idref != NULL) {
+        Py_INCREF(f[R_ID]);
+        *idref = f[R_ID];
+    }
+    for (int k = 0; k < R_SLOTS; k++)
+        Py_XDECREF(f[k]);
+    return rc;
+}
+
+/* Packs requests (a tuple: the callers snapshot the caller's list, so that
+ * code run meanwhile cannot resize it under the loop) into
+ * reqs[len(requests)] and the token and text buffers; with idrefs
+ * (len(requests) NULLs) non-NULL, takes references to the id objects as
+ * pack_request does. Returns 0, FALLBACK or -1 (memory error). */
 static int fill_requests(PyObject *requests, Py_ssize_t limit, adpr_request *reqs, growbuf *tok, growbuf *text,
                          PyObject **idrefs)
 {
-    if (request_type == NULL || !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
+    if (request_type == NULL)
         return FALLBACK;
-    Py_ssize_t nr = PySequence_Fast_GET_SIZE(requests);
-    PyObject **items = PySequence_Fast_ITEMS(requests);
+    Py_ssize_t nr = PyTuple_GET_SIZE(requests);
+    PyObject **items = &PyTuple_GET_ITEM(requests, 0);
     int rc = 0;
     for (Py_ssize_t i = 0; i < nr && rc == 0; i++)
         rc = pack_request(items[i], limit, &reqs[i], tok, text, idrefs ? &idrefs[i] : NULL);
@@ -357,13 +376,19 @@ static PyObject *pack_requests(PyObject *Py_UNUSED(self), PyObject *args)
         return NULL;
     if (request_type == NULL || !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
         Py_RETURN_NONE;
-    Py_ssize_t nr = PySequence_Fast_GET_SIZE(requests);
-    PyObject *rbuf = PyBytes_FromStringAndSize(NULL, nr * (Py_ssize_t)sizeof(adpr_request));
-    if (rbuf == NULL)
+    PyObject *reqs = PySequence_Tuple(requests);
+    if (reqs == NULL)
         return NULL;
+    Py_ssize_t nr = PyTuple_GET_SIZE(reqs);
+    PyObject *rbuf = PyBytes_FromStringAndSize(NULL, nr * (Py_ssize_t)sizeof(adpr_request));
+    if (rbuf == NULL) {
+        Py_DECREF(reqs);
+        return NULL;
+    }
     growbuf tok = {0}, text = {0};
     PyObject *result = NULL;
-    int rc = fill_requests(requests, limit, (adpr_request *)PyBytes_AS_STRING(rbuf), &tok, &text, NULL);
+    int rc = fill_requests(reqs, limit, (adpr_request *)PyBytes_AS_STRING(rbuf), &tok, &text, NULL);
+    Py_DECREF(reqs);
     if (rc == FALLBACK) {
         result = Py_None;
         Py_INCREF(result);
@@ -378,14 +403,15 @@ static PyObject *pack_requests(PyObject *Py_UNUSED(self), PyObject *args)
     return result;
 }
 
-/* Packs states (an exact list or tuple) into st[len(states)]. Returns 0 or
- * FALLBACK. */
+/* Packs states (a tuple, as fill_requests) into st[len(states)]. The
+ * memory-pressure flag's truth test, which may run Python code, comes after
+ * the state's other values are read. Returns 0 or FALLBACK. */
 static int fill_states(PyObject *states, adpr_rank_state *st)
 {
-    if (state_type == NULL || !(PyList_CheckExact(states) || PyTuple_CheckExact(states)))
+    if (state_type == NULL)
         return FALLBACK;
-    Py_ssize_t ns = PySequence_Fast_GET_SIZE(states);
-    PyObject **items = PySequence_Fast_ITEMS(states);
+    Py_ssize_t ns = PyTuple_GET_SIZE(states);
+    PyObject **items = &PyTuple_GET_ITEM(states, 0);
     for (Py_ssize_t i = 0; i < ns; i++) {
         PyObject *s = items[i];
         if (!Py_IS_TYPE(s, state_type))
@@ -418,13 +444,18 @@ static PyObject *pack_states(PyObject *Py_UNUSED(self), PyObject *states)
 {
     if (state_type == NULL || !(PyList_CheckExact(states) || PyTuple_CheckExact(states)))
         Py_RETURN_NONE;
-    Py_ssize_t ns = PySequence_Fast_GET_SIZE(states);
-    PyObject *out = PyBytes_FromStringAndSize(NULL, ns * (Py_ssize_t)sizeof(adpr_rank_state));
-    if (out == NULL)
+    PyObject *sts = PySequence_Tuple(states);
+    if (sts == NULL)
         return NULL;
-    if (fill_states(states, (adpr_rank_state *)PyBytes_AS_STRING(out)) == 0)
+    Py_ssize_t ns = PyTuple_GET_SIZE(sts);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, ns * (Py_ssize_t)sizeof(adpr_rank_state));
+    int rc = out == NULL ? -1 : fill_states(sts, (adpr_rank_state *)PyBytes_AS_STRING(out));
+    Py_DECREF(sts);
+    if (rc == 0)
         return out;
-    Py_DECREF(out);
+    Py_XDECREF(out);
+    if (rc < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -439,18 +470,25 @@ static inline int read_match(PyObject *o, int32_t *out)
     return 0;
 }
 
-/* Request ids of the batch, for the match tables. */
-static int request_ids(PyObject **items, Py_ssize_t nr, PyObject **ids)
+/* New references to the ids of requests (a tuple) in ids[len(requests)],
+ * for the match tables; FALLBACK if one is not a Request. The caller
+ * releases ids[] (NULLs included) either way. */
+static int request_ids(PyObject *requests, PyObject **ids)
 {
+    Py_ssize_t nr = PyTuple_GET_SIZE(requests);
     for (Py_ssize_t i = 0; i < nr; i++) {
-        if (!Py_IS_TYPE(items[i], request_type))
+        PyObject *q = PyTuple_GET_ITEM(requests, i);
+        if (!Py_IS_TYPE(q, request_type) || (ids[i] = slot(q, request_off[R_ID])) == NULL)
             return FALLBACK;
-        ids[i] = slot(items[i], request_off[R_ID]);
-        if (ids[i] == NULL)
-            return FALLBACK;
+        Py_INCREF(ids[i]);
     }
     return 0;
 }
+
+/* Whether o is an int whose hashing and comparison run no Python code: a
+ * match table's keys must be, so that nothing can change the row being read
+ * while it is read. */
+static inline int plain_int(PyObject *o) { return PyLong_CheckExact(o) || PyBool_Check(o); }
 
 /* Whether a and b are the same object or equal exact ints. */
 static inline int same_int(PyObject *a, PyObject *b)
@@ -486,6 +524,8 @@ static PyObject *positions(PyObject **ids, Py_ssize_t nr)
 /* Looks id up in pos: 0 with *at set, FALLBACK when absent, -1 on error. */
 static int lookup(PyObject *pos, PyObject *id, Py_ssize_t *at)
 {
+    if (!plain_int(id))
+        return FALLBACK; /* an int subclass or other object: the Python path */
     PyObject *k = PyDict_GetItemWithError(pos, id);
     if (k == NULL) {
         if (PyErr_Occurred())
@@ -570,9 +610,11 @@ static int fill_pairs(PyObject *m, int32_t *out, Py_ssize_t ns, Py_ssize_t r, Py
     Py_ssize_t n = PySequence_Fast_GET_SIZE(m);
     if (n % 2)
         return FALLBACK;
-    PyObject **items = PySequence_Fast_ITEMS(m);
     if (*pos == NULL && (*pos = positions(ids, nr)) == NULL)
         return -1;
+    if (PySequence_Fast_GET_SIZE(m) != n)
+        return FALLBACK; /* changed by code positions() ran */
+    PyObject **items = PySequence_Fast_ITEMS(m);
     memset(seen, 0, nr);
     for (Py_ssize_t k = 0; k < n; k += 2) {
         Py_ssize_t at = k / 2;
@@ -591,29 +633,22 @@ static int fill_pairs(PyObject *m, int32_t *out, Py_ssize_t ns, Py_ssize_t r, Py
     return 0;
 }
 
-/* Fills table[len(requests) * len(match_lens)] (zeroed by the caller) from
- * match_lens, an exact list or tuple with one entry per rank, in the dict/row
- * forms or, with pairs, the raw [id, len, ...] form. Returns 0, FALLBACK or
- * -1 (memory error). */
-static int fill_table(PyObject *match_lens, PyObject *requests, int pairs, int32_t *table)
+/* Fills table[nr * len(rows)] (zeroed by the caller) from rows, a tuple with
+ * one entry per rank, in the dict/row forms or, with pairs, the raw [id,
+ * len, ...] form; ids[nr] are the requests' ids, referenced by the caller.
+ * Returns 0, FALLBACK or -1 (memory error). */
+static int fill_table(PyObject *rows, PyObject **ids, Py_ssize_t nr, int pairs, int32_t *table)
 {
-    if (request_type == NULL || !(PyList_CheckExact(match_lens) || PyTuple_CheckExact(match_lens)) ||
-        !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
-        return FALLBACK;
-    Py_ssize_t ns = PySequence_Fast_GET_SIZE(match_lens), nr = PySequence_Fast_GET_SIZE(requests);
-    PyObject **rows = PySequence_Fast_ITEMS(match_lens);
-    PyObject **ids = PyMem_Malloc((nr + 1) * sizeof *ids);
+    Py_ssize_t ns = PyTuple_GET_SIZE(rows);
     char *seen = PyMem_Malloc(nr + 1);
     PyObject *pos = NULL;
-    if (ids == NULL || seen == NULL) {
-        PyMem_Free(ids);
-        PyMem_Free(seen);
+    if (seen == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    int rc = request_ids(PySequence_Fast_ITEMS(requests), nr, ids);
+    int rc = 0;
     for (Py_ssize_t r = 0; r < ns && rc == 0; r++) {
-        PyObject *m = rows[r];
+        PyObject *m = PyTuple_GET_ITEM(rows, r);
         if (pairs)
             rc = fill_pairs(m, table, ns, r, ids, nr, &pos, seen);
         else if (PyDict_CheckExact(m))
@@ -622,9 +657,18 @@ static int fill_table(PyObject *match_lens, PyObject *requests, int pairs, int32
             rc = fill_row(m, table, ns, r, nr);
     }
     Py_XDECREF(pos);
-    PyMem_Free(ids);
     PyMem_Free(seen);
     return rc;
+}
+
+/* Releases ids[0..n) and frees the array. */
+static void release_ids(PyObject **ids, Py_ssize_t n)
+{
+    if (ids == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_XDECREF(ids[i]);
+    PyMem_Free(ids);
 }
 
 static PyObject *match_table(PyObject *Py_UNUSED(self), PyObject *args)
@@ -636,15 +680,30 @@ static PyObject *match_table(PyObject *Py_UNUSED(self), PyObject *args)
     if (!(PyList_CheckExact(match_lens) || PyTuple_CheckExact(match_lens)) ||
         !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
         Py_RETURN_NONE;
-    Py_ssize_t ns = PySequence_Fast_GET_SIZE(match_lens), nr = PySequence_Fast_GET_SIZE(requests);
-    PyObject *out = PyBytes_FromStringAndSize(NULL, 4 * ns * nr);
-    if (out == NULL)
+    PyObject *rows = PySequence_Tuple(match_lens), *reqs = rows ? PySequence_Tuple(requests) : NULL;
+    if (reqs == NULL) {
+        Py_XDECREF(rows);
         return NULL;
-    memset(PyBytes_AS_STRING(out), 0, 4 * ns * nr);
-    int rc = fill_table(match_lens, requests, pairs, (int32_t *)PyBytes_AS_STRING(out));
+    }
+    Py_ssize_t ns = PyTuple_GET_SIZE(rows), nr = PyTuple_GET_SIZE(reqs);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 4 * ns * nr);
+    PyObject **ids = PyMem_Calloc(nr + 1, sizeof *ids);
+    int rc = -1;
+    if (out == NULL || ids == NULL) {
+        if (ids == NULL)
+            PyErr_NoMemory();
+    } else {
+        memset(PyBytes_AS_STRING(out), 0, 4 * ns * nr);
+        rc = request_ids(reqs, ids);
+        if (rc == 0)
+            rc = fill_table(rows, ids, nr, pairs, (int32_t *)PyBytes_AS_STRING(out));
+    }
+    release_ids(ids, nr);
+    Py_DECREF(rows);
+    Py_DECREF(reqs);
     if (rc == 0)
         return out;
-    Py_DECREF(out);
+    Py_XDECREF(out);
     if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -709,10 +768,8 @@ static int idmap_init(idmap *m, const adpr_request *reqs, Py_ssize_t nr, PyObjec
         uint64_t id = reqs[i].id, slot = (id * IDMAP_K) >> shift;
         while (m->pos[slot] != 0 && m->keys[slot] != id)
             slot = (slot + 1) & m->mask;
-        if (m->pos[slot] == 0) { /* a repeated id keeps its first position */
-            m->keys[slot] = id;
-            m->pos[slot] = (int32_t)(i + 1);
-        }
+        m->keys[slot] = id; /* ids are unique: adpr_route refused the batch otherwise */
+        m->pos[slot] = (int32_t)(i + 1);
     }
     return 0;
 }
@@ -723,21 +780,53 @@ static void idmap_free(idmap *m)
     PyMem_Free(m->pos);
 }
 
-/* A new reference to the int id: the request's own id object where m has
- * it, else a new int. NULL on memory error. */
+/* A new reference to the int id: ref, the id object a request was packed
+ * from, if it is an exact int (a bool or an int subclass decodes as the
+ * Python path decodes it, as an int), else a new int. NULL on memory error. */
+static PyObject *id_at(PyObject *ref, uint64_t id)
+{
+    if (ref != NULL && PyLong_CheckExact(ref)) {
+        Py_INCREF(ref);
+        return ref;
+    }
+    return PyLong_FromUnsignedLongLong(id);
+}
+
+/* id_at for the request m maps id to, or a new int without m. */
 static PyObject *id_object(const idmap *m, uint64_t id)
 {
     if (m != NULL) {
-        for (uint64_t slot = (id * IDMAP_K) >> m->shift; m->pos[slot] != 0; slot = (slot + 1) & m->mask) {
-            if (m->keys[slot] == id) {
-                PyObject *o = m->refs[m->pos[slot] - 1];
-                if (o != NULL)
-                    return Py_NewRef(o);
-                break;
-            }
-        }
+        for (uint64_t slot = (id * IDMAP_K) >> m->shift; m->pos[slot] != 0; slot = (slot + 1) & m->mask)
+            if (m->keys[slot] == id)
+                return id_at(m->refs[m->pos[slot] - 1], id);
     }
     return PyLong_FromUnsignedLongLong(id);
+}
+
+/* The ids of the unplaced requests (ranks[i] < 0), in input order, as
+ * RouteResult.unassigned holds them: n of them, by adpr_route's offsets. */
+static PyObject *unplaced_list(const int32_t *ranks, const adpr_request *reqs, PyObject **refs, Py_ssize_t nr,
+                               Py_ssize_t placed)
+{
+    PyObject *lst = PyList_New(nr - placed);
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; lst != NULL && i < nr; i++) {
+        if (ranks[i] >= 0)
+            continue;
+        PyObject *v = k < nr - placed ? id_at(refs[i], reqs[i].id) : NULL;
+        if (v == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_SystemError, "adpr_route's unplaced requests disagree with its offsets");
+            Py_CLEAR(lst);
+        } else {
+            PyList_SET_ITEM(lst, k++, v);
+        }
+    }
+    if (lst != NULL && k != nr - placed) {
+        PyErr_SetString(PyExc_SystemError, "adpr_route's unplaced requests disagree with its offsets");
+        Py_CLEAR(lst);
+    }
+    return lst;
 }
 
 /* [ids[0], ..., ids[n-1]] as ints (see id_object). */
@@ -828,10 +917,24 @@ static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
         !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)) ||
         (match_lens != Py_None && !(PyList_CheckExact(match_lens) || PyTuple_CheckExact(match_lens))))
         Py_RETURN_NONE;
-    Py_ssize_t ns = PySequence_Fast_GET_SIZE(states), nr = PySequence_Fast_GET_SIZE(requests);
+    /* Tuples of the caller's lists: packing can run the caller's code (see
+     * pack_request; a collection while these are made, too), which must not
+     * resize a list under the loops. Everything is sized from them. */
+    PyObject *sts = PySequence_Tuple(states), *rqs = sts ? PySequence_Tuple(requests) : NULL;
+    PyObject *rows = rqs && match_lens != Py_None ? PySequence_Tuple(match_lens) : NULL;
+    if (rqs == NULL || (match_lens != Py_None && rows == NULL)) {
+        Py_XDECREF(sts);
+        Py_XDECREF(rqs);
+        return NULL;
+    }
+    Py_ssize_t ns = PyTuple_GET_SIZE(sts), nr = PyTuple_GET_SIZE(rqs);
     if (ns > INT32_MAX || nr > INT32_MAX || maxn < 1 || maxn > INT32_MAX ||
-        (match_lens != Py_None && PySequence_Fast_GET_SIZE(match_lens) != ns))
+        (rows != NULL && PyTuple_GET_SIZE(rows) != ns)) {
+        Py_DECREF(sts);
+        Py_DECREF(rqs);
+        Py_XDECREF(rows);
         Py_RETURN_NONE;
+    }
 
     Py_buffer err = {0};
     adpr_rank_state *st = PyMem_Malloc(ns * sizeof *st + 1);
@@ -849,11 +952,11 @@ static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
         rc = -1;
     }
     if (rc == 0)
-        rc = fill_states(states, st);
+        rc = fill_states(sts, st);
     if (rc == 0)
-        rc = fill_requests(requests, limit, reqs, &tok, &text, idrefs);
+        rc = fill_requests(rqs, limit, reqs, &tok, &text, idrefs);
     if (rc == 0 && table != NULL)
-        rc = fill_table(match_lens, requests, pairs, table);
+        rc = fill_table(rows, idrefs, nr, pairs, table);
     if (rc == 0 && (rc = out_buffer(args[8], 1, &err)) == 0)
         have_err = 1;
     if (rc == 0) {
@@ -876,7 +979,7 @@ static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
             idmap m;
             if (idmap_init(&m, reqs, nr, idrefs) == 0) {
                 PyObject *assign = assignment_dict(order, offsets, ns, &m);
-                PyObject *unassigned = assign ? id_list(order + offsets[ns], nr - offsets[ns], &m) : NULL;
+                PyObject *unassigned = assign ? unplaced_list(ranks, reqs, idrefs, nr, offsets[ns]) : NULL;
                 PyObject *rank_list = unassigned ? int_list(ranks, nr) : NULL;
                 if (rank_list != NULL)
                     result = Py_BuildValue("(iiNNN)", (int)status, (int)out.expected, assign, unassigned,
@@ -894,10 +997,10 @@ static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
     }
     if (have_err)
         PyBuffer_Release(&err);
-    if (idrefs != NULL)
-        for (Py_ssize_t i = 0; i < nr; i++)
-            Py_XDECREF(idrefs[i]);
-    PyMem_Free(idrefs);
+    release_ids(idrefs, nr);
+    Py_DECREF(sts);
+    Py_DECREF(rqs);
+    Py_XDECREF(rows);
     PyMem_Free(st);
     PyMem_Free(reqs);
     PyMem_Free(ranks);
