@@ -726,19 +726,19 @@ static int out_buffer(PyObject *o, Py_ssize_t n, Py_buffer *view)
 /* --- Decoding adpr_route_result ---------------------------------------------
  *
  * The result's ids become Python ints. Where route() packed the batch itself
- * it holds a reference to each request's id object (an exact int, taken
- * while packing, so its value is the one the library routed; ints are
- * immutable, and the reference keeps it alive whatever code a garbage
- * collection runs meanwhile), and the decoded lists hold those objects
- * instead of new ints: allocating an int per request was most of a decode
- * on cold caches. An idmap finds a request's position from its id. */
+ * it holds a reference to each request's id object, taken while packing (so
+ * its value is the one the library routed: ints are immutable, and the
+ * reference keeps it alive whatever code runs meanwhile), and the decoded
+ * lists hold those objects where they are exact ints instead of new ints:
+ * allocating an int per request was most of a decode on cold caches. An
+ * idmap finds a request's position from its id. */
 
 typedef struct {
     uint64_t *keys;  /* open addressing, linear probing */
     int32_t *pos;    /* per slot: request position + 1; 0 = empty */
     uint64_t mask;
     int shift;       /* Fibonacci hashing: slot = (id * K) >> shift */
-    PyObject **refs; /* per position: a reference to its id object, or NULL */
+    PyObject **refs; /* per position: a reference to its id object */
 } idmap;
 
 #define IDMAP_K 0x9E3779B97F4A7C15ull
@@ -804,7 +804,8 @@ static PyObject *id_object(const idmap *m, uint64_t id)
 }
 
 /* The ids of the unplaced requests (ranks[i] < 0), in input order, as
- * RouteResult.unassigned holds them: n of them, by adpr_route's offsets. */
+ * RouteResult.unassigned holds them: nr - placed of them, placed being the
+ * count adpr_route's offsets give. */
 static PyObject *unplaced_list(const int32_t *ranks, const adpr_request *reqs, PyObject **refs, Py_ssize_t nr,
                                Py_ssize_t placed)
 {
