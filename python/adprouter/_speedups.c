@@ -29,6 +29,10 @@
  * package backend, test_speedups). */
 #include "adprouter.h"
 
+#ifndef Py_IS_TYPE /* before 3.9 */
+#define Py_IS_TYPE(o, type) (Py_TYPE(o) == (type))
+#endif
+
 /* Slot layout of adprouter.Request and adprouter.RankState, set by
  * configure(): objects of exactly these types are read through their slot
  * offsets; any other object makes a function return None. */
