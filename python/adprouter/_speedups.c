@@ -1199,13 +1199,19 @@ static void rq_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
-/* A field for repr and __reduce__, raising AttributeError when deleted. */
+/* A field for repr and __reduce__, raising AttributeError when deleted
+ * with the message a slot's descriptor gives (from 3.13 it names the type
+ * with its module). */
 static PyObject *rq_get(PyObject *self, int i)
 {
     PyObject *v = ((RequestObject *)self)->f[i];
     if (v == NULL)
+#if PY_VERSION_HEX >= 0x030D0000
+        PyErr_Format(PyExc_AttributeError, "'%T' object has no attribute '%s'", self, rq_names[i]);
+#else
         PyErr_Format(PyExc_AttributeError, "'%.200s' object has no attribute '%s'", Py_TYPE(self)->tp_name,
                      rq_names[i]);
+#endif
     return v;
 }
 
