@@ -184,7 +184,7 @@ func (r *Router) matchRow(b *batch, i int, row []int) int {
 			break
 		}
 		src := b.matches[i*size : (i+1)*size]
-		row = row[:len(src)]
+		row = row[:len(src)] // no bounds check per rank below
 		for k, m := range src {
 			row[k] = int(m)
 			longest = max(longest, int(m))
@@ -351,7 +351,8 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m, ties int) {
 		width = 16
 	case c.fills == 0 && 2*ties >= m && lanes > 32:
 		// A first tie among most of the ranks: they are idle or equally
-		// loaded, and the requests after it will mostly tie too.
+		// loaded, and the requests after it will mostly tie too; width
+		// stays 64.
 	case c.fills == 0 || c.used*2 < c.seeded || lanes <= 32:
 		width = 32 // the first tie, ties now and then, or 32 lanes are enough
 	}

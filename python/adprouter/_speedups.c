@@ -81,6 +81,10 @@ static PyObject *configure(PyObject *Py_UNUSED(self), PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* Whether o is a sequence the C paths read: an exact list or tuple (the
+ * entry points then work on a tuple of its items; see fill_requests). */
+static inline int plain_seq(PyObject *o) { return PyList_CheckExact(o) || PyTuple_CheckExact(o); }
+
 static inline PyObject *slot(PyObject *o, Py_ssize_t off) { return *(PyObject **)((char *)o + off); }
 
 /* Whether the exact int o is at most one digit long (compact, from 3.12),
@@ -191,6 +195,21 @@ static int int32_vector(const Py_buffer *view)
            (view->strides == NULL || view->strides[0] == 4);
 }
 
+/* Gets o's buffer as a 1-D int32 vector (int32_vector): 0 with view to
+ * release, or FALLBACK with nothing held. */
+static int int32_view(PyObject *o, Py_buffer *view)
+{
+    if (PyObject_GetBuffer(o, view, PyBUF_FORMAT | PyBUF_STRIDES) < 0) {
+        PyErr_Clear();
+        return FALLBACK;
+    }
+    if (!int32_vector(view)) {
+        PyBuffer_Release(view);
+        return FALLBACK;
+    }
+    return 0;
+}
+
 /* A token as append_tokens reads it: a one-digit int needs no range check
  * (see small_int); anything else goes through read_int. Most of a batch's
  * packing time is this, once per token. */
@@ -209,7 +228,7 @@ static inline int token_int32(PyObject *o, int32_t *out)
  * Sets *len to len(toks). Returns 0, FALLBACK or -1 (memory error). */
 static int append_tokens(growbuf *b, PyObject *toks, Py_ssize_t limit, Py_ssize_t *len)
 {
-    if (PyList_CheckExact(toks) || PyTuple_CheckExact(toks)) {
+    if (plain_seq(toks)) {
         Py_ssize_t n = PySequence_Fast_GET_SIZE(toks);
         PyObject **items = PySequence_Fast_ITEMS(toks);
         Py_ssize_t k = limit < 0 || limit > n ? n : limit;
@@ -224,20 +243,15 @@ static int append_tokens(growbuf *b, PyObject *toks, Py_ssize_t limit, Py_ssize_
         return 0;
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(toks, &view, PyBUF_FORMAT | PyBUF_STRIDES) < 0) {
-        PyErr_Clear();
+    if (int32_view(toks, &view))
         return FALLBACK;
-    }
-    int rc = FALLBACK;
-    if (int32_vector(&view)) {
-        Py_ssize_t n = view.shape[0];
-        Py_ssize_t k = limit < 0 || limit > n ? n : limit;
-        *len = n;
-        rc = grow(b, 4 * k);
-        if (rc == 0) {
-            memcpy(b->p + b->len, view.buf, 4 * k);
-            b->len += 4 * k;
-        }
+    Py_ssize_t n = view.shape[0];
+    Py_ssize_t k = limit < 0 || limit > n ? n : limit;
+    *len = n;
+    int rc = grow(b, 4 * k);
+    if (rc == 0) {
+        memcpy(b->p + b->len, view.buf, 4 * k);
+        b->len += 4 * k;
     }
     PyBuffer_Release(&view);
     return rc;
@@ -378,7 +392,7 @@ static PyObject *pack_requests(PyObject *Py_UNUSED(self), PyObject *args)
     Py_ssize_t limit;
     if (!PyArg_ParseTuple(args, "OO", &requests, &send) || send_limit(send, &limit) < 0)
         return NULL;
-    if (request_type == NULL || !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
+    if (request_type == NULL || !plain_seq(requests))
         Py_RETURN_NONE;
     PyObject *reqs = PySequence_Tuple(requests);
     if (reqs == NULL)
@@ -446,7 +460,7 @@ static int fill_states(PyObject *states, adpr_rank_state *st)
 
 static PyObject *pack_states(PyObject *Py_UNUSED(self), PyObject *states)
 {
-    if (state_type == NULL || !(PyList_CheckExact(states) || PyTuple_CheckExact(states)))
+    if (state_type == NULL || !plain_seq(states))
         Py_RETURN_NONE;
     PyObject *sts = PySequence_Tuple(states);
     if (sts == NULL)
@@ -580,7 +594,7 @@ static int fill_dict(PyObject *m, int32_t *out, Py_ssize_t ns, Py_ssize_t r, PyO
  * ints, or a 1-D int32 buffer. */
 static int fill_row(PyObject *m, int32_t *out, Py_ssize_t ns, Py_ssize_t r, Py_ssize_t nr)
 {
-    if (PyList_CheckExact(m) || PyTuple_CheckExact(m)) {
+    if (plain_seq(m)) {
         if (PySequence_Fast_GET_SIZE(m) != nr)
             return FALLBACK;
         PyObject **items = PySequence_Fast_ITEMS(m);
@@ -590,12 +604,10 @@ static int fill_row(PyObject *m, int32_t *out, Py_ssize_t ns, Py_ssize_t r, Py_s
         return 0;
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(m, &view, PyBUF_FORMAT | PyBUF_STRIDES) < 0) {
-        PyErr_Clear();
+    if (int32_view(m, &view))
         return FALLBACK;
-    }
     int rc = FALLBACK;
-    if (int32_vector(&view) && view.shape[0] == nr) {
+    if (view.shape[0] == nr) {
         for (Py_ssize_t i = 0; i < nr; i++)
             memcpy(&out[i * ns + r], (char *)view.buf + 4 * i, 4);
         rc = 0;
@@ -609,7 +621,7 @@ static int fill_row(PyObject *m, int32_t *out, Py_ssize_t ns, Py_ssize_t r, Py_s
 static int fill_pairs(PyObject *m, int32_t *out, Py_ssize_t ns, Py_ssize_t r, PyObject **ids, Py_ssize_t nr,
                       PyObject **pos, char *seen)
 {
-    if (!(PyList_CheckExact(m) || PyTuple_CheckExact(m)))
+    if (!plain_seq(m))
         return FALLBACK;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(m);
     if (n % 2)
@@ -681,8 +693,7 @@ static PyObject *match_table(PyObject *Py_UNUSED(self), PyObject *args)
     int pairs;
     if (!PyArg_ParseTuple(args, "OOp", &match_lens, &requests, &pairs))
         return NULL;
-    if (!(PyList_CheckExact(match_lens) || PyTuple_CheckExact(match_lens)) ||
-        !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)))
+    if (!plain_seq(match_lens) || !plain_seq(requests))
         Py_RETURN_NONE;
     PyObject *rows = PySequence_Tuple(match_lens), *reqs = rows ? PySequence_Tuple(requests) : NULL;
     if (reqs == NULL) {
@@ -918,9 +929,8 @@ static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
     long maxn = PyLong_AsLong(args[7]);
     if (PyErr_Occurred() || pairs < 0 || send_limit(args[4], &limit) < 0)
         return NULL;
-    if (fn == NULL || request_type == NULL || !(PyList_CheckExact(states) || PyTuple_CheckExact(states)) ||
-        !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests)) ||
-        (match_lens != Py_None && !(PyList_CheckExact(match_lens) || PyTuple_CheckExact(match_lens))))
+    if (fn == NULL || request_type == NULL || !plain_seq(states) || !plain_seq(requests) ||
+        (match_lens != Py_None && !plain_seq(match_lens)))
         Py_RETURN_NONE;
     /* Tuples of the caller's lists: packing can run the caller's code (see
      * pack_request; a collection while these are made, too), which must not
