@@ -34,6 +34,15 @@ type groupSorter struct {
 	tmp   []int
 }
 
+// Prefetching in sort: from prefetchMin requests on, prefetchAhead requests
+// ahead. A cached prefix hashes in ~10 ns; at 4096 requests hashing without
+// the prefetch took ~45 ns a prefix, waiting on the last-level cache and
+// page walks, so eight requests cover the wait.
+const (
+	prefetchMin   = 512
+	prefetchAhead = 8
+)
+
 // sort reorders rest (indices into reqs) by the grouping key, stably.
 func (g *groupSorter) sort(reqs []Request, rest []int) {
 	n := len(rest)
@@ -46,7 +55,16 @@ func (g *groupSorter) sort(reqs []Request, rest []int) {
 	g.hash, g.rep = g.hash[:0], g.rep[:0]
 	g.gid = slices.Grow(g.gid[:0], n)[:n]
 	minLen, maxLen := reqs[rest[0]].Len(), reqs[rest[0]].Len()
+	// Large batches outgrow the caches and the TLB (every prompt on its
+	// own pages), and hashing then waits on memory for each prefix: ask
+	// for the prefix prefetchAhead requests ahead. Small ones are cached.
+	prefetch := n >= prefetchMin
 	for p, i := range rest {
+		if prefetch && p+prefetchAhead < n {
+			if t := reqs[rest[p+prefetchAhead]].Tokens; len(t) > 0 {
+				prefetchPrefix(&t[0])
+			}
+		}
 		q := &reqs[i]
 		minLen, maxLen = min(minLen, q.Len()), max(maxLen, q.Len())
 		pre := prefixBytes(prefixOf(q))
