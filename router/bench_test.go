@@ -246,10 +246,11 @@ func TestAllocsIndependentOfPromptLength(t *testing.T) {
 // BenchmarkRouteCold: the KV-aware decision with matches, 256 x 16, with
 // the caches evicted before every call (a 32 MiB walk, untimed: the last
 // level cache of this project's machine), as an engine calls the router
-// after running its own code. The decision then takes ~3x its warm time
-// (116-145 us against 37-40), and so it does inside the Python binding's
-// end-to-end figure (python/bench_route.py --phases). What a decision
-// touches (its scratch, the seeders' states, the prompts) counts here.
+// after running its own code. The decision then takes 1.6x its warm time
+// (52-59 us against 33; 78-92 before the grouping pass prefetched the
+// prompts' prefixes), as it does inside the Python binding's end-to-end
+// figure (python/bench_route.py --phases). What a decision touches (its
+// scratch, the seeders' states, the prompts) counts here.
 func BenchmarkRouteCold(b *testing.B) {
 	batch := newBenchBatch(256, 16, 2048, benchOpts{matches: true})
 	r, err := New(DefaultConfig(PolicyKVCacheAware, 16))

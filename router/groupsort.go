@@ -34,14 +34,19 @@ type groupSorter struct {
 	tmp   []int
 }
 
-// Prefetching in sort: from prefetchMin requests on, prefetchAhead requests
-// ahead. A cached prefix hashes in ~10 ns; at 4096 requests hashing without
-// the prefetch took ~45 ns a prefix, waiting on the last-level cache and
-// page walks, so eight requests cover the wait.
-const (
-	prefetchMin   = 512
-	prefetchAhead = 8
-)
+// prefetchAhead is how many requests ahead of the prefix hashing sort
+// prefetches prefixes. A cached prefix hashes in ~10 ns; one the caches lost
+// waits on the last-level cache or memory and a page walk (hashing took
+// ~45 ns a prefix at 4096 requests without the prefetch, and a decision on
+// caches an engine's own work has evicted took 2-3x its warm time).
+const prefetchAhead = 8
+
+// prefetchPrefixOf issues prefetchPrefix for q's grouping prefix.
+func prefetchPrefixOf(q *Request) {
+	if len(q.Tokens) > 0 {
+		prefetchPrefix(&q.Tokens[0])
+	}
+}
 
 // sort reorders rest (indices into reqs) by the grouping key, stably.
 func (g *groupSorter) sort(reqs []Request, rest []int) {
@@ -55,15 +60,16 @@ func (g *groupSorter) sort(reqs []Request, rest []int) {
 	g.hash, g.rep = g.hash[:0], g.rep[:0]
 	g.gid = slices.Grow(g.gid[:0], n)[:n]
 	minLen, maxLen := reqs[rest[0]].Len(), reqs[rest[0]].Len()
-	// Large batches outgrow the caches and the TLB (every prompt on its
-	// own pages), and hashing then waits on memory for each prefix: ask
-	// for the prefix prefetchAhead requests ahead. Small ones are cached.
-	prefetch := n >= prefetchMin
+	// Every prompt lies on its own pages, and between decisions an engine's
+	// own work evicts them (as do the prompts of a batch too large for the
+	// caches): ask for the prefixes ahead of the hashing, the first window
+	// at once.
+	for _, i := range rest[:min(n, prefetchAhead)] {
+		prefetchPrefixOf(&reqs[i])
+	}
 	for p, i := range rest {
-		if prefetch && p+prefetchAhead < n {
-			if t := reqs[rest[p+prefetchAhead]].Tokens; len(t) > 0 {
-				prefetchPrefix(&t[0])
-			}
+		if p+prefetchAhead < n {
+			prefetchPrefixOf(&reqs[rest[p+prefetchAhead]])
 		}
 		q := &reqs[i]
 		minLen, maxLen = min(minLen, q.Len()), max(maxLen, q.Len())

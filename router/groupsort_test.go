@@ -62,7 +62,7 @@ func TestGroupSortMatchesStableSort(t *testing.T) {
 			for iter := range 2000 {
 				n := rng.IntN(60)
 				if iter%40 == 0 {
-					n = 128 + rng.IntN(1000) // large enough for the radix sort and the prefetching
+					n = 128 + rng.IntN(1000) // large enough for the radix sort
 				}
 				reqs := groupSortBatch(rng, n, tc.spread)
 				rest := rng.Perm(n)[:rng.IntN(n+1)] // a subset, in any order

@@ -4,8 +4,7 @@ package router
 
 // prefetchPrefix asks the CPU to bring the first PrefixTokens tokens from p
 // into cache. It is only a hint (it never faults and changes no result);
-// groupSorter issues it a few requests ahead of the prefix hashing of large
-// batches, whose prompts no longer fit in the caches and the TLB.
+// groupSorter issues it a few requests ahead of its prefix hashing.
 //
 //go:noescape
 func prefetchPrefix(p *int32)
