@@ -15,8 +15,9 @@ shared system prompts (so KV-aware grouping by the first 64 tokens matters), the
 unique; ranks carrying uneven load. Match lengths are dense, the way an allgather of
 per-rank probes builds them: one dict {request id: matched tokens} per rank naming every
 request. The timed region of both routers starts from those lists: it builds the Request
-objects, routes, and reads the assignment. One extra row repeats 256 x 16 with every
-prompt exactly 2048 tokens (the shape older benchmarks used). Warmup is off, so the
+objects, routes, and reads the assignment. Two extra rows repeat 256 x 16 +match:
+"=len", every prompt exactly 2048 tokens (the shape older benchmarks used), and
+"=ties", the tie-break's worst case (idle ranks, one prompt for all). Warmup is off, so the
 KV-aware and default routers hold no state between calls and one router serves all runs
 (as in an engine); the conversation routers (both) are created afresh, outside the timed
 region, for every run so that every run routes new conversations.
@@ -81,7 +82,13 @@ class _TimedLib:
         return getattr(self._lib, name)
 
 
-def workload(n_req, dp, seed=1, equal_len=False):
+def workload(n_req, dp, seed=1, shape=""):
+    """The batch of one cell. shape "=len": every prompt exactly PROMPT_LEN tokens;
+    "=ties": the tie-break's worst case, idle ranks and one prompt for all (each
+    request its own copy of the list), so nearly every request ties on every rank
+    with room and needs its random.Random(id) shuffle; the match dicts then report 0
+    everywhere (nothing is cached on an idle rank)."""
+    equal_len = shape == "=len"
     rng = random.Random(seed * 1000 + n_req * 10 + dp)
     systems = [[rng.randrange(32000) for _ in range(rng.choice((256, 512, 1024, 1500)))]
                for _ in range(SYSTEM_PROMPTS)]
@@ -101,6 +108,11 @@ def workload(n_req, dp, seed=1, equal_len=False):
     matches = [[(len(s) // 32 * 32 if s and owner[id(s)] == r else rng.choice((0, 0, 32, 64)))
                 for s in sys_of] for r in range(dp)]
     convs = ["conv-%d" % rng.randrange(n_req // 2) for _ in range(n_req)]
+    if shape == "=ties":
+        prompts = [list(prompts[0]) for _ in prompts]
+        sys_of = [sys_of[0]] * n_req
+        loads = [(0, 0)] * dp
+        matches = [[0] * n_req for _ in range(dp)]
     return dict(prompts=prompts, ids=ids, maxn=maxn, loads=loads, matches=matches, convs=convs,
                 sys=sys_of)
 
@@ -137,8 +149,8 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
-def bench_one(policy, with_matches, n_req, dp, runs, equal_len=False):
-    w = workload(n_req, dp, equal_len=equal_len)
+def bench_one(policy, with_matches, n_req, dp, runs, shape=""):
+    w = workload(n_req, dp, shape=shape)
     b_states = [adprouter.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
     r_states = [ref.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
     b_matches = match_dicts(w) if with_matches else None
@@ -193,7 +205,7 @@ def bench_one(policy, with_matches, n_req, dp, runs, equal_len=False):
     router.close()
     us = lambda ns: ns / 1000.0  # noqa: E731
     return dict(
-        policy=policy + (" +match" if with_matches else "") + (" =len" if equal_len else ""),
+        policy=policy + (" +match" if with_matches else "") + (" " + shape if shape else ""),
         n_req=n_req, dp=dp,
         route=us(statistics.median(e2e)), route_p90=us(pct(e2e, 0.9)),
         ccall=us(statistics.median(ccall)), pack=us(statistics.median(pack)), unpack=us(statistics.median(unpack)),
@@ -456,19 +468,20 @@ def main():
               PROMPT_LEN, SYSTEM_PROMPTS, runs, "thread CPU time" if args.cpu_time else "wall time"))
     head = ("policy", "reqs", "ranks", "route med", "route p90", "C call", "py pack", "py unpack",
             "reference med", "ref p90", "speed-up")
-    fmt = "%-22s %5s %5s %10s %10s %9s %9s %9s %14s %10s %9s"
+    fmt = "%-28s %5s %5s %10s %10s %9s %9s %9s %14s %10s %9s"
     print(fmt % head)
-    print("-" * 124)
-    cells = [(policy, m, n_req, dp, False) for policy, m in CASES for n_req, dp in SIZES]
-    cells.append(("kv_cache_aware", True, 256, 16, True))
+    print("-" * 130)
+    cells = [(policy, m, n_req, dp, "") for policy, m in CASES for n_req, dp in SIZES]
+    cells.append(("kv_cache_aware", True, 256, 16, "=len"))
+    cells.append(("kv_cache_aware", True, 256, 16, "=ties"))
     if args.size:
         cells = [c for c in cells if "%dx%d" % (c[2], c[3]) in args.size]
     if args.policy:
         cells = [c for c in cells if c[0] + ("+match" if c[1] else "") in args.policy]
-    for policy, with_matches, n_req, dp, equal_len in cells:
+    for policy, with_matches, n_req, dp, shape in cells:
         # The reference takes ~0.1 s per 1024 x 64 decision: fewer runs for big cells.
         n_runs = max(5, runs * 256 // max(n_req * dp // 16, 256))
-        row = bench_one(policy, with_matches, n_req, dp, n_runs, equal_len)
+        row = bench_one(policy, with_matches, n_req, dp, n_runs, shape)
         print(fmt % (row["policy"], n_req, dp, "%.1f" % row["route"], "%.1f" % row["route_p90"],
                      "%.1f" % row["ccall"], "%.1f" % row["pack"], "%.1f" % row["unpack"],
                      "%.1f" % row["ref"], "%.1f" % row["ref_p90"], "%.1fx" % (row["ref"] / row["route"])))

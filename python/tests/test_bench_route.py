@@ -28,6 +28,16 @@ class BenchRouteTest(unittest.TestCase):
             with self.subTest(policy):
                 self.assertRegex(out, r"(?m)^%s\s+64\s+8\s+[\d.]+ .* [\d.]+x$" % re.escape(policy))
 
+    def test_shaped_rows(self):
+        # 256 x 16 +match also runs equal-length prompts and the tie-break's
+        # worst case; each row first checks the binding's decision against
+        # the reference's on its batch.
+        out = bench("--runs", "2", "--size", "256x16", "--policy", "kv_cache_aware+match")
+        for shape in ("", " =len", " =ties"):
+            with self.subTest(shape or "plain"):
+                self.assertRegex(out, r"(?m)^kv_cache_aware \+match%s\s+256\s+16\s+[\d.]+ .* [\d.]+x$"
+                                 % re.escape(shape))
+
     def test_phases(self):
         out = bench("--phases", "--runs", "1", "--size", "64x8")
         self.assertRegex(out, r"64 requests x 8 ranks, (adprouter._speedups|pure Python);")
