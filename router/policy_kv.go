@@ -39,14 +39,19 @@ func (r *Router) routeKVAware(b *batch) {
 	for _, k := range eligible {
 		eligSum += tokens[k]
 	}
-	// place puts request i on rank k, keeping eligible and eligSum.
+	lows := lowestLoads{}
+	// place puts request i on rank k, keeping eligible, eligSum and lows.
 	place := func(i, k int) {
 		before := tokens[k]
 		r.placeKV(b, i, k, row, tokens)
 		eligSum += tokens[k] - before
-		if count[k] >= expected {
+		leaves := count[k] >= expected
+		if leaves {
 			eligible = slices.DeleteFunc(eligible, func(e int) bool { return e == k })
 			eligSum -= tokens[k]
+		}
+		if before == lows.load && (tokens[k] != before || leaves) {
+			lows.drop(k)
 		}
 	}
 
@@ -101,16 +106,10 @@ func (r *Router) routeKVAware(b *batch) {
 			// lower load never scores higher and equal loads score the
 			// same. The lowest pair is the first rank with the lowest
 			// load, its ties the ranks with that load: no divisions.
-			for _, k := range eligible {
-				if !allowed(allow, k) {
-					continue
-				}
-				switch t := tokens[k]; {
-				case best < 0 || t < bestTokens:
-					best, bestTokens, ties = k, t, 1
-				case t == bestTokens:
-					ties++
-				}
+			if allow == nil {
+				best, bestTokens, ties = lows.get(eligible, tokens)
+			} else {
+				best, bestTokens, ties = lowestLoad(eligible, allow, tokens)
 			}
 			if best >= 0 {
 				bestScore = score(n, row[best], gate, nf, denom, beta, bestTokens)
@@ -162,6 +161,66 @@ func (r *Router) routeKVAware(b *batch) {
 	}
 	r.eligible = eligible
 	r.finish(b)
+}
+
+// lowestLoad returns the first of the eligible ranks that allow admits with
+// the lowest token load, that load, and how many admitted eligible ranks
+// share it; best is -1 if allow admits none.
+func lowestLoad(eligible []int, allow []bool, tokens []float64) (best int, lowest float64, ties int) {
+	best = -1
+	for _, k := range eligible {
+		if !allowed(allow, k) {
+			continue
+		}
+		switch t := tokens[k]; {
+		case best < 0 || t < lowest:
+			best, lowest, ties = k, t, 1
+		case t == lowest:
+			ties++
+		}
+	}
+	return best, lowest, ties
+}
+
+// lowestLoads keeps lowestLoad's answer for all eligible ranks across the
+// requests of one decision. Within a decision loads only grow and ranks only
+// leave eligibility, so a placement can only take a rank out of the set with
+// the lowest load; the set is recomputed once it is empty. With many equal
+// loads (idle or equally loaded ranks, where most requests tie) that is one
+// scan of the ranks per round of placements instead of one per request.
+type lowestLoads struct {
+	load  float64
+	count int // ranks with the lowest load; 0: unknown
+	first int // the first of them in eligible order; -1: unknown
+}
+
+// get returns the first eligible rank with the lowest load, that load and
+// how many eligible ranks have it (-1, 0, 0 without eligible ranks).
+func (l *lowestLoads) get(eligible []int, tokens []float64) (first int, load float64, count int) {
+	if l.count == 0 {
+		l.first, l.load, l.count = lowestLoad(eligible, nil, tokens)
+	}
+	if l.first < 0 && l.count > 0 {
+		for _, k := range eligible {
+			if tokens[k] == l.load {
+				l.first = k
+				break
+			}
+		}
+	}
+	return l.first, l.load, l.count
+}
+
+// drop notes that rank k, which had the lowest load, no longer has it or
+// is no longer eligible.
+func (l *lowestLoads) drop(k int) {
+	if l.count == 0 {
+		return
+	}
+	l.count--
+	if l.first == k {
+		l.first = -1
+	}
 }
 
 // matchRow fills row with request i's match length on every rank, from the
