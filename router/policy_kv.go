@@ -319,10 +319,11 @@ func prefixOf(q *Request) []int32 {
 // demand, several requests at a time along the routing order: the chains of
 // independent seeds run side by side at little more than the cost of one
 // (four interleaved in portable Go; with AVX2, 32 as four 8-lane vectors for
-// a decision's first tie, or 64 as eight when most ranks tie at once, then
-// 64 while most seeded streams get used, 16 as two once few do (one chain's
-// latency bounds a single seed and two vectors alike, so the 15 extra come
-// nearly free), one at a time once ties are rarer than one in 80 positions).
+// a decision's first tie, or 96 as twelve when most ranks tie at once, then
+// 96 while most seeded streams get used (64 as eight when no more than 64
+// positions are left to seed), 16 as two once few do (one chain's latency
+// bounds a single seed and two vectors alike, so the 15 extra come nearly
+// free), one at a time once ties are rarer than one in 80 positions).
 type seedCache struct {
 	off     []int32 // per routing position: offset into outs, or -1
 	n       []int32 // per routing position: outputs stored
@@ -411,9 +412,12 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m, ties int) {
 	case c.fills == 0 && 2*ties >= m && lanes > 32:
 		// A first tie among most of the ranks: they are idle or equally
 		// loaded, and the requests after it will mostly tie too; width
-		// stays 64.
+		// stays the widest.
 	case c.fills == 0 || c.used*2 < c.seeded || lanes <= 32:
 		width = 32 // the first tie, ties now and then, or 32 lanes are enough
+	}
+	if width == mtLanes && lanes <= 64 {
+		width = 64 // the last few: twelve vectors would seed idle lanes
 	}
 	lanes = min(lanes, width)
 	c.fills++
@@ -431,8 +435,10 @@ func (c *seedCache) fill(pos int, rest []int, reqs []Request, m, ties int) {
 			mtSeed16AVX2(&sl.st[0], &sl.add[0], &c.outs[start], want)
 		case 32:
 			mtSeed32AVX2(&sl.st[0], &sl.add[0], &c.outs[start], want)
-		default:
+		case 64:
 			mtSeed64AVX2(&sl.st[0], &sl.add[0], &c.outs[start], want)
+		default:
+			mtSeed96AVX2(&sl.st[0], &sl.add[0], &c.outs[start], want)
 		}
 		// The shuffles' rejections, resolved for every lane at once
 		// while the outputs are at hand, for shuffles of m ranks (what

@@ -21,7 +21,7 @@ const (
 	mtFastOutputs = mtN - mtM
 
 	// mtLanes is the most generators the vector seeders seed at once.
-	mtLanes = 64
+	mtLanes = 96
 )
 
 // mtGenrandBase is init_genrand(19650218), the first step of every

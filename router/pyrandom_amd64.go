@@ -8,9 +8,9 @@ package router
 // to run the portable path on the same machine.
 var seedSIMD = hasAVX2()
 
-// mtSeed16AVX2, mtSeed32AVX2 and mtSeed64AVX2 (generated: see
-// internal/seedgen) seed 16, 32 or 64 generators at once, as two, four or
-// eight 8-lane AVX2 vectors interleaved. For W lanes: add holds 2*W addends
+// mtSeed16AVX2, mtSeed32AVX2, mtSeed64AVX2 and mtSeed96AVX2 (generated: see
+// internal/seedgen) seed 16, 32, 64 or 96 generators at once, as two, four,
+// eight or twelve 8-lane AVX2 vectors interleaved. For W lanes: add holds 2*W addends
 // (add[l], add[W+l] = seedAddends(seed of lane l)); st receives the seeded
 // states lane-interleaved (word i of lane l at st[i*W+l], mtN*W words); out
 // receives the first nout <= mtFastOutputs outputs the same way (output t of
@@ -26,7 +26,10 @@ func mtSeed32AVX2(st, add, out *uint32, nout int)
 //go:noescape
 func mtSeed64AVX2(st, add, out *uint32, nout int)
 
-// mtAcceptAVX2 marks, for width (32 or 64) lane-interleaved streams of nout
+//go:noescape
+func mtSeed96AVX2(st, add, out *uint32, nout int)
+
+// mtAcceptAVX2 marks, for width (a multiple of 32) lane-interleaved streams of nout
 // <= 64 outputs laid out as the seeders write them, the draws that
 // random.shuffle of m < 2^24 items accepts: bit t of lane l's mask (low word
 // at masks[l], high word at masks[width+l]) is set when draw t is below n in

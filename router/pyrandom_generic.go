@@ -18,6 +18,10 @@ func mtSeed64AVX2(st, add, out *uint32, nout int) {
 	panic("router: mtSeed64AVX2 called without AVX2")
 }
 
+func mtSeed96AVX2(st, add, out *uint32, nout int) {
+	panic("router: mtSeed96AVX2 called without AVX2")
+}
+
 func mtAcceptAVX2(out, masks *uint32, width, nout, m int) {
 	panic("router: mtAcceptAVX2 called without AVX2")
 }

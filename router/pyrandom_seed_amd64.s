@@ -76,7 +76,7 @@ loop2:
 	// Outputs t < nout, one 8-lane cell at a time.
 	MOVQ out+16(FP), R8
 	MOVQ nout+24(FP), CX
-	SHLQ $1, CX
+	IMULQ $2, CX
 	OUTPUT_SETUP
 
 loop3:
@@ -171,7 +171,7 @@ loop2:
 	// Outputs t < nout, one 8-lane cell at a time.
 	MOVQ out+16(FP), R8
 	MOVQ nout+24(FP), CX
-	SHLQ $2, CX
+	IMULQ $4, CX
 	OUTPUT_SETUP
 
 loop3:
@@ -298,11 +298,170 @@ loop2:
 	// Outputs t < nout, one 8-lane cell at a time.
 	MOVQ out+16(FP), R8
 	MOVQ nout+24(FP), CX
-	SHLQ $3, CX
+	IMULQ $8, CX
 	OUTPUT_SETUP
 
 loop3:
 	OUTPUT(256)
+	ADDQ $32, DX
+	ADDQ $32, R8
+	DECQ CX
+	JNZ  loop3
+
+done:
+	VZEROUPPER
+	RET
+
+// func mtSeed96AVX2(st, add, out *uint32, nout int)
+TEXT ·mtSeed96AVX2(SB), NOSPLIT, $0-32
+	MOVQ st+0(FP), DI
+	MOVQ add+8(FP), SI
+	LEAQ ·mtGenrandBase(SB), BX
+
+	// First loop over i = 1..623: odd i add add[0], even i add[1].
+	BROADCAST($1664525, Y12)
+	VPBROADCASTD (BX), Y0
+	VMOVDQU Y0, Y1
+	VMOVDQU Y0, Y2
+	VMOVDQU Y0, Y3
+	VMOVDQU Y0, Y4
+	VMOVDQU Y0, Y5
+	VMOVDQU Y0, Y6
+	VMOVDQU Y0, Y7
+	VMOVDQU Y0, Y8
+	VMOVDQU Y0, Y9
+	VMOVDQU Y0, Y10
+	VMOVDQU Y0, Y11
+	MOVQ $1, CX
+	LEAQ 384(DI), DX
+
+loop1:
+	VPBROADCASTD (BX)(CX*4), Y13
+	SEED1(Y0, 0, 0)
+	SEED1(Y1, 32, 32)
+	SEED1(Y2, 64, 64)
+	SEED1(Y3, 96, 96)
+	SEED1(Y4, 128, 128)
+	SEED1(Y5, 160, 160)
+	SEED1(Y6, 192, 192)
+	SEED1(Y7, 224, 224)
+	SEED1(Y8, 256, 256)
+	SEED1(Y9, 288, 288)
+	SEED1(Y10, 320, 320)
+	SEED1(Y11, 352, 352)
+	ADDQ $384, DX
+	INCQ CX
+	VPBROADCASTD (BX)(CX*4), Y13
+	SEED1(Y0, 384, 0)
+	SEED1(Y1, 416, 32)
+	SEED1(Y2, 448, 64)
+	SEED1(Y3, 480, 96)
+	SEED1(Y4, 512, 128)
+	SEED1(Y5, 544, 160)
+	SEED1(Y6, 576, 192)
+	SEED1(Y7, 608, 224)
+	SEED1(Y8, 640, 256)
+	SEED1(Y9, 672, 288)
+	SEED1(Y10, 704, 320)
+	SEED1(Y11, 736, 352)
+	ADDQ $384, DX
+	INCQ CX
+	CMPQ CX, $623
+	JLT  loop1
+
+	// i = 623 (odd).
+	VPBROADCASTD (BX)(CX*4), Y13
+	SEED1(Y0, 0, 0)
+	SEED1(Y1, 32, 32)
+	SEED1(Y2, 64, 64)
+	SEED1(Y3, 96, 96)
+	SEED1(Y4, 128, 128)
+	SEED1(Y5, 160, 160)
+	SEED1(Y6, 192, 192)
+	SEED1(Y7, 224, 224)
+	SEED1(Y8, 256, 256)
+	SEED1(Y9, 288, 288)
+	SEED1(Y10, 320, 320)
+	SEED1(Y11, 352, 352)
+
+	// The wrap: i = 1 again, with the even addend and mt[1] as the base.
+	LEAQ 384(DI), DX
+	WRAP1(Y0, 384, 0)
+	WRAP1(Y1, 416, 32)
+	WRAP1(Y2, 448, 64)
+	WRAP1(Y3, 480, 96)
+	WRAP1(Y4, 512, 128)
+	WRAP1(Y5, 544, 160)
+	WRAP1(Y6, 576, 192)
+	WRAP1(Y7, 608, 224)
+	WRAP1(Y8, 640, 256)
+	WRAP1(Y9, 672, 288)
+	WRAP1(Y10, 704, 320)
+	WRAP1(Y11, 736, 352)
+
+	// Second loop over i = 2..623.
+	BROADCAST($1566083941, Y12)
+	BROADCAST($1, Y15)
+	VPADDD Y15, Y15, Y13
+	MOVQ $2, CX
+	LEAQ 768(DI), DX
+
+loop2:
+	SEED2(Y0, 0)
+	SEED2(Y1, 32)
+	SEED2(Y2, 64)
+	SEED2(Y3, 96)
+	SEED2(Y4, 128)
+	SEED2(Y5, 160)
+	SEED2(Y6, 192)
+	SEED2(Y7, 224)
+	SEED2(Y8, 256)
+	SEED2(Y9, 288)
+	SEED2(Y10, 320)
+	SEED2(Y11, 352)
+	VPADDD Y15, Y13, Y13
+	ADDQ $384, DX
+	INCQ CX
+	CMPQ CX, $624
+	JLT  loop2
+
+	// After the wrap, i = 1 once more; then mt[0] = 0x80000000.
+	LEAQ 384(DI), DX
+	VMOVDQU Y15, Y13
+	SEED2(Y0, 0)
+	SEED2(Y1, 32)
+	SEED2(Y2, 64)
+	SEED2(Y3, 96)
+	SEED2(Y4, 128)
+	SEED2(Y5, 160)
+	SEED2(Y6, 192)
+	SEED2(Y7, 224)
+	SEED2(Y8, 256)
+	SEED2(Y9, 288)
+	SEED2(Y10, 320)
+	SEED2(Y11, 352)
+	VPSLLD $31, Y15, Y0
+	VMOVDQU Y0, 0(DI)
+	VMOVDQU Y0, 32(DI)
+	VMOVDQU Y0, 64(DI)
+	VMOVDQU Y0, 96(DI)
+	VMOVDQU Y0, 128(DI)
+	VMOVDQU Y0, 160(DI)
+	VMOVDQU Y0, 192(DI)
+	VMOVDQU Y0, 224(DI)
+	VMOVDQU Y0, 256(DI)
+	VMOVDQU Y0, 288(DI)
+	VMOVDQU Y0, 320(DI)
+	VMOVDQU Y0, 352(DI)
+
+	// Outputs t < nout, one 8-lane cell at a time.
+	MOVQ out+16(FP), R8
+	MOVQ nout+24(FP), CX
+	IMULQ $12, CX
+	OUTPUT_SETUP
+
+loop3:
+	OUTPUT(384)
 	ADDQ $32, DX
 	ADDQ $32, R8
 	DECQ CX

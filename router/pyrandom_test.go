@@ -79,7 +79,7 @@ func TestSeedLanesEqualsGenerator(t *testing.T) {
 	for _, c := range []struct {
 		width int
 		seed  func(st, add, out *uint32, nout int)
-	}{{16, mtSeed16AVX2}, {32, mtSeed32AVX2}, {64, mtSeed64AVX2}} {
+	}{{16, mtSeed16AVX2}, {32, mtSeed32AVX2}, {64, mtSeed64AVX2}, {96, mtSeed96AVX2}} {
 		seeds := make([]uint64, c.width)
 		for l := range seeds {
 			seeds[l] = uint64(l) * 0x9e3779b97f4a7c15 >> (l % 40)
@@ -113,8 +113,9 @@ func TestSeedLanesEqualsGenerator(t *testing.T) {
 
 // Both seeding paths of a decision's seed cache give every position the
 // same stream, whatever order positions are asked in: dense ties (32, then
-// 64 lanes at once with AVX2), dense ties among all ranks (64 from the
-// first), then sparse ones (one at a time, and the last few 16 at a time).
+// 96 lanes at once with AVX2), dense ties among all ranks (96 from the
+// first), sparse ones (one at a time, and the last few 16 at a time), and
+// ties everywhere to the end (96, 96, then 64 for the last 60 positions).
 func TestSeedCachePaths(t *testing.T) {
 	reqs := make([]Request, 300)
 	rest := make([]int, len(reqs))
@@ -128,16 +129,22 @@ func TestSeedCachePaths(t *testing.T) {
 	}
 	dense = append(dense, 0, 40, 99, 150, 299, 1, 98)
 	sparse := []int{0, 200, 250, 299, 1}
+	var full []int
+	for p := range 300 {
+		if p < 192 || p >= 240 {
+			full = append(full, p)
+		}
+	}
 	saved := seedSIMD
 	defer func() { seedSIMD = saved }()
 	if !saved {
 		t.Skip("no vector seeder on this CPU or build")
 	}
 	widths := map[int32]bool{}
-	for run, order := range [][]int{dense, dense, sparse} {
+	for run, order := range [][]int{dense, dense, sparse, full} {
 		ties := 2
-		if run == 1 {
-			ties = 16 // every rank tied: the first run seeds 64
+		if run == 1 || run == 3 {
+			ties = 16 // every rank tied: the first run seeds 96
 		}
 		var caches [2]seedCache
 		for c, simd := range []bool{false, true} {
@@ -147,7 +154,7 @@ func TestSeedCachePaths(t *testing.T) {
 				caches[c].stream(pos, rest, reqs, 16, ties)
 			}
 		}
-		if first, want := caches[1].width[order[0]], map[int]int32{0: 32, 1: 64}[run]; run < 2 && first != want {
+		if first, want := caches[1].width[order[0]], map[int]int32{0: 32, 1: 96, 3: 96}[run]; run != 2 && first != want {
 			t.Errorf("run %d (%d of 16 ranks tied): first seeding run %d lanes wide, want %d", run, ties, first, want)
 		}
 		for _, pos := range order {
@@ -168,12 +175,12 @@ func TestSeedCachePaths(t *testing.T) {
 			}
 		}
 	}
-	if !widths[1] || !widths[16] || !widths[32] || !widths[64] {
-		t.Errorf("vector cache seeded with widths %v, want 1, 16, 32 and 64 all exercised", widths)
+	if !widths[1] || !widths[16] || !widths[32] || !widths[64] || !widths[96] {
+		t.Errorf("vector cache seeded with widths %v, want 1, 16, 32, 64 and 96 all exercised", widths)
 	}
 }
 
-// BenchmarkSeedLanes: the vector seeders, 32 or 64 seeds and their first 48
+// BenchmarkSeedLanes: the vector seeders, 16 to 96 seeds and their first 48
 // outputs per run; ns/seed is the cost of one seed.
 func BenchmarkSeedLanes(b *testing.B) {
 	if !seedSIMD {
@@ -182,7 +189,7 @@ func BenchmarkSeedLanes(b *testing.B) {
 	for _, c := range []struct {
 		width int
 		seed  func(st, add, out *uint32, nout int)
-	}{{16, mtSeed16AVX2}, {32, mtSeed32AVX2}, {64, mtSeed64AVX2}} {
+	}{{16, mtSeed16AVX2}, {32, mtSeed32AVX2}, {64, mtSeed64AVX2}, {96, mtSeed96AVX2}} {
 		b.Run(fmt.Sprint(c.width), func(b *testing.B) {
 			st := make([]uint32, mtN*c.width)
 			out := make([]uint32, 48*c.width)

@@ -1,6 +1,6 @@
 // Seedgen writes router/pyrandom_seed_amd64.s, the AVX2 code behind the
 // router's Python-compatible tie-break that seeds MT19937 (init_by_array) for
-// 16, 32 or 64 seeds at once and computes their first outputs.
+// 16, 32, 64 or 96 seeds at once and computes their first outputs.
 //
 // The seeders differ only in how many 8-lane vectors they interleave, so
 // their bodies are generated from one description instead of written out
