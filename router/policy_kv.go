@@ -189,9 +189,9 @@ func lowestLoad(eligible []int, allow []bool, tokens []float64) (best int, lowes
 // loads (idle or equally loaded ranks, where most requests tie) that is one
 // scan of the ranks per round of placements instead of one per request.
 type lowestLoads struct {
-	load  float64
-	count int // ranks with the lowest load; 0: unknown
-	first int // the first of them in eligible order; -1: unknown
+	load  float64 // the lowest load; meaningful while count > 0
+	count int     // eligible ranks with that load; 0: not known (the zero value)
+	first int     // the first of them in eligible order, while count > 0; -1: not known
 }
 
 // get returns the first eligible rank with the lowest load, that load and
