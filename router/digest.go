@@ -34,6 +34,8 @@ const (
 	tagLimit  = 6
 	tagPlace  = 7
 	tagQueued = 8
+	// tagPendingSet: SetPendingWarmup replaced the pending set.
+	tagPendingSet = 9
 )
 
 // fold chains one change (tag, a, b) into digest d. Each step is a bijection

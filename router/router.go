@@ -365,6 +365,65 @@ func (r *Router) PendingWarmup() []int {
 	return p
 }
 
+// SetPendingWarmup replaces the KV-aware cold-start warmup's pending ranks
+// with ranks (any order; a rank given twice counts once). Later decisions
+// send their untargeted requests to the smallest pending rank first, as
+// the warmup does from its start, and a rank leaves the set once a request
+// lands there; an empty set ends the warmup. TensorRT-LLM's
+// KVCacheAwareADPRouter keeps this set in its _pending_warmup_ranks
+// attribute, which its hosts and tests assign; this is that assignment.
+// Like every input of a decision it must be the same on every rank.
+//
+// It returns an error wrapping ErrInvalidInput, and changes nothing, for a
+// policy other than kv_cache_aware or a rank outside 0..dp_size-1.
+func (r *Router) SetPendingWarmup(ranks []int) error {
+	if r.cfg.Policy != PolicyKVCacheAware {
+		return inputError("pending warmup ranks belong to the kv_cache_aware policy, not %q", r.cfg.Policy)
+	}
+	for i, k := range ranks {
+		if k < 0 || k >= r.cfg.DPSize {
+			return inputError("pending warmup ranks[%d] = %d, want 0..%d", i, k, r.cfg.DPSize-1)
+		}
+	}
+	if r.pending == nil {
+		r.pending = make([]bool, r.cfg.DPSize)
+	}
+	clear(r.pending)
+	r.pendingCount = 0
+	for _, k := range ranks {
+		if !r.pending[k] {
+			r.pending[k] = true
+			r.pendingCount++
+		}
+	}
+	// The new set, folded rank by rank in ascending order: the same set
+	// gives the same digest whatever order it was given in.
+	r.digest = fold(r.digest, tagPendingSet, uint64(r.pendingCount), 0)
+	for k, on := range r.pending {
+		if on {
+			r.digest = fold(r.digest, tagPendingSet, uint64(k), 1)
+		}
+	}
+	return nil
+}
+
+// Binding is one entry of the conversation map: a conversation and the
+// rank its turns return to.
+type Binding struct {
+	ConversationID string
+	Rank           int
+}
+
+// Conversations returns the conversation map's bindings from the least to
+// the most recently used: the order of eviction, and the order in which
+// TensorRT-LLM's ConversationAwareADPRouter iterates its _conv_to_rank.
+func (r *Router) Conversations() []Binding {
+	out := make([]Binding, 0, r.conv.Len())
+	r.conv.Each(func(id string, rank int) { out = append(out, Binding{id, rank}) })
+	slices.Reverse(out)
+	return out
+}
+
 // Conversation returns the rank conversation id is bound to, if any.
 func (r *Router) Conversation(id string) (rank int, ok bool) { return r.conv.Get(id) }
 
