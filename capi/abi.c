@@ -109,6 +109,27 @@ adpr_status adpr_router_receipt_text(adpr_router router, int64_t index, char *bu
     return adprgo_router_receipt_text(router, index, buf, len, needed, err, err_len);
 }
 
+adpr_status adpr_router_pending_warmup(adpr_router router, int32_t *ranks, int64_t capacity,
+                                       int64_t *total, char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_router_pending_warmup(router, ranks, capacity, total, err, err_len);
+}
+
+adpr_status adpr_router_set_pending_warmup(adpr_router router, const int32_t *ranks,
+                                           int64_t num_ranks, char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_router_set_pending_warmup(router, (int32_t *)ranks, num_ranks, err, err_len);
+}
+
+adpr_status adpr_router_conversations(adpr_router router, adpr_binding *bindings,
+                                      int64_t bindings_capacity, char *ids,
+                                      int64_t ids_capacity, int64_t *total_bindings,
+                                      int64_t *total_id_bytes, char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_router_conversations(router, bindings, bindings_capacity, ids, ids_capacity,
+                                       total_bindings, total_id_bytes, err, err_len);
+}
+
 adpr_status adpr_block_hashes(const int32_t *tokens, int64_t num_tokens,
                               int32_t tokens_per_block, uint64_t lora_id,
                               uint64_t cache_salt, uint64_t *out, int64_t out_cap,

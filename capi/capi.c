@@ -16,6 +16,7 @@ const char *capi_status_text(int32_t status) {
     case ADPR_ERR_NOT_FOUND: return "no GPU matches the device selector";
     case ADPR_ERR_NVML: return "NVML error";
     case ADPR_ERR_FORKED: return "called in a child after fork() without exec: create workers with exec (spawn or forkserver)";
+    case ADPR_ERR_SHORT_BUFFER: return "output buffer too small: the totals say how large";
     default: return "unknown status";
     }
 }

@@ -32,6 +32,9 @@ var (
 	errBadHandle = errors.New("invalid router handle")
 	// errInternal: a bug, or a router poisoned by one.
 	errInternal = errors.New("internal error")
+	// errShortBuffer: an output buffer was smaller than the result; the
+	// totals were written, the buffers were not (shortError).
+	errShortBuffer = errors.New("output buffer too small")
 )
 
 // statuses is the one table from errors to the statuses of adprouter.h:
@@ -45,6 +48,7 @@ var statuses = []struct {
 	{errInvalidArgument, statusInvalidArgument},
 	{errBadHandle, statusInvalidHandle},
 	{errInternal, statusInternal},
+	{errShortBuffer, C.ADPR_ERR_SHORT_BUFFER},
 	{router.ErrInvalidConfig, statusConfig},
 	{router.ErrInvalidInput, statusInvalidArgument},
 	{kvsize.ErrInvalid, statusInvalidArgument},
@@ -83,4 +87,10 @@ func (e *statusError) Unwrap() error { return e.sentinel }
 // argError reports a bad argument of a C call.
 func argError(format string, args ...any) error {
 	return &statusError{errInvalidArgument, fmt.Sprintf(format, args...)}
+}
+
+// shortError reports an output buffer smaller than the result (the header's
+// buffer convention).
+func shortError(format string, args ...any) error {
+	return &statusError{errShortBuffer, fmt.Sprintf(format, args...)}
 }

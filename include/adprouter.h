@@ -20,7 +20,7 @@
  *    exactly what was wrong into that caller-owned buffer (truncated to fit;
  *    err may be NULL when err_len is 0). There is no global "last error".
  *  - A call that fails changes nothing: not the router, not the outputs
- *    beyond the error message.
+ *    beyond the error message (and the totals of ADPR_ERR_SHORT_BUFFER).
  *  - Memory: the library never keeps a pointer the caller passed after the
  *    call returns, and never hands out pointers to its own memory except the
  *    static strings of adpr_version and adpr_strerror. Nothing needs freeing.
@@ -29,6 +29,13 @@
  *  - Thread safety: any function may be called from any thread. Calls on
  *    different routers run in parallel; calls on one router are serialised.
  *  - Units: token counts are tokens (not blocks, not bytes).
+ *  - Buffers: a function that copies a variable number of items into caller
+ *    memory (adpr_router_pending_warmup, adpr_router_conversations) takes
+ *    each buffer's capacity (int64_t, in items) and always stores the total
+ *    the result needs in its total argument. When every buffer holds its
+ *    total it fills them and returns ADPR_OK; otherwise it writes none of
+ *    them and returns ADPR_ERR_SHORT_BUFFER (NULL buffers with capacity 0 ask
+ *    for the totals). Call again with buffers of the totals' size.
  *  - Internal errors (a bug) return ADPR_ERR_INTERNAL instead of aborting the
  *    host; the router concerned then refuses further routing (its state may be
  *    half-updated) and must be destroyed.
@@ -88,6 +95,9 @@ typedef int32_t adpr_status;
  * entering it. Start workers with exec (Python multiprocessing "spawn" or
  * "forkserver"); the parent is unaffected. */
 #define ADPR_ERR_FORKED 11
+/* An output buffer was smaller than the result: nothing was written to the
+ * buffers, the totals were (see "Buffers" under Conventions). */
+#define ADPR_ERR_SHORT_BUFFER 12
 
 /* A router handle. 0 is never a valid handle. */
 typedef uint64_t adpr_router;
@@ -535,6 +545,43 @@ adpr_status adpr_router_receipts(adpr_router router, adpr_receipt *receipts, int
  * last decision, needed is NULL, or buf is NULL with len > 0. */
 adpr_status adpr_router_receipt_text(adpr_router router, int64_t index, char *buf, size_t len,
                                      size_t *needed, char *err, size_t err_len);
+
+/* Copies the kv_cache_aware cold-start warmup's pending ranks (those it
+ * has not sent a request to yet; the smallest goes first), ascending, into
+ * ranks, and their number into *total ("Buffers" under Conventions). Empty
+ * when warmup is off or complete, and for the other policies. */
+adpr_status adpr_router_pending_warmup(adpr_router router, int32_t *ranks, int64_t capacity,
+                                       int64_t *total, char *err, size_t err_len);
+
+/* Replaces the kv_cache_aware cold-start warmup's pending ranks with
+ * ranks[0..num_ranks) (any order; repeats count once; 0 ranks ends the
+ * warmup; a set on a router created without warmup starts it). This is
+ * TensorRT-LLM's assignment of KVCacheAwareADPRouter._pending_warmup_ranks;
+ * like any routing input it must be the same on every rank. The state
+ * digest records it. ADPR_ERR_INVALID_ARGUMENT: another policy, a rank
+ * outside 0..dp_size-1, or ranks NULL with num_ranks > 0. */
+adpr_status adpr_router_set_pending_warmup(adpr_router router, const int32_t *ranks,
+                                           int64_t num_ranks, char *err, size_t err_len);
+
+/* One binding of the conversation map (adpr_router_conversations): the
+ * conversation id is ids[id_offset .. id_offset + id_length), not
+ * NUL-terminated (ids may hold any bytes). */
+typedef struct adpr_binding {
+    int64_t id_offset;
+    int32_t id_length;
+    int32_t rank;
+} adpr_binding;
+
+/* Copies the conversation map (conversation policy, and the kv_cache_aware
+ * score "ttft"), least recently used first, the order of eviction: the
+ * bindings into bindings and their ids, back to back, into ids.
+ * *total_bindings and *total_id_bytes receive the totals ("Buffers" under
+ * Conventions). The map holds at most max_sessions bindings of at most 1024
+ * bytes each. */
+adpr_status adpr_router_conversations(adpr_router router, adpr_binding *bindings,
+                                      int64_t bindings_capacity, char *ids,
+                                      int64_t ids_capacity, int64_t *total_bindings,
+                                      int64_t *total_id_bytes, char *err, size_t err_len);
 
 /* Computes the prefix index's block hashes (adprouter block hash v1) of
  * tokens[0..num_tokens): one per full block of tokens_per_block tokens,

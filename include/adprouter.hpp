@@ -383,6 +383,62 @@ public:
         return out;
     }
 
+    // adpr_router_pending_warmup: the kv_cache_aware cold-start warmup's
+    // pending ranks, ascending (TensorRT-LLM's _pending_warmup_ranks).
+    std::vector<int32_t> pending_warmup() const {
+        std::vector<int32_t> out;
+        detail::errbuf err;
+        int64_t total = 0;
+        for (;;) {
+            adpr_status s = adpr_router_pending_warmup(handle_, out.data(), static_cast<int64_t>(out.size()), &total,
+                                                       err.text, sizeof err.text);
+            if (s == ADPR_ERR_SHORT_BUFFER) {
+                out.resize(static_cast<std::size_t>(total));
+                continue;
+            }
+            detail::check(s, err);
+            out.resize(static_cast<std::size_t>(total));
+            return out;
+        }
+    }
+
+    // adpr_router_set_pending_warmup: replaces the pending ranks (an empty
+    // span ends the warmup). Every rank must make the same change.
+    void set_pending_warmup(span<const int32_t> ranks) {
+        detail::errbuf err;
+        detail::check(adpr_router_set_pending_warmup(handle_, detail::ptr(ranks), static_cast<int64_t>(ranks.size()),
+                                                     err.text, sizeof err.text),
+                      err);
+    }
+
+    // adpr_router_conversations: the conversation map, least recently used
+    // first, as (conversation id, rank) pairs.
+    std::vector<std::pair<std::string, int32_t>> conversations() const {
+        std::vector<adpr_binding> bindings;
+        std::vector<char> ids;
+        detail::errbuf err;
+        int64_t total = 0, bytes = 0;
+        for (;;) {
+            adpr_status s = adpr_router_conversations(handle_, bindings.data(), static_cast<int64_t>(bindings.size()),
+                                                      ids.data(), static_cast<int64_t>(ids.size()), &total, &bytes,
+                                                      err.text, sizeof err.text);
+            if (s == ADPR_ERR_SHORT_BUFFER) {
+                bindings.resize(static_cast<std::size_t>(total));
+                ids.resize(static_cast<std::size_t>(bytes));
+                continue;
+            }
+            detail::check(s, err);
+            break;
+        }
+        std::vector<std::pair<std::string, int32_t>> out;
+        out.reserve(static_cast<std::size_t>(total));
+        for (int64_t i = 0; i < total; i++) {
+            const adpr_binding &b = bindings[static_cast<std::size_t>(i)];
+            out.emplace_back(std::string(ids.data() + b.id_offset, static_cast<std::size_t>(b.id_length)), b.rank);
+        }
+        return out;
+    }
+
 private:
     void reset() noexcept {
         if (handle_ != 0) adpr_router_destroy(handle_);

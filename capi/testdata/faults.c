@@ -50,6 +50,9 @@ static struct {
     __typeof__(&adpr_router_tokens_read) tokens_read;
     __typeof__(&adpr_router_receipts) receipts;
     __typeof__(&adpr_router_receipt_text) receipt_text;
+    __typeof__(&adpr_router_pending_warmup) pending;
+    __typeof__(&adpr_router_set_pending_warmup) set_pending;
+    __typeof__(&adpr_router_conversations) conversations;
     __typeof__(&adpr_block_hashes) hashes;
     __typeof__(&adpr_preset_options) preset;
     __typeof__(&adpr_nvml_init) nvml_init;
@@ -136,6 +139,20 @@ static adpr_status call(const char *name, adpr_router r, char *err, size_t n) {
         route_once(r, NULL, 0);
         return L.receipt_text(r, 0, text, sizeof text, &needed, err, n);
     }
+    if (!strcmp(name, "adpr_router_pending_warmup")) {
+        static int32_t ranks[2];
+        return L.pending(r, ranks, 2, &nh, err, n);
+    }
+    if (!strcmp(name, "adpr_router_set_pending_warmup")) {
+        static const int32_t ranks[2] = {1, 0};
+        return L.set_pending(r, ranks, 2, err, n);
+    }
+    if (!strcmp(name, "adpr_router_conversations")) {
+        static adpr_binding bindings[1];
+        static char ids[8];
+        static int64_t nb, nbytes;
+        return L.conversations(r, bindings, 1, ids, sizeof ids, &nb, &nbytes, err, n);
+    }
     if (!strcmp(name, "adpr_block_hashes")) return L.hashes(tokens, 4, 2, 0, 0, hashes, 4, &nh, err, n);
     if (!strcmp(name, "adpr_nvml_init")) return L.nvml_init(err, n);
     if (!strcmp(name, "adpr_nvml_shutdown")) return L.nvml_shutdown(err, n);
@@ -158,6 +175,8 @@ static const struct {
     {"adpr_router_stats", NEEDS_ROUTER},     {"adpr_block_hashes", NEEDS_NOTHING},
     {"adpr_router_tokens_read", NEEDS_ROUTER}, {"adpr_preset_options", NEEDS_NOTHING},
     {"adpr_router_receipts", NEEDS_ROUTER},  {"adpr_router_receipt_text", NEEDS_ROUTER},
+    {"adpr_router_pending_warmup", NEEDS_ROUTER}, {"adpr_router_set_pending_warmup", NEEDS_ROUTER},
+    {"adpr_router_conversations", NEEDS_ROUTER},
     {"adpr_nvml_init", NEEDS_NOTHING},       {"adpr_nvml_shutdown", NEEDS_NOTHING},
     {"adpr_nvml_device_count", NEEDS_NOTHING}, {"adpr_nvml_memory", NEEDS_NOTHING},
     {"adpr_kv_bytes_per_token", NEEDS_NOTHING}, {"adpr_size_kv", NEEDS_NOTHING},
@@ -298,6 +317,28 @@ static void test_pointers(void) {
               "adpr_router_receipt_text(needed %p) -> ADPR_ERR_INTERNAL", p);
         L.destroy(r);
         r = make_router();
+        int64_t total = 0, bytes = 0;
+        int32_t ranks[2];
+        adpr_binding bindings[1];
+        char ids[8];
+        ranks[0] = 0, ranks[1] = 1;
+        check(L.set_pending(r, ranks, 2, err, sizeof err) == ADPR_OK, "two pending ranks to read");
+        check(L.pending(r, (int32_t *)p, 2, &total, err, sizeof err) == ADPR_ERR_INTERNAL,
+              "adpr_router_pending_warmup(ranks %p) -> ADPR_ERR_INTERNAL", p);
+        L.destroy(r);
+        r = make_router();
+        check(L.pending(r, ranks, 2, (int64_t *)p, err, sizeof err) == ADPR_ERR_INTERNAL,
+              "adpr_router_pending_warmup(total %p) -> ADPR_ERR_INTERNAL", p);
+        L.destroy(r);
+        r = make_router();
+        check(L.set_pending(r, (const int32_t *)p, 2, err, sizeof err) == ADPR_ERR_INTERNAL,
+              "adpr_router_set_pending_warmup(ranks %p) -> ADPR_ERR_INTERNAL", p);
+        L.destroy(r);
+        r = make_router();
+        check(L.conversations(r, bindings, 1, ids, sizeof ids, (int64_t *)p, &bytes, err, sizeof err) == ADPR_ERR_INTERNAL,
+              "adpr_router_conversations(total_bindings %p) -> ADPR_ERR_INTERNAL", p);
+        L.destroy(r);
+        r = make_router();
         check(L.route(r, NULL, &out, (char *)p, 64) == ADPR_ERR_INVALID_ARGUMENT,
               "a failing call with err buffer %p reports its status without writing", p);
     }
@@ -413,6 +454,9 @@ int main(int argc, char **argv) {
     L.receipts = sym(lib, "adpr_router_receipts");
     L.receipt_text = sym(lib, "adpr_router_receipt_text");
     L.hashes = sym(lib, "adpr_block_hashes");
+    L.pending = sym(lib, "adpr_router_pending_warmup");
+    L.set_pending = sym(lib, "adpr_router_set_pending_warmup");
+    L.conversations = sym(lib, "adpr_router_conversations");
     L.preset = sym(lib, "adpr_preset_options");
     L.nvml_init = sym(lib, "adpr_nvml_init");
     L.nvml_shutdown = sym(lib, "adpr_nvml_shutdown");

@@ -61,6 +61,9 @@ struct Api {
     decltype(&adpr_preset_options) preset_options = nullptr;
     decltype(&adpr_router_receipts) receipts = nullptr;
     decltype(&adpr_router_receipt_text) receipt_text = nullptr;
+    decltype(&adpr_router_pending_warmup) pending_warmup = nullptr;
+    decltype(&adpr_router_set_pending_warmup) set_pending_warmup = nullptr;
+    decltype(&adpr_router_conversations) conversations = nullptr;
 };
 Api A;
 
@@ -409,7 +412,7 @@ void check_basics(void *lib) {
     std::vector<std::string> texts;
     for (adpr_status s : {ADPR_OK, ADPR_ERR_INVALID_ARGUMENT, ADPR_ERR_INVALID_HANDLE, ADPR_ERR_CONFIG, ADPR_ERR_INTERNAL,
                           ADPR_ERR_NVML_UNAVAILABLE, ADPR_ERR_GPU_LOST, ADPR_ERR_NOT_SUPPORTED,
-                          ADPR_ERR_NO_PERMISSION, ADPR_ERR_NOT_FOUND, ADPR_ERR_NVML, ADPR_ERR_FORKED}) {
+                          ADPR_ERR_NO_PERMISSION, ADPR_ERR_NOT_FOUND, ADPR_ERR_NVML, ADPR_ERR_FORKED, ADPR_ERR_SHORT_BUFFER}) {
         const char *t = A.strerror(s);
         check(t != nullptr && t[0] != 0 && std::strcmp(t, "unknown status") != 0, fmt("adpr_strerror(%d)", s),
               t ? fmt("\"%s\"", t) : "(null)");
@@ -418,7 +421,7 @@ void check_basics(void *lib) {
     std::vector<std::string> sorted = texts;
     std::sort(sorted.begin(), sorted.end());
     check(std::unique(sorted.begin(), sorted.end()) == sorted.end(), "adpr_strerror texts are distinct");
-    for (adpr_status s : {12, -1, 1000}) {
+    for (adpr_status s : {13, -1, 1000}) {
         const char *t = A.strerror(s);
         check(t != nullptr && std::strcmp(t, "unknown status") == 0, fmt("adpr_strerror(%d) is \"unknown status\"", s),
               t ? t : "(null)");
@@ -1295,6 +1298,63 @@ void check_receipts() {
     A.destroy(off);
 }
 
+// The pending warmup ranks and the conversation map, read and written
+// between decisions, under the header's buffer convention.
+void check_host_state() {
+    char err[256] = "";
+    adpr_router h = must_create({{"policy", "kv_cache_aware"}, {"dp_size", "4"}, {"cold_start_warmup", "true"}});
+    int64_t total = -1;
+    adpr_status s = A.pending_warmup(h, nullptr, 0, &total, err, sizeof err);
+    check(s == ADPR_ERR_SHORT_BUFFER && total == 4, "pending warmup: capacity 0 asks for the total (4 ranks)",
+          fmt("status %d total %lld \"%s\"", s, (long long)total, err));
+    std::vector<int32_t> ranks(4, -7);
+    s = A.pending_warmup(h, ranks.data(), 3, &total, err, sizeof err);
+    check(s == ADPR_ERR_SHORT_BUFFER && total == 4 && ranks[0] == -7, "pending warmup: a short buffer is not written",
+          fmt("status %d total %lld ranks[0] %d", s, (long long)total, ranks[0]));
+    s = A.pending_warmup(h, ranks.data(), 4, &total, err, sizeof err);
+    check(s == ADPR_OK && total == 4 && ranks == std::vector<int32_t>({0, 1, 2, 3}), "pending warmup of a fresh router: 0 1 2 3",
+          fmt("status %d total %lld", s, (long long)total));
+    const int32_t set[] = {3, 1, 3};
+    s = A.set_pending_warmup(h, set, 3, err, sizeof err);
+    s = s == ADPR_OK ? A.pending_warmup(h, ranks.data(), 4, &total, err, sizeof err) : s;
+    check(s == ADPR_OK && total == 2 && ranks[0] == 1 && ranks[1] == 3, "set pending warmup {3, 1, 3} reads back 1 3",
+          fmt("status %d total %lld \"%s\"", s, (long long)total, err));
+    Out o;
+    route(h, Batch(idle(4), {plain(1, 10)}, 8), o);
+    check(o.ranks[0] == 1, "the smallest pending rank takes the next request", fmt("rank %d", o.ranks[0]));
+    const int32_t bad[] = {4};
+    uint64_t before = digest(h);
+    s = A.set_pending_warmup(h, bad, 1, err, sizeof err);
+    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"4", "0..3"}) && digest(h) == before,
+          "set pending warmup error: rank 4 of 4, nothing changed", fmt("status %d \"%s\"", s, err));
+    s = A.set_pending_warmup(h, nullptr, 2, err, sizeof err);
+    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"ranks"}), "set pending warmup error: ranks NULL with 2",
+          fmt("status %d \"%s\"", s, err));
+    A.destroy(h);
+
+    adpr_router c = must_create({{"policy", "conversation"}, {"dp_size", "2"}, {"max_sessions", "3"}});
+    route(c, Batch(idle(2), {conv(1, "alpha"), conv(2, "b"), conv(3, "gamma")}, 100), o);
+    route(c, Batch(idle(2), {conv(4, "alpha"), conv(5, "delta")}, 100), o);
+    int64_t nb = -1, nbytes = -1;
+    s = A.conversations(c, nullptr, 0, nullptr, 0, &nb, &nbytes, err, sizeof err);
+    check(s == ADPR_ERR_SHORT_BUFFER && nb == 3 && nbytes == 15, "conversations: capacity 0 asks for 3 bindings, 15 id bytes",
+          fmt("status %d %lld %lld", s, (long long)nb, (long long)nbytes));
+    std::vector<adpr_binding> bs(3);
+    std::vector<char> ids(15);
+    s = A.conversations(c, bs.data(), 3, ids.data(), 14, &nb, &nbytes, err, sizeof err);
+    check(s == ADPR_ERR_SHORT_BUFFER && bs[0].id_length == 0, "conversations: one byte short writes nothing",
+          fmt("status %d", s));
+    s = A.conversations(c, bs.data(), 3, ids.data(), 15, &nb, &nbytes, err, sizeof err);
+    std::string got;
+    for (auto &b : bs) got += std::string(ids.data() + b.id_offset, (size_t)b.id_length) + "=" + std::to_string(b.rank) + " ";
+    check(s == ADPR_OK && got == "gamma=0 alpha=0 delta=1 ", "conversations, least recently used first: gamma alpha delta",
+          fmt("status %d \"%s\"", s, got.c_str()));
+    s = A.set_pending_warmup(c, nullptr, 0, err, sizeof err);
+    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"kv_cache_aware"}), "set pending warmup error: conversation policy",
+          fmt("status %d \"%s\"", s, err));
+    A.destroy(c);
+}
+
 void check_block_hashes() {
     std::vector<int32_t> t = iota_tokens(100, 7);
     std::vector<uint64_t> h(8, kFill64), h2(8, kFill64), hl(8, kFill64), hp(8, kFill64);
@@ -1638,7 +1698,10 @@ int main(int argc, char **argv) {
                     resolve(lib, "adpr_router_tokens_read", A.tokens_read) &
                     resolve(lib, "adpr_preset_options", A.preset_options) &
                     resolve(lib, "adpr_router_receipts", A.receipts) &
-                    resolve(lib, "adpr_router_receipt_text", A.receipt_text);
+                    resolve(lib, "adpr_router_receipt_text", A.receipt_text) &
+                    resolve(lib, "adpr_router_pending_warmup", A.pending_warmup) &
+                    resolve(lib, "adpr_router_set_pending_warmup", A.set_pending_warmup) &
+                    resolve(lib, "adpr_router_conversations", A.conversations);
     if (!resolved) {
         std::fprintf(stderr, "%s lacks an adpr_* function of adprouter.h\n", argv[1]);
         return 1;
@@ -1665,6 +1728,7 @@ int main(int argc, char **argv) {
     check_conversation_copy();
     check_stats();
     check_receipts();
+    check_host_state();
     check_block_hashes();
     check_concurrency();
 

@@ -163,6 +163,46 @@ int main() {
           "receipts(): one per request with its rank and text; 4 warmup placements, 2 scored with 4 candidates");
     expect_error("receipts() without explain", ADPR_ERR_INVALID_ARGUMENT, "explain", [&] { other.receipts(); });
 
+    // Host state: the pending warmup ranks and the conversation map.
+    adprouter::options wo;
+    wo.dp_size = 4;
+    wo.warmup = adprouter::warmup::once;
+    adprouter::router w(wo);
+    check(w.pending_warmup() == std::vector<int32_t>({0, 1, 2, 3}), "pending_warmup() of a fresh warmup router: 0 1 2 3");
+    const int32_t only[] = {2};
+    w.set_pending_warmup(only);
+    check(w.pending_warmup() == std::vector<int32_t>({2}), "set_pending_warmup({2}) reads back 2");
+    w.set_pending_warmup({});
+    check(w.pending_warmup().empty(), "set_pending_warmup({}) ends the warmup");
+    const int32_t past[] = {9};
+    expect_error("set_pending_warmup({9}) on 4 ranks", ADPR_ERR_INVALID_ARGUMENT, "0..3", [&] { w.set_pending_warmup(past); });
+    adprouter::options co;
+    co.dp_size = 2;
+    co.policy = adprouter::policy::conversation;
+    adprouter::router chat(co);
+    std::vector<adpr_request> turns(2);
+    std::string ids = "chat-1chat-2";
+    for (std::size_t i = 0; i < 2; i++) {
+        turns[i].id = 100 + i;
+        turns[i].num_tokens = 8;
+        turns[i].target_rank = ADPR_NO_TARGET;
+        turns[i].relax = 1;
+        turns[i].conversation_offset = static_cast<int64_t>(6 * i);
+        turns[i].conversation_len = 6;
+    }
+    std::vector<adpr_rank_state> two(2);
+    for (int32_t k = 0; k < 2; k++) two[static_cast<std::size_t>(k)].rank = k;
+    adprouter::batch turn_batch;
+    turn_batch.states = two;
+    turn_batch.requests = turns;
+    turn_batch.text = {ids.data(), ids.size()};
+    turn_batch.max_num_active_requests = 8;
+    chat.route(turn_batch, adprouter::outputs{});
+    auto bound = chat.conversations();
+    check(bound.size() == 2 && bound[0] == std::make_pair(std::string("chat-1"), int32_t{0}) &&
+              bound[1] == std::make_pair(std::string("chat-2"), int32_t{1}),
+          "conversations(): chat-1 on 0, chat-2 on 1, least recently used first");
+
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

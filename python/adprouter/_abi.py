@@ -156,6 +156,11 @@ class CandidateC(ctypes.Structure):
                 ("requests", ctypes.c_int32), ("shuffle_pos", ctypes.c_int32)]
 
 
+class BindingC(ctypes.Structure):
+    """adpr_binding (include/adprouter.h)."""
+    _fields_ = [("id_offset", ctypes.c_int64), ("id_length", ctypes.c_int32), ("rank", ctypes.c_int32)]
+
+
 _P = ctypes.POINTER
 _ERR = [ctypes.c_char_p, ctypes.c_size_t]  # the trailing errbuf, errbuf_len
 
@@ -177,6 +182,13 @@ SIGNATURES = {
                                                   ctypes.c_size_t, _P(ctypes.c_size_t)] + _ERR),
     "adpr_router_stats": (ctypes.c_int32, [ctypes.c_uint64, _P(Stats), _P(RankStats), ctypes.c_int32,
                                            _P(HotGroup), ctypes.c_int32] + _ERR),
+    "adpr_router_pending_warmup": (ctypes.c_int32, [ctypes.c_uint64, _P(ctypes.c_int32), ctypes.c_int64,
+                                                    _P(ctypes.c_int64)] + _ERR),
+    "adpr_router_set_pending_warmup": (ctypes.c_int32, [ctypes.c_uint64, _P(ctypes.c_int32),
+                                                        ctypes.c_int64] + _ERR),
+    "adpr_router_conversations": (ctypes.c_int32, [ctypes.c_uint64, _P(BindingC), ctypes.c_int64,
+                                                   ctypes.c_char_p, ctypes.c_int64, _P(ctypes.c_int64),
+                                                   _P(ctypes.c_int64)] + _ERR),
     "adpr_block_hashes": (ctypes.c_int32, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32,
                                            ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p,
                                            ctypes.c_int64, _P(ctypes.c_int64)] + _ERR),

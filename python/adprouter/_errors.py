@@ -11,7 +11,7 @@ _abi.raise_status).
 # Status codes (include/adprouter.h).
 OK, INVALID_ARGUMENT, INVALID_HANDLE, CONFIG, INTERNAL = 0, 1, 2, 3, 4
 NVML_UNAVAILABLE, GPU_LOST, NOT_SUPPORTED, NO_PERMISSION, NOT_FOUND = 5, 6, 7, 8, 9
-NVML, FORKED = 10, 11
+NVML, FORKED, SHORT_BUFFER = 10, 11, 12
 
 
 class Error(Exception):

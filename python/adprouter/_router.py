@@ -10,8 +10,8 @@ import threading
 from array import array
 
 from . import _abi, _accel, _receipt
-from ._abi import ERRBUF, Batch, HotGroup, Option, RankStats, Result, Stats, load, raise_status
-from ._errors import (CONFIG, FORKED, INVALID_ARGUMENT, INVALID_HANDLE, OK, U64, ConfigError,
+from ._abi import ERRBUF, Batch, BindingC, HotGroup, Option, RankStats, Result, Stats, load, raise_status
+from ._errors import (CONFIG, FORKED, INVALID_ARGUMENT, INVALID_HANDLE, OK, SHORT_BUFFER, U64, ConfigError,
                       InvalidArgumentError, InvalidHandleError, check_int)
 from ._options import option_text
 from ._pack import LazyResult, address, match_table, pack_requests, pack_states
@@ -226,6 +226,70 @@ class Router:
         if status != OK:
             raise_status(status, None)
         return out.value
+
+    def pending_warmup(self):
+        """The kv_cache_aware cold-start warmup's pending ranks, ascending:
+        the ranks it has not sent a request to yet, the smallest next
+        (TensorRT-LLM's _pending_warmup_ranks). Empty when warmup is off or
+        complete, and for the other policies."""
+        self._check_open()
+        ranks = array("i")
+        total = ctypes.c_int64(0)
+        while True:
+            with self._lock:
+                status = self._lib.adpr_router_pending_warmup(
+                    self._handle, ctypes.cast(address(ranks), ctypes.POINTER(ctypes.c_int32)) if ranks else None,
+                    len(ranks), ctypes.byref(total), self._errbuf, ERRBUF)
+            if status != SHORT_BUFFER:
+                break
+            ranks = array("i", bytes(4 * total.value))
+        if status != OK:
+            raise_status(status, self._errbuf)
+        return ranks.tolist()
+
+    def set_pending_warmup(self, ranks):
+        """Replaces the kv_cache_aware cold-start warmup's pending ranks with
+        ranks (any iterable of ints; repeats count once; empty ends the
+        warmup, a set on a router without warmup starts it). Every rank must
+        make the same change. InvalidArgumentError for another policy or a
+        rank outside 0..dp_size-1, and nothing changes."""
+        self._check_open()
+        given = list(ranks)
+        for i, k in enumerate(given):
+            check_int("ranks[%d]" % i, k, -(1 << 31), (1 << 31) - 1)
+        buf = array("i", given)
+        with self._lock:
+            status = self._lib.adpr_router_set_pending_warmup(
+                self._handle, ctypes.cast(address(buf), ctypes.POINTER(ctypes.c_int32)) if buf else None,
+                len(buf), self._errbuf, ERRBUF)
+            if status != OK:
+                raise_status(status, self._errbuf)
+
+    def conversations(self):
+        """The conversation map as a list of (conversation id, rank), least
+        recently used first (the order of eviction). Ids come back as the
+        text they were routed with."""
+        self._check_open()
+        total, nbytes = ctypes.c_int64(0), ctypes.c_int64(0)
+        bindings, ids = (BindingC * 0)(), ctypes.create_string_buffer(0)
+        while True:
+            with self._lock:
+                status = self._lib.adpr_router_conversations(
+                    self._handle, bindings, len(bindings), ids, len(ids), ctypes.byref(total),
+                    ctypes.byref(nbytes), self._errbuf, ERRBUF)
+            if status != SHORT_BUFFER:
+                break
+            bindings = (BindingC * total.value)()
+            ids = ctypes.create_string_buffer(nbytes.value)
+        if status != OK:
+            raise_status(status, self._errbuf)
+        raw = ids.raw
+        return [(raw[b.id_offset:b.id_offset + b.id_length].decode("utf-8", "surrogateescape"), b.rank)
+                for b in bindings]
+
+    def _check_open(self):
+        if not self._handle:
+            raise InvalidHandleError("the router is closed", INVALID_HANDLE)
 
     def stats(self, max_groups=16):
         """Cumulative counters as a dict: decisions, unassigned,

@@ -32,6 +32,7 @@ STRUCTS = {
     "adpr_kv_budget": _abi.KVBudget,
     "adpr_receipt": _abi.ReceiptC,
     "adpr_candidate": _abi.CandidateC,
+    "adpr_binding": _abi.BindingC,
 }
 
 # Header macro prefix -> the binding's names, indexed by the macro's value.

@@ -847,6 +847,47 @@ class ConversationTest(unittest.TestCase):
                 self.assertEqual(outcome(a), outcome(b))
 
 
+class HostStateTest(unittest.TestCase):
+    """The state a host reads and writes between decisions: the pending
+    warmup ranks and the conversation map."""
+
+    def test_pending_warmup_read_and_replaced(self):
+        with Router(policy="kv_cache_aware", dp_size=4, cold_start_warmup=True) as r, \
+                Router(policy="kv_cache_aware", dp_size=4, cold_start_warmup=True) as twin:
+            self.assertEqual(r.pending_warmup(), [0, 1, 2, 3])
+            r.set_pending_warmup({3, 1})
+            self.assertEqual(r.pending_warmup(), [1, 3])
+            res = r.route(idle(4), [Request(i, tokens=[i]) for i in range(3)], 8)
+            self.assertEqual(res.ranks[:2], [1, 3])  # the smallest pending rank first
+            self.assertEqual(r.pending_warmup(), [])
+            twin.set_pending_warmup([1, 3, 3])
+            twin.route(idle(4), [Request(i, tokens=[i]) for i in range(3)], 8)
+            self.assertEqual(twin.state_digest(), r.state_digest())  # ranks that assign alike agree
+
+    def test_pending_warmup_errors_change_nothing(self):
+        with Router(policy="kv_cache_aware", dp_size=2) as r:
+            d = r.state_digest()
+            for bad, want in (([2], "0..1"), ([-1], "0..1"), (["0"], "ranks\\[0\\]"), ([1 << 40], "ranks\\[0\\]")):
+                with self.subTest(bad=bad), self.assertRaisesRegex(InvalidArgumentError, want):
+                    r.set_pending_warmup(bad)
+            self.assertEqual((r.pending_warmup(), r.state_digest()), ([], d))
+        with Router(policy="default", dp_size=2) as r:
+            self.assertEqual(r.pending_warmup(), [])
+            with self.assertRaisesRegex(InvalidArgumentError, "kv_cache_aware"):
+                r.set_pending_warmup([0])
+
+    def test_conversations_least_recent_first(self):
+        with Router(policy="conversation", dp_size=2, max_sessions=3) as r:
+            self.assertEqual(r.conversations(), [])
+            r.route(idle(2), [Request(i, num_tokens=1, conversation_id=c) for i, c in enumerate(["a", "é", "c"])], 8)
+            r.route(idle(2), [Request(10, num_tokens=1, conversation_id="a"),
+                              Request(11, num_tokens=1, conversation_id="x" * 1024)], 8)
+            self.assertEqual(r.conversations(), [("c", 0), ("a", 0), ("x" * 1024, 1)])
+        r.close()
+        with self.assertRaises(InvalidHandleError):
+            r.conversations()
+
+
 # --- state digest, KV capacity -------------------------------------------------------------
 
 
