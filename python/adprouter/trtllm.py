@@ -3,38 +3,41 @@
 TensorRT-LLM's PyTorch executor routes each iteration's new requests across
 its attention-DP ranks through ``ADPRouter.create(...)`` (module
 ``tensorrt_llm._torch.pyexecutor.scheduler.adp_router``). This module offers
-classes with the same names, constructor parameters, attributes and methods,
-backed by libadprouter. One line switches an engine over::
+the same names (the three routers and their factory, ``RankState``,
+``RankIterStatsPayload`` and the retiring-request helpers the executor
+imports) with the same constructor parameters, attributes, methods and wire
+format, backed by libadprouter. The behaviour followed is TensorRT-LLM's code
+at commit ``TRTLLM_COMMIT``. One line switches an engine over::
 
     import adprouter.trtllm
     adprouter.trtllm.install()   # TensorRT-LLM's ADPRouter.create now returns ours
 
-or, in your own executor, ``router = adprouter.trtllm.ADPRouter.create(dist,
-kv_cache_manager, attention_dp_config)``. Nothing here imports tensorrt_llm at
-load time; it works on any objects with the attributes TensorRT-LLM's have
-(``RequestQueueItem``: id, request; ``LlmRequest``: input_token_ids,
-py_orig_prompt_len, cached_tokens, py_scheduling_params,
-py_conversation_params, lora_config, cache_salt; ``Distributed``: tp_rank,
-tp_size, mapping.dp_size, has_cp_helix, tp_allgather).
+Nothing here imports tensorrt_llm; it works on any objects with the
+attributes TensorRT-LLM's have (``RequestQueueItem``: id, request;
+``LlmRequest``: input_token_ids, num_input_tokens, py_orig_prompt_len,
+cached_tokens, state, py_scheduling_params, py_conversation_params,
+lora_config, cache_salt; ``Distributed``: tp_rank, tp_size, mapping.dp_size,
+has_cp_helix, tp_allgather).
 
-Decisions equal TensorRT-LLM's for the same inputs, request by request and in
-the same per-rank order, with two differences:
+Decisions equal TensorRT-LLM's for the same inputs, request by request and
+in the same per-rank order, wherever TensorRT-LLM neither raises nor loses a
+request. Where it does (README, "TensorRT-LLM"):
 
 * A request that fits on no rank (TensorRT-LLM's KV-aware router drops it
-  silently, its default router raises) is *carried over*: the router keeps
-  it and routes it first, ahead of that call's new requests, in the next
-  ``route_requests`` call. Every rank computes the same carry-over from the
-  same inputs, so the ranks stay in agreement; ``carried`` shows it and
-  ``drain_carried()`` hands it back to an engine that prefers to requeue.
-  ``gather_prefix_matches`` probes carried requests too.
-* Entries of the allgathered match dicts whose id is not in the batch are
-  ignored (as TensorRT-LLM's dict lookups do); non-string conversation ids
-  are accepted (and read only by the conversation router).
+  silently, its default router raises IndexError, its conversation router
+  puts it on a rank already at max_num_active_requests) is *carried over*:
+  the router keeps it and routes it first, ahead of that call's new requests,
+  in the next ``route_requests`` call. Every rank computes the same carry-over
+  from the same inputs; ``carried`` shows it and ``drain_carried()`` hands it
+  back to an engine that prefers to requeue.
+* Invalid input (a target rank out of range, a duplicate request id, an item
+  without an id, a number of rank states that changes after the first
+  decision) raises ``adprouter.InvalidArgumentError`` and changes nothing.
 
 Options beyond TensorRT-LLM's (all off by default, so the default decisions
-are the reference's) come from ``options=`` (a mapping) and from
-environment variables ``ADPROUTER_<NAME>`` (upper case), the mapping
-winning; see ``OPTIONS`` and ``preset_options``:
+are the reference's) come from ``options=`` (a mapping) and from environment
+variables ``ADPROUTER_<NAME>`` (upper case), the mapping winning; see
+``OPTIONS`` and ``preset_options``:
 
 =====================  ========  ==============================================
 name                   applies   meaning (include/adprouter.h has the details)
@@ -63,29 +66,40 @@ index_max_bytes        KV-aware  memory bound of the whole prefix index
 capacity_aware         all       avoid ranks whose free KV cannot hold a
                                  request (read from the KV cache manager's
                                  get_kv_cache_stats(); pass kv_cache_manager)
-new_conv_placement     conv.     "round_robin" | "least_queued" (also read
-                                 from kv_cache_routing_new_conv_placement)
+new_conv_placement     conv.     "round_robin" | "least_queued" (overrides
+                                 kv_cache_routing_new_conv_placement)
+explain                all       keep a receipt per request: ``receipts()``
 =====================  ========  ==============================================
 
 KV-aware-only options are ignored by the other routers, so one environment
 serves every configuration ``create`` may choose.
 """
 
+import copy
 import ctypes
+import dataclasses
 import hashlib
 import os
+import sys
 from array import array
+from collections import OrderedDict
 from itertools import repeat
 from operator import itemgetter
 
-from . import ConfigError, Request, Router
-from . import RankState as _RankState
+from . import ConfigError, InvalidArgumentError, Request, Router
 from ._abi import call
+from ._errors import INVALID_ARGUMENT
 
 __all__ = [
     "ADPRouter", "DefaultADPRouter", "KVCacheAwareADPRouter", "ConversationAwareADPRouter",
-    "RankState", "OPTIONS", "preset_options", "install", "uninstall", "installed",
+    "RankState", "RankIterStatsPayload", "is_retiring_request", "build_active_requests_for_overlap",
+    "count_retiring_requests", "OPTIONS", "TRTLLM_COMMIT", "preset_options", "install", "uninstall",
+    "installed",
 ]
+
+# The TensorRT-LLM code this module follows (its adp_router.py, the executor
+# that calls it, and its router tests).
+TRTLLM_COMMIT = "04fe30a9f89f8aabd72d632580f15c752972d954"
 
 # Options this module accepts beyond TensorRT-LLM's constructor parameters,
 # mapped to whether only the KV-aware router reads them.
@@ -104,6 +118,7 @@ OPTIONS = {
     "index_max_bytes": True,
     "capacity_aware": False,
     "new_conv_placement": False,
+    "explain": False,
 }
 
 
@@ -149,62 +164,173 @@ def _truthy(v):
     return bool(v)
 
 
-class RankState(_RankState):
-    """One rank's state as allgathered: adprouter.RankState (TensorRT-LLM's
-    three fields and the KV fields capacity-aware routing reads) plus
-    TensorRT-LLM's optional piggybacked ``iter_stats``. Wire format: [rank,
-    num_active_requests, num_active_tokens, kv_capacity_tokens,
-    free_kv_tokens, memory_pressure, *iter_stats.serialize()]."""
+# ---- the executor's helpers ------------------------------------------------------------
 
-    __slots__ = ("iter_stats",)
+_RETIRING = "GENERATION_TO_COMPLETE"
 
-    _FIELDS = 6
-    _COMPARED = ("rank", "num_active_requests", "num_active_tokens", "kv_capacity_tokens",
-                 "free_kv_tokens", "memory_pressure", "iter_stats")
 
-    def __init__(self, rank, num_active_requests=0, num_active_tokens=0, kv_capacity_tokens=0,
-                 free_kv_tokens=0, memory_pressure=False, iter_stats=None):
-        super().__init__(rank, num_active_requests, num_active_tokens, kv_capacity_tokens,
-                         free_kv_tokens, memory_pressure)
-        self.iter_stats = iter_stats
+def _retiring_state():
+    """TensorRT-LLM's LlmRequestState.GENERATION_TO_COMPLETE when its module
+    is loaded (the executor loads it long before routing), else None."""
+    mod = sys.modules.get("tensorrt_llm._torch.pyexecutor.llm_request")
+    states = getattr(mod, "LlmRequestState", None)
+    return getattr(states, _RETIRING, None)
 
-    def copy_iter_stats_from(self, payload):
-        """TensorRT-LLM's name: attach the previous iteration's stats payload."""
-        if payload is not None:
-            self.iter_stats = payload
+
+def is_retiring_request(request):
+    """True if request has produced its last token and waits for teardown
+    (state GENERATION_TO_COMPLETE). Under TensorRT-LLM's overlap scheduler such
+    a request stays in active_requests one more iteration; it is no load and
+    must not hold admission capacity. Other lingering states (the disagg
+    transfer states) still hold a slot and KV and are not retiring. An enum
+    state is recognised by its name (TensorRT-LLM's C++ enum and any
+    stand-in alike); anything else is compared with TensorRT-LLM's enum
+    member when its module is loaded."""
+    state = getattr(request, "state", None)
+    name = getattr(state, "name", None)
+    if isinstance(name, str):
+        return name == _RETIRING
+    want = _retiring_state()
+    return want is not None and bool(state == want)
+
+
+def build_active_requests_for_overlap(active_requests):
+    """A new list of active_requests without the retiring ones: the routers'
+    view of a rank's load (the executor's own list is not touched)."""
+    return [r for r in active_requests if not is_retiring_request(r)]
+
+
+def count_retiring_requests(active_requests):
+    """How many of active_requests build_active_requests_for_overlap drops."""
+    return sum(1 for r in active_requests if is_retiring_request(r))
+
+
+def _num_input_tokens(request):
+    """A request's prompt length as TensorRT-LLM's routers count it: its
+    num_input_tokens when that is an int (it spares materializing the token
+    list), else len(input_token_ids); 0 for no request."""
+    if request is None:
+        return 0
+    n = getattr(request, "num_input_tokens", None)
+    if isinstance(n, int):
+        return n
+    return len(getattr(request, "input_token_ids", []))
+
+
+# ---- what ranks allgather ---------------------------------------------------------------
+
+def _default(f):
+    return f.default if f.default is not dataclasses.MISSING else f.default_factory()
+
+
+@dataclasses.dataclass
+class RankIterStatsPayload:
+    """The previous iteration's stats one rank sends along with its
+    RankState (TensorRT-LLM's iteration statistics under attention DP; nine
+    ints on the wire, in field order)."""
+
+    has_iter_stats: int = 0
+    iter_stats_iter: int = -1
+    num_context_requests: int = 0
+    num_ctx_tokens: int = 0
+    num_ctx_kv_tokens: int = 0
+    num_gen_requests: int = 0
+    num_gen_kv_tokens: int = 0
+    num_paused_requests: int = 0
+    num_paused_kv_tokens: int = 0
 
     def serialize(self):
-        out = [self.rank, self.num_active_requests, self.num_active_tokens,
-               self.kv_capacity_tokens, self.free_kv_tokens, 1 if self.memory_pressure else 0]
-        if self.iter_stats is not None:
-            out += self.iter_stats.serialize()
+        return [getattr(self, f.name) for f in dataclasses.fields(self)]
+
+    @classmethod
+    def deserialize(cls, data):
+        """From a flat list; missing trailing fields take their defaults."""
+        values = list(data)
+        fs = dataclasses.fields(cls)
+        if len(values) > len(fs):
+            raise ValueError("RankIterStatsPayload has %d fields, want at most %d" % (len(values), len(fs)))
+        values += [_default(f) for f in fs[len(values):]]
+        return cls(*values)
+
+
+# Wire layout of a RankState: TensorRT-LLM's four fields and the nine of the
+# payload, then (only when a rank reports a KV capacity, which capacity_aware
+# routing needs on every rank) capacity, free tokens and the pressure flag.
+_STATE_FIELDS = 4
+_PAYLOAD_FIELDS = len(dataclasses.fields(RankIterStatsPayload))
+_WIRE = _STATE_FIELDS + _PAYLOAD_FIELDS
+_KV_FIELDS = 3
+
+
+@dataclasses.dataclass(eq=False)
+class RankState:
+    """One rank's state as allgathered: TensorRT-LLM's RankState (rank, its
+    routable active requests and tokens, the retiring requests left out of
+    them, the piggybacked iteration stats) plus the KV fields capacity_aware
+    routing reads (kv_capacity_tokens, free_kv_tokens, memory_pressure).
+
+    serialize() is TensorRT-LLM's 13 ints while the KV fields are unset,
+    so ranks running TensorRT-LLM's router and ours exchange states; with a
+    KV capacity (capacity_aware) three more follow, which TensorRT-LLM's
+    deserialize refuses: capacity_aware needs adprouter on every rank."""
+
+    rank: int
+    num_active_requests: int = 0
+    num_active_tokens: int = 0
+    num_retiring_requests: int = 0
+    iter_stats: RankIterStatsPayload = dataclasses.field(default_factory=RankIterStatsPayload)
+    kv_capacity_tokens: int = 0
+    free_kv_tokens: int = 0
+    memory_pressure: bool = False
+
+    def copy_iter_stats_from(self, iter_stats_payload):
+        """Attaches a copy of the previous iteration's stats payload (None:
+        keep what is there)."""
+        if iter_stats_payload is None:
+            return
+        if dataclasses.is_dataclass(iter_stats_payload):
+            self.iter_stats = dataclasses.replace(iter_stats_payload)
+        else:
+            self.iter_stats = copy.copy(iter_stats_payload)
+
+    def serialize(self):
+        out = [self.rank, self.num_active_requests, self.num_active_tokens, self.num_retiring_requests]
+        out += self.iter_stats.serialize()
+        if self.kv_capacity_tokens or self.memory_pressure:
+            out += [self.kv_capacity_tokens, self.free_kv_tokens, 1 if self.memory_pressure else 0]
         return out
 
     @classmethod
-    def deserialize(cls, data, iter_stats_cls=None):
-        data = list(data)
-        if len(data) < cls._FIELDS:
-            raise ValueError("RankState payload has %d values, want at least %d (was it serialized "
-                             "by adprouter.trtllm on every rank?)" % (len(data), cls._FIELDS))
-        rest = data[cls._FIELDS:]
-        stats = None
-        if rest:
-            stats = iter_stats_cls.deserialize(rest) if iter_stats_cls is not None else rest
-        return cls(data[0], data[1], data[2], data[3], data[4], bool(data[5]), stats)
+    def deserialize(cls, data):
+        """From a flat list as serialize() makes it: 1 to 13 values
+        (missing trailing fields take their defaults), or 16 with the KV
+        fields."""
+        values = list(data)
+        if not values or (_WIRE < len(values) and len(values) != _WIRE + _KV_FIELDS):
+            raise ValueError("RankState payload has %d values, want 1..%d (TensorRT-LLM's) or %d (with the KV "
+                             "fields of capacity_aware)" % (len(values), _WIRE, _WIRE + _KV_FIELDS))
+        head = values[:_STATE_FIELDS]
+        head += [_default(f) for f in dataclasses.fields(cls)[len(head):_STATE_FIELDS]]
+        out = cls(*head, iter_stats=RankIterStatsPayload.deserialize(values[_STATE_FIELDS:_WIRE]))
+        if len(values) > _WIRE:
+            out.kv_capacity_tokens, out.free_kv_tokens = values[_WIRE], values[_WIRE + 1]
+            out.memory_pressure = bool(values[_WIRE + 2])
+        return out
 
     def __eq__(self, other):
-        return isinstance(other, RankState) and all(
-            getattr(self, f) == getattr(other, f) for f in self._COMPARED)
+        """Field by field; payloads compare by their wire values, so a state
+        holding TensorRT-LLM's payload class equals one holding ours."""
+        if not (hasattr(other, "serialize") and hasattr(other, "num_retiring_requests")):
+            return NotImplemented
+        return self.serialize() == other.serialize()
 
-    def __repr__(self):
-        return "RankState(rank=%r, num_active_requests=%r, num_active_tokens=%r)" % (
-            self.rank, self.num_active_requests, self.num_active_tokens)
+    __hash__ = None
 
 
-def _dp_size(dist):
-    mapping = getattr(dist, "mapping", None)
-    n = getattr(mapping, "dp_size", None) if mapping is not None else None
-    return n if n is not None else dist.tp_size
+# ---- the routers -----------------------------------------------------------------------
+
+def _positive_int(v):
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else None
 
 
 def _salt64(salt):
@@ -223,15 +349,17 @@ _MAX_CONVERSATION_BYTES = 1024
 
 
 def _conversation_key(cid):
-    """A conversation id as the binding's text: strings as they are, anything
-    else tagged with its type so that 7 and "7" stay different; an id longer
-    than the library takes is replaced by a digest of it (the same on every
-    rank), so any id TensorRT-LLM accepts routes."""
-    if cid is None or isinstance(cid, str):
-        key = cid or None
+    """A conversation id as the library's text: a non-empty str as it is;
+    anything else (7, "", a str starting with NUL) tagged with its type so
+    that 7 and "7" stay different; an id longer than the library takes is
+    replaced by a digest of it (the same on every rank). None for no id."""
+    if cid is None:
+        return None
+    if isinstance(cid, str) and cid and cid[0] != "\x00":
+        key = cid
     else:
         key = "\x00%s:%r" % (type(cid).__name__, cid)
-    if key is not None:
+    if len(key) > _MAX_CONVERSATION_BYTES // 4:  # cheap test first: 4 bytes per char at most
         raw = key.encode("utf-8", "surrogatepass")
         if len(raw) > _MAX_CONVERSATION_BYTES:
             key = "\x00blake2b:" + hashlib.blake2b(raw, digest_size=16).hexdigest()
@@ -239,8 +367,9 @@ def _conversation_key(cid):
 
 
 class ADPRouter:
-    """The common part of the three routers: the library router, the rank
-    state allgather and the carry-over of unplaceable requests."""
+    """The common part of the three routers: the library router, sized by
+    the number of rank states, the rank state allgather and the carry-over
+    of unplaceable requests. Use ``create`` or a subclass."""
 
     needs_prefix_matches = False
 
@@ -262,11 +391,61 @@ class ADPRouter:
             raise ConfigError("capacity_aware needs the kv_cache_manager (its get_kv_cache_stats() "
                               "is each rank's free KV); pass kv_cache_manager=")
         self.kv_cache_manager = kv_cache_manager
-        self._dp = _dp_size(dist)
-        self.router = Router(policy=self._policy, dp_size=self._dp, **config, **extras)
-        # Send lora/salt scopes only when the router's prefix index reads them.
-        self._scoped = self.router.tokens_read < 0
+        self._config = dict(config, **extras)
+        # The conversation key goes to the library where it reads it: the
+        # conversation policy and the KV-aware "ttft" score.
+        self._send_conversations = (self._policy == "conversation"
+                                    or str(extras.get("score", "")).strip() == "ttft")
+        # TensorRT-LLM sizes every decision by the number of rank states.
+        # The library keeps per-rank state, so its router is sized by the
+        # first decision (built before it from mapping.dp_size, else
+        # tp_size, and rebuilt if the first decision's states say otherwise).
+        mapping = getattr(dist, "mapping", None)
+        guess = _positive_int(getattr(mapping, "dp_size", None)) or _positive_int(getattr(dist, "tp_size", None))
+        self._lib = None
+        self._routed = False
+        self._pending_assigned = False
         self._carry = []
+        self._conv_ids = {}  # tagged or digested conversation key -> the engine's id
+        self._library(guess or 1)
+
+    # ---- the library router ----------------------------------------------------------
+
+    def _library(self, ranks):
+        """The library router for ranks ranks (a decision's number of rank
+        states)."""
+        lib = self._lib
+        if lib is not None and lib.dp_size == ranks:
+            return lib
+        if self._routed:
+            raise InvalidArgumentError(
+                "adprouter.trtllm: got %d rank states, but this router routed %d ranks: the number of "
+                "attention-DP ranks cannot change during a router's life (its warmup, conversation and "
+                "prefix state is per rank)" % (ranks, lib.dp_size), INVALID_ARGUMENT)
+        new = Router(policy=self._policy, dp_size=ranks, **self._config)
+        if lib is not None:
+            if self._pending_assigned:
+                new.set_pending_warmup(k for k in lib.pending_warmup() if k < ranks)
+            lib.close()
+        self._lib = new
+        # Send lora/salt scopes only when the router's prefix index reads them.
+        self._scoped = new.tokens_read < 0
+        return new
+
+    @property
+    def router(self):
+        """The adprouter.Router behind this one (stats(), state_digest(),
+        receipts() with the explain option)."""
+        return self._lib
+
+    def stats(self):
+        """The library's counters (adprouter.Router.stats)."""
+        return self._lib.stats()
+
+    def receipts(self):
+        """Why each request of the last decision went where it did (create
+        the router with options={"explain": True})."""
+        return self._lib.receipts()
 
     # ---- TensorRT-LLM's factory ------------------------------------------------------
 
@@ -287,7 +466,7 @@ class ADPRouter:
             return ConversationAwareADPRouter(
                 dist=dist, max_sessions=get("kv_cache_routing_max_sessions", 1 << 16),
                 fair_share_multiplier=get("kv_cache_routing_fair_share_multiplier", 2.0),
-                new_conv_placement=get("kv_cache_routing_new_conv_placement", None),
+                new_conv_placement=get("kv_cache_routing_new_conv_placement", "round_robin"),
                 options=options, kv_cache_manager=kv)
         if (get("enable_kv_cache_aware_routing", False) and kv_cache_manager is not None
                 and kv_cache_manager.enable_block_reuse):
@@ -312,7 +491,9 @@ class ADPRouter:
     def create_rank_state(self, active_requests, new_requests):
         """This rank's state: active requests and the sum of their prompt
         lengths (TensorRT-LLM's units for the default and conversation
-        routers; helix CP counts total_input_len_cp)."""
+        routers; total_input_len_cp under helix context parallelism). It
+        counts what it is given: gather_all_rank_states leaves the retiring
+        requests out first."""
         return self._with_kv(RankState(self.dist.tp_rank, len(active_requests),
                                        self._prompt_tokens(active_requests)))
 
@@ -325,12 +506,16 @@ class ADPRouter:
         return state
 
     def gather_all_rank_states(self, active_requests, new_requests=None, iter_stats_payload=None):
-        """Builds this rank's state, allgathers it over dist.tp_allgather and
-        returns every rank's, in rank order."""
-        local = self.create_rank_state(active_requests, new_requests or [])
+        """Builds this rank's state from its routable active requests (the
+        retiring ones are counted in num_retiring_requests instead, so that
+        the executor's idle check still sees them), attaches
+        iter_stats_payload, allgathers the states over dist.tp_allgather
+        and returns every rank's, in allgather order."""
+        routable = build_active_requests_for_overlap(active_requests)
+        local = self.create_rank_state(routable, new_requests or [])
+        local.num_retiring_requests = len(active_requests) - len(routable)
         local.copy_iter_stats_from(iter_stats_payload)
-        cls = type(iter_stats_payload) if iter_stats_payload is not None else None
-        return [RankState.deserialize(d, cls) for d in self.dist.tp_allgather(local.serialize())]
+        return [RankState.deserialize(d) for d in self.dist.tp_allgather(local.serialize())]
 
     # ---- routing ---------------------------------------------------------------------
 
@@ -346,79 +531,91 @@ class ADPRouter:
         out, self._carry = self._carry, []
         return out
 
-    def _batch(self):
-        """Per-request fields the policy reads; overridden by the KV router."""
-        return False, False
+    def _tokens_needed(self):
+        """Whether the policy reads prompt tokens (the KV-aware router)."""
+        return False
 
-    def route_requests(self, all_rank_states, new_requests, max_num_active_requests):
-        """Assigns the carried requests, then new_requests, to ranks. Returns
-        ({rank: [RequestQueueItem, ...]} for every rank, expected number of
-        active requests per rank), as TensorRT-LLM's route_requests does."""
-        items = self._carry + list(new_requests) if self._carry else list(new_requests)
-        tokens_needed, conv = self._batch()
+    def _requests(self, items):
+        """The library's Request of each item, with what this policy reads:
+        TensorRT-LLM's token count, the target rank and relax flag, the
+        prompt (KV-aware), the conversation key, the index scopes."""
+        tokens_needed = self._tokens_needed()
+        convs = self._send_conversations
         scoped = self._scoped
-        n = len(items)
-        reqs = [None] * n
-        ids = [0] * n
-        strict = None  # TensorRT-LLM sorts by attention_dp_relax: False first
+        reqs = [None] * len(items)
         for i, item in enumerate(items):
-            rid = item.id
-            ids[i] = rid
+            try:
+                rid = item.id
+            except AttributeError:
+                raise InvalidArgumentError("new_requests[%d] = %r has no id: want RequestQueueItems (id, request)"
+                                           % (i, item), INVALID_ARGUMENT) from None
             req = item.request
             if req is None:
                 reqs[i] = Request(rid, num_tokens=0)
                 continue
-            toks = getattr(req, "input_token_ids", None)
-            if toks is None:
-                toks = ()
-            elif not isinstance(toks, (list, tuple)):
-                toks = list(toks)
+            toks = None
+            if tokens_needed:
+                toks = getattr(req, "input_token_ids", None)
+                if toks is None:
+                    toks = ()
+                elif not isinstance(toks, (list, tuple)):
+                    toks = list(toks)
             sp = getattr(req, "py_scheduling_params", None)
             target = relax = None
             if sp is not None:
                 target = sp.attention_dp_rank
                 relax = sp.attention_dp_relax
-                if relax is not None and not relax:
-                    if strict is None:
-                        strict = [False] * n
-                    strict[i] = True
             cid = None
-            if conv:
+            if convs:
                 cp = getattr(req, "py_conversation_params", None)
-                if cp is None:
-                    cp = getattr(req, "py_disaggregated_params", None)
-                cid = _conversation_key(getattr(cp, "conversation_id", None)) if cp is not None else None
-            q = Request(rid, tokens=toks if tokens_needed else None, num_tokens=len(toks),
-                        target_rank=target, conversation_id=cid)
+                if cp is not None:
+                    cid = self._conversation(cp.conversation_id)
+            q = Request(rid, tokens=toks, num_tokens=_num_input_tokens(req), target_rank=target,
+                        relax=relax is None or bool(relax), conversation_id=cid)
             if scoped:
                 lora = getattr(req, "lora_config", None)
-                q.lora_id = (getattr(lora, "task_id", 0) or 0) & _U64 if lora is not None else 0
-                salt = getattr(req, "cache_salt", None)
-                q.cache_salt = _salt64(salt if salt is not None else getattr(req, "cache_salt_id", None))
+                task = getattr(lora, "task_id", None) if lora is not None else None
+                q.lora_id = task & _U64 if isinstance(task, int) else 0
+                q.cache_salt = _salt64(getattr(req, "cache_salt", None))
             reqs[i] = q
-        by_id = dict(zip(ids, items))
-        order = None
-        if strict is not None:
-            # Stable: the strict requests first, arrival order kept in each
-            # group. Every Request goes with relax=True so that the library's
-            # own strict sort keeps this order.
-            order = sorted(range(n), key=lambda i: not strict[i])
-            pick = itemgetter(*order) if n > 1 else (lambda s: tuple(s))
-            reqs = list(pick(reqs))
-            ids = list(pick(ids))
-        matches = self._match_rows(ids, items, order)
-        res = self.router.route(all_rank_states, reqs, max_num_active_requests, matches)
+        return reqs
+
+    def _conversation(self, cid):
+        """The library's key for a conversation id, remembering ids whose key
+        differs from them (for _conv_to_rank)."""
+        key = _conversation_key(cid)
+        if key is not None and key is not cid and key not in self._conv_ids:
+            if len(self._conv_ids) >= 2 * self._max_sessions + 64:
+                held = {k for k, _ in self._lib.conversations()}
+                self._conv_ids = {k: v for k, v in self._conv_ids.items() if k in held}
+            self._conv_ids[key] = cid
+        return key
+
+    _max_sessions = 1 << 16
+
+    def route_requests(self, all_rank_states, new_requests, max_num_active_requests):
+        """Assigns the carried requests, then new_requests, to ranks. Returns
+        ({rank: [RequestQueueItem, ...]} for every rank, expected number of
+        active requests per rank), as TensorRT-LLM's route_requests does. The
+        number of ranks is len(all_rank_states)."""
+        items = self._carry + list(new_requests) if self._carry else list(new_requests)
+        lib = self._library(len(all_rank_states))
+        reqs = self._requests(items)
+        matches = self._match_rows([q.id for q in reqs], items, lib.dp_size)
+        res = lib.route(all_rank_states, reqs, max_num_active_requests, matches)
+        self._routed = True
+        by_id = dict(zip([q.id for q in reqs], items))
         get = by_id.__getitem__
         out = {r: list(map(get, placed)) for r, placed in res.assignment.items()}
         self._carry = list(map(get, res.unassigned))
         return out, res.expected
 
-    def _match_rows(self, ids, items, order):
+    def _match_rows(self, ids, items, ranks):
         return None
 
     def close(self):
         """Releases the library router."""
-        self.router.close()
+        self._lib.close()
 
 
 class DefaultADPRouter(ADPRouter):
@@ -430,29 +627,65 @@ class DefaultADPRouter(ADPRouter):
     def __init__(self, dist, *, options=None, kv_cache_manager=None):
         super().__init__(dist, options=options, kv_cache_manager=kv_cache_manager)
 
+    def _balance_requests_across_ranks(self, new_requests, all_ranks_new_requests,
+                                       all_ranks_num_active_requests, all_ranks_num_active_tokens,
+                                       expected_num_active_requests):
+        """TensorRT-LLM's balancing step alone: new_requests, largest first,
+        each to the rank with the fewest (tokens, requests) among those under
+        expected_num_active_requests, appended to all_ranks_new_requests
+        (returned). The library decides: a default-policy decision over these
+        ranks plus one full rank that pins its soft cap to
+        expected_num_active_requests. InvalidArgumentError when no rank has
+        room for them all (TensorRT-LLM raises IndexError)."""
+        if not new_requests:
+            return all_ranks_new_requests
+        ranks = len(all_ranks_num_active_requests)
+        cap = expected_num_active_requests
+        states = [RankState(k, all_ranks_num_active_requests[k], all_ranks_num_active_tokens[k])
+                  for k in range(ranks)]
+        states.append(RankState(ranks, max(cap, 0), 0))
+        reqs = [Request(it.id, num_tokens=_num_input_tokens(it.request)) for it in new_requests]
+        with Router(policy="default", dp_size=ranks + 1) as lib:
+            res = lib.route(states, reqs, max(cap, 1), None)
+        if res.unassigned:
+            raise InvalidArgumentError("%d of %d requests found no rank under expected_num_active_requests = %r"
+                                       % (len(res.unassigned), len(reqs), cap), INVALID_ARGUMENT)
+        by_id = {it.id: it for it in new_requests}
+        for k in range(ranks):
+            all_ranks_new_requests[k].extend(by_id[i] for i in res.assignment[k])
+        return all_ranks_new_requests
+
 
 class ConversationAwareADPRouter(ADPRouter):
     """TensorRT-LLM's ConversationAwareADPRouter: every request of a
-    conversation (py_conversation_params.conversation_id, else
-    py_disaggregated_params.conversation_id) returns to the rank of its first
-    turn while that rank is under max_num_active_requests."""
+    conversation (py_conversation_params.conversation_id) returns to the
+    rank of its first turn while that rank is under max_num_active_requests;
+    new conversations and requests without one go round robin (or to the
+    least queued rank) under the fair-share cap."""
 
     _policy = "conversation"
     DEFAULT_MAX_SESSIONS = 1 << 16
 
     def __init__(self, dist, max_sessions=DEFAULT_MAX_SESSIONS, fair_share_multiplier=2.0,
-                 new_conv_placement=None, *, options=None, kv_cache_manager=None):
+                 new_conv_placement="round_robin", *, options=None, kv_cache_manager=None):
         self._max_sessions = max(1, int(max_sessions))
         self._fair_share_multiplier = max(1.0, float(fair_share_multiplier))
-        config = dict(max_sessions=self._max_sessions,
-                      fair_share_multiplier=self._fair_share_multiplier)
-        opts = dict(options or {})
-        if new_conv_placement is not None and "new_conv_placement" not in opts:
-            opts["new_conv_placement"] = new_conv_placement
-        super().__init__(dist, options=opts, kv_cache_manager=kv_cache_manager, **config)
+        # TensorRT-LLM: anything but "least_queued" is round robin. Our
+        # new_conv_placement option (options= or the environment) wins.
+        placement = "least_queued" if new_conv_placement == "least_queued" else "round_robin"
+        super().__init__(dist, options=options, kv_cache_manager=kv_cache_manager,
+                         max_sessions=self._max_sessions,
+                         fair_share_multiplier=self._fair_share_multiplier,
+                         new_conv_placement=placement)
+        self._new_conv_placement = self._config["new_conv_placement"]
 
-    def _batch(self):
-        return False, True
+    @property
+    def _conv_to_rank(self):
+        """TensorRT-LLM's conversation map, read from the library: an
+        OrderedDict {conversation id: rank}, least recently used first (a
+        copy; the library's map is the one routing uses)."""
+        ids = self._conv_ids
+        return OrderedDict((ids.get(k, k), rank) for k, rank in self._lib.conversations())
 
 
 class KVCacheAwareADPRouter(ADPRouter):
@@ -483,6 +716,19 @@ class KVCacheAwareADPRouter(ADPRouter):
         self._gathered = None  # (ids probed, [flat id/match list per rank])
         self._dicts = None     # explicit per-rank {id: match} dicts
 
+    @property
+    def _pending_warmup_ranks(self):
+        """TensorRT-LLM's set of ranks the cold-start warmup has yet to
+        reach, read from the library (a copy). Assigning a set replaces the
+        library's (an empty set ends the warmup); do it on every rank
+        alike."""
+        return set(self._lib.pending_warmup())
+
+    @_pending_warmup_ranks.setter
+    def _pending_warmup_ranks(self, ranks):
+        self._lib.set_pending_warmup(sorted(ranks))
+        self._pending_assigned = True
+
     def create_rank_state(self, active_requests, new_requests):
         """Active requests and their uncached prompt tokens (prompt minus
         cached_tokens, floored at 0), plus requests still sending KV when
@@ -501,13 +747,13 @@ class KVCacheAwareADPRouter(ADPRouter):
             count += len(moving)
         return self._with_kv(RankState(self.dist.tp_rank, count, tokens))
 
-    def _batch(self):
-        return True, False
+    def _tokens_needed(self):
+        return True
 
     def gather_prefix_matches(self, new_requests):
-        """Probes this rank's KV cache for the carried and new requests (the
-        prompt without its last token, the request's LoRA task and cache
-        salt) and allgathers the results as TensorRT-LLM does: one flat
+        """Probes this rank's KV cache for the carried and new requests as
+        TensorRT-LLM does (probe_prefix_match_length(prompt[:-1],
+        lora_task_id, cache_salt=...)) and allgathers the results: one flat
         [id, match, id, match, ...] list per rank."""
         items = self._carry + list(new_requests) if self._carry else list(new_requests)
         probe = self.kv_cache_manager.probe_prefix_match_length
@@ -523,13 +769,7 @@ class KVCacheAwareADPRouter(ADPRouter):
             head = toks[:-1] if len(toks) > 1 else []
             lora = getattr(req, "lora_config", None)
             task = lora.task_id if lora is not None else None
-            salt = getattr(req, "cache_salt", None)
-            if salt is not None:
-                lens[i] = probe(head, task, cache_salt=salt)
-            else:
-                salt_id = getattr(req, "cache_salt_id", None)
-                lens[i] = (probe(head, task) if salt_id is None
-                           else probe(head, task, cache_salt_id=salt_id))
+            lens[i] = probe(head, task, cache_salt=getattr(req, "cache_salt", None))
         flat = [0] * (2 * n)
         flat[0::2] = ids
         flat[1::2] = lens
@@ -550,33 +790,28 @@ class KVCacheAwareADPRouter(ADPRouter):
         self._dicts = list(dicts)
         self._gathered = None
 
-    def _match_rows(self, ids, items, order):
+    def _match_rows(self, ids, items, ranks):
         """Match lengths per rank aligned with the batch: slices of the
         gathered lists when every rank probed exactly this batch, else dict
-        look-ups (ids not in the batch ignored, missing ids 0); built with
-        C-level slices and maps, never a Python loop per (rank, request)."""
+        look-ups (ids not in the batch ignored, missing ids and missing
+        ranks 0); built with C-level slices and maps, never a Python loop per
+        (rank, request)."""
         if not self._use_matches or not ids:
             return None
         n = len(ids)
         rows = None
         g = self._gathered
-        if g is not None and len(g[0]) == n:
-            arrival = [it.id for it in items]
-            if g[0] == arrival and all(d[0::2] == arrival for d in g[1]):
-                rows = [d[1::2] for d in g[1]]
-                if order is not None:
-                    pick = itemgetter(*order) if n > 1 else (lambda s: tuple(s))
-                    rows = [pick(r) for r in rows]
+        if g is not None and g[0] == ids and all(d[0::2] == ids for d in g[1]):
+            rows = [d[1::2] for d in g[1]]
         if rows is None:
             dicts = self._all_ranks_prefix_matches
             if not dicts:
                 return None
             rows = [list(map(d.get, ids, repeat(0))) for d in dicts]
         # One request-major array('i') for the binding, a strided store per rank.
-        dp = self._dp
-        table = array("i", bytes(4 * n * dp))
-        for r, row in enumerate(rows[:dp]):
-            table[r::dp] = array("i", row)
+        table = array("i", bytes(4 * n * ranks))
+        for r, row in enumerate(rows[:ranks]):
+            table[r::ranks] = array("i", row)
         return table
 
 
@@ -590,7 +825,7 @@ _TRTLLM_MODULES = (
 _original = {}  # module name -> the ADPRouter.create we replaced
 
 
-def _trtllm_router_class():
+def _trtllm_router_module():
     import importlib
 
     import tensorrt_llm  # ImportError when TensorRT-LLM is not installed
@@ -604,7 +839,7 @@ def _trtllm_router_class():
             continue
         cls = getattr(mod, "ADPRouter", None)
         if cls is not None and hasattr(cls, "create"):
-            return name, cls
+            return name, mod
         tried.append("%s (no ADPRouter.create)" % name)
     raise ImportError("adprouter.trtllm.install: TensorRT-LLM %s has no ADPRouter.create where "
                       "expected; tried %s" % (getattr(tensorrt_llm, "__version__", "(unknown version)"),
@@ -616,7 +851,14 @@ def install(options=None):
     (options as for ADPRouter.create). Idempotent; undo with uninstall().
     Raises ImportError naming the TensorRT-LLM version when its router module
     is not where expected."""
-    name, cls = _trtllm_router_class()
+    name, mod = _trtllm_router_module()
+    cls = mod.ADPRouter
+    # TensorRT-LLM's routers are abstract base classes: registering ours
+    # keeps isinstance(router, TheirClass) true for the executor's code.
+    for ours in (ADPRouter, DefaultADPRouter, KVCacheAwareADPRouter, ConversationAwareADPRouter):
+        theirs = getattr(mod, ours.__name__, None)
+        if hasattr(theirs, "register"):
+            theirs.register(ours)
     if name not in _original:
         _original[name] = cls.__dict__.get("create", cls.create)
     original = _original[name].__get__(None, cls)
@@ -642,7 +884,8 @@ def uninstall():
     """Restores TensorRT-LLM's own ADPRouter.create (no-op if not installed)."""
     if not _original:
         return
-    name, cls = _trtllm_router_class()
+    name, mod = _trtllm_router_module()
+    cls = mod.ADPRouter
     orig = _original.pop(name, None)
     if orig is not None:
         cls.create = orig

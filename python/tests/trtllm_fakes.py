@@ -7,6 +7,7 @@ Used by test_trtllm.py, mpi_trtllm.py (4 ranks under MPI) and the benchmark;
 nothing here imports tensorrt_llm.
 """
 
+import enum
 import os
 import sys
 import threading
@@ -34,12 +35,25 @@ class LoraConfig:
         self.task_id = task_id
 
 
+class LlmRequestState(enum.IntEnum):
+    """The request states the routers tell apart (TensorRT-LLM's C++ enum
+    has more, with other values; only the names matter here)."""
+
+    CONTEXT_INIT = 1
+    GENERATION_IN_PROGRESS = 2
+    GENERATION_TO_COMPLETE = 3
+    GENERATION_COMPLETE = 4
+    DISAGG_GENERATION_TRANS_IN_PROGRESS = 5
+
+
 class LlmRequest:
     """The fields of an LlmRequest (new or active) the routers read."""
 
     def __init__(self, tokens, target=None, relax=None, conversation=None, lora=None,
-                 cache_salt=None, cached_tokens=0, total_input_len_cp=None):
+                 cache_salt=None, cached_tokens=0, total_input_len_cp=None,
+                 state=LlmRequestState.CONTEXT_INIT):
         self.input_token_ids = tokens
+        self.state = state
         self.py_orig_prompt_len = len(tokens)
         self.total_input_len_cp = len(tokens) if total_input_len_cp is None else total_input_len_cp
         self.cached_tokens = cached_tokens
@@ -49,6 +63,12 @@ class LlmRequest:
                                        if conversation is not None else None)
         self.lora_config = LoraConfig(lora) if lora is not None else None
         self.cache_salt = cache_salt
+
+    @property
+    def num_input_tokens(self):
+        """The prompt length, as the C++ request reports it without copying
+        the tokens."""
+        return len(self.input_token_ids)
 
 
 class RequestQueueItem:
@@ -184,17 +204,56 @@ def attention_dp_config(**kw):
 
 # ---- the oracle ----------------------------------------------------------------------
 
-def _relax_first(it):
-    """TensorRT-LLM's sort key: attention_dp_relax, None meaning True."""
-    sp = getattr(it.request, "py_scheduling_params", None) if it.request is not None else None
-    return True if sp is None or sp.attention_dp_relax is None else bool(sp.attention_dp_relax)
+def num_input_tokens(request):
+    """TensorRT-LLM's token count of a request: num_input_tokens when an
+    int, else len(input_token_ids); 0 without a request."""
+    if request is None:
+        return 0
+    n = getattr(request, "num_input_tokens", None)
+    return n if isinstance(n, int) else len(getattr(request, "input_token_ids", []))
+
+
+def retiring(request):
+    """TensorRT-LLM's is_retiring_request: state GENERATION_TO_COMPLETE."""
+    return getattr(getattr(request, "state", None), "name", None) == "GENERATION_TO_COMPLETE"
+
+
+def reference_rank_state(policy, rank, active, has_cp_helix=False, in_transfer=()):
+    """(num_active_requests, num_active_tokens, num_retiring_requests) of one
+    rank as TensorRT-LLM's gather_all_rank_states reports them: retiring
+    requests left out of the load and counted apart; the KV-aware router
+    counts uncached tokens and, given in_transfer (account_for_in_transfer),
+    the requests still sending KV."""
+    live = [r for r in active if not retiring(r)]
+    length = (lambda r: r.total_input_len_cp) if has_cp_helix else (lambda r: r.py_orig_prompt_len)
+    if policy == "kv_cache_aware":
+        live = live + list(in_transfer)
+        tokens = sum(max(length(r) - r.cached_tokens, 0) for r in live)
+    else:
+        tokens = sum(length(r) for r in live)
+    return len(live), tokens, len(active) - len([r for r in active if not retiring(r)])
+
+
+def _conversation_text(cid):
+    """A conversation id as the reference's text: a non-empty str as it is,
+    anything else ("" included, which TensorRT-LLM binds like any id) tagged
+    with its type."""
+    if cid is None:
+        return None
+    return cid if isinstance(cid, str) and cid else "%r" % ((type(cid).__name__, cid),)
 
 
 class ReferenceADPRouter:
-    """TensorRT-LLM's route_requests over RequestQueueItems in pure Python:
-    TensorRT-LLM's relax sort, then the rules of adprouter's pure-Python
-    reference (python/tests/reference.py), with unplaceable requests
-    carried into the next call as adprouter.trtllm documents."""
+    """TensorRT-LLM's route_requests at the pinned commit over
+    RequestQueueItems, in pure Python: each item read as TensorRT-LLM reads
+    it (num_input_tokens, attention_dp_rank and attention_dp_relax with None
+    relaxed, py_conversation_params.conversation_id for the conversation
+    router), then the rules of adprouter's pure-Python reference
+    (python/tests/reference.py: the per-policy relax sort, the explicit and
+    warmup pass, the policies), with what no rank can take carried into the
+    next call as adprouter.trtllm documents."""
+
+    lossy = None  # a call that raised, dropped or overfilled: never here (see TrtllmADPRouter)
 
     def __init__(self, policy, dp_size, **config):
         self.policy = policy
@@ -212,7 +271,7 @@ class ReferenceADPRouter:
             self.matches.append(d)
 
     def route(self, states, items, maxn):
-        batch = sorted(self.carry + list(items), key=_relax_first)
+        batch = self.carry + list(items)
         reqs = []
         for it in batch:
             r = it.request
@@ -220,20 +279,80 @@ class ReferenceADPRouter:
                 reqs.append(ref.Request(id=it.id, num_tokens=0))
                 continue
             sp = r.py_scheduling_params
+            relax = sp.attention_dp_relax if sp is not None else None
             conv = None
             if self.policy == "conversation" and r.py_conversation_params is not None:
-                conv = r.py_conversation_params.conversation_id
-                if conv is not None and not isinstance(conv, str):
-                    conv = repr((type(conv).__name__, conv))  # the reference takes text only
-            reqs.append(ref.Request(id=it.id, tokens=list(r.input_token_ids),
+                conv = _conversation_text(r.py_conversation_params.conversation_id)
+            reqs.append(ref.Request(id=it.id, tokens=list(r.input_token_ids), num_tokens=num_input_tokens(r),
                                     target_rank=sp.attention_dp_rank if sp else None,
-                                    relax=True, conversation_id=conv))
+                                    relax=relax is None or bool(relax), conversation_id=conv))
         ref_states = [ref.RankState(s.rank, s.num_active_requests, s.num_active_tokens)
                       for s in states]
         matches = self.matches if self.policy == "kv_cache_aware" and self.matches else None
         if matches is not None and len(matches) < len(states):
             matches = matches + [{} for _ in range(len(states) - len(matches))]
+        if matches is not None:  # ids outside the batch are ignored, as TensorRT-LLM's look-ups do
+            ids = {it.id for it in batch}
+            matches = [{k: v for k, v in d.items() if k in ids} for d in matches[:len(states)]]
         res = self.ref.route(ref_states, reqs, maxn, matches)
         by_id = {it.id: it for it in batch}
         self.carry = [by_id[i] for i in res.unassigned]
         return {r: [by_id[i] for i in ids] for r, ids in res.assignment.items()}, res.expected
+
+
+# ---- TensorRT-LLM's own routers, where a checkout of them is at hand -----------------
+
+# A folder holding tensorrt_llm/_torch/pyexecutor/scheduler/adp_router.py (and
+# stubs of what it imports, as ../shared/trtllm-peer lays out): never part of
+# this repository. When set, oracle() is TensorRT-LLM's own router.
+TRTLLM_SRC = os.environ.get("ADPR_TRTLLM_SRC")
+
+
+class TrtllmADPRouter:
+    """TensorRT-LLM's routers behind ReferenceADPRouter's interface, to check
+    the oracle and the drop-in against the code they follow. TensorRT-LLM
+    keeps nothing across calls (carry is always empty); lossy says the last
+    call raised, lost a request or put one on a rank at
+    max_num_active_requests, where adprouter differs on purpose."""
+
+    def __init__(self, policy, dp_size, **config):
+        if TRTLLM_SRC not in sys.path:
+            sys.path.insert(0, TRTLLM_SRC)
+        import importlib
+        mod = importlib.import_module("tensorrt_llm._torch.pyexecutor.scheduler.adp_router")
+        dist = SimpleNamespace(tp_rank=0, tp_size=dp_size, mapping=SimpleNamespace(dp_size=dp_size),
+                               has_cp_helix=False)
+        if policy == "default":
+            self.r = mod.DefaultADPRouter(dist=dist)
+        elif policy == "kv_cache_aware":
+            self.r = mod.KVCacheAwareADPRouter(dist=dist, kv_cache_manager=None, **config)
+        else:
+            self.r = mod.ConversationAwareADPRouter(dist=dist, **config)
+        self.state_cls = mod.RankState
+        self.carry = []
+        self.lossy = False
+
+    def gather(self, flat_per_rank):
+        self.r._all_ranks_prefix_matches = [dict(zip(d[0::2], d[1::2])) for d in flat_per_rank]
+
+    def route(self, states, items, maxn):
+        theirs = [self.state_cls(rank=s.rank, num_active_requests=s.num_active_requests,
+                                 num_active_tokens=s.num_active_tokens) for s in states]
+        try:
+            out, expected = self.r.route_requests(theirs, list(items), maxn)
+        except Exception:
+            self.lossy = "raised"
+            return None, None
+        self.lossy = None
+        if any(len(out[s.rank]) and s.num_active_requests + len(out[s.rank]) > maxn for s in states):
+            self.lossy = "overfilled"
+        elif sum(map(len, out.values())) != len(items):
+            self.lossy = "dropped"
+        return out, expected
+
+
+def oracle(policy, dp_size, **config):
+    """The oracle of the pinned commit's rules: TensorRT-LLM's own router
+    when ADPR_TRTLLM_SRC is set, else the pure-Python ReferenceADPRouter."""
+    cls = TrtllmADPRouter if TRTLLM_SRC else ReferenceADPRouter
+    return cls(policy, dp_size, **config)
