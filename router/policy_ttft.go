@@ -206,6 +206,7 @@ func (r *Router) routeTTFT(b *batch) {
 		}
 	}
 	r.eligible = eligible
+	r.coverPlaced(b)
 	r.finish(b)
 }
 

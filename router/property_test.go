@@ -18,11 +18,13 @@ import (
 //     Assignment[Ranks[i]]) or Unplaced and listed in Unassigned, which holds
 //     exactly the unplaced ids in input order;
 //   - no rank at or over maxn receives anything, and none is pushed past maxn;
-//   - Expected >= every final count when no rank started over maxn (not
-//     under ScoreTTFT, whose home rule may exceed it up to maxn);
+//   - Expected >= every final count when no rank started over maxn (under
+//     ScoreTTFT too, whose home rule may place above the soft cap);
 //   - Expected follows the soft-cap formula, within what the explicit pass
 //     may have changed;
-//   - requests are left unassigned only when no rank has room;
+//   - requests are left unassigned only when every rank is at maxn: the
+//     soft cap never turns away what the hard cap has room for, so a host
+//     that offers no more requests than free slots gets none back;
 //   - a targeted request (default and KV-aware) misses its target only when
 //     the target is full.
 func checkResult(cfg Config, states []RankState, reqs []Request, maxn int, res *Result) error {
@@ -80,9 +82,7 @@ func checkResult(cfg Config, states []RankState, reqs []Request, maxn int, res *
 		busiest0, busiestF, sum0 = max(busiest0, c0), max(busiestF, final[k]), sum0+c0
 		within = within && c0 <= maxn
 	}
-	// Under ScoreTTFT a request's home stays a candidate past the soft cap,
-	// up to maxn (docs/ROUTING.md): only maxn bounds the final counts.
-	if within && res.Expected < busiestF && cfg.Score != ScoreTTFT {
+	if within && res.Expected < busiestF {
 		return fmt.Errorf("Expected = %d below the busiest rank's final count %d", res.Expected, busiestF)
 	}
 
@@ -108,13 +108,9 @@ func checkResult(cfg Config, states []RankState, reqs []Request, maxn int, res *
 	}
 
 	if len(res.Unassigned) > 0 {
-		limit := res.Expected
-		if cfg.Policy == PolicyConversation {
-			limit = maxn
-		}
 		for k, c := range final {
-			if c < limit {
-				return fmt.Errorf("ids %v unassigned while rank %d has %d active (< %d)", res.Unassigned, k, c, limit)
+			if c < maxn {
+				return fmt.Errorf("ids %v unassigned while rank %d has %d active (< maxn %d)", res.Unassigned, k, c, maxn)
 			}
 		}
 	}

@@ -305,6 +305,20 @@ func (r *Router) place(b *batch, i, rank, uncached int) {
 	r.room.take(rank, uncached)
 }
 
+// coverPlaced raises the decision's Expected to the count of every rank
+// that took a request in it. The ScoreTTFT policy keeps a request on its
+// home rank above the soft cap; Expected must cover that rank too, or the
+// executor's padding check (expected >= every rank's routable requests)
+// fails. Every placement is under the hard cap, so Expected stays within
+// it.
+func (r *Router) coverPlaced(b *batch) {
+	for k, ids := range b.res.Assignment {
+		if len(ids) > 0 {
+			b.res.Expected = max(b.res.Expected, r.count[k])
+		}
+	}
+}
+
 // finish lists, in input order, the requests no rank took, so that the
 // caller can requeue them.
 func (r *Router) finish(b *batch) {
