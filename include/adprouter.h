@@ -126,7 +126,9 @@ typedef uint64_t adpr_router;
  *                          same as warmup "once"; true with warmup "off"
  *                          or "demand" is an error)
  *   max_sessions           [65536] conversation -> rank LRU bound, >= 1
- *   new_conv_placement     ["round_robin"] or "least_queued"
+ *   new_conv_placement     ["round_robin"], "least_queued" (fewest
+ *                          requests) or "least_tokens" (fewest prompt
+ *                          tokens, then requests, then round robin)
  *   tokens_per_block       [32] KV block size in tokens (1..65536): block
  *                          hashes of the prefix index, index bounds
  *   prefix_source          ["probe"] kv_cache_aware match lengths: "probe"

@@ -144,7 +144,7 @@ enum class warmup { off, once, demand, quiet };
 enum class score { reference, ttft };
 enum class engine_reuse { after_iteration, on_schedule };
 enum class preset { reference, recommended, index, full };
-enum class placement { round_robin, least_queued };
+enum class placement { round_robin, least_queued, least_tokens };
 
 // Router options. dp_size is required; every optional left empty keeps the
 // library's default (adprouter.h lists them).
@@ -189,7 +189,9 @@ struct options {
         if (max_sessions) kv.emplace_back("max_sessions", num(*max_sessions));
         if (new_conv_placement)
             kv.emplace_back("new_conv_placement",
-                            *new_conv_placement == placement::round_robin ? "round_robin" : "least_queued");
+                            *new_conv_placement == placement::round_robin    ? "round_robin"
+                            : *new_conv_placement == placement::least_queued ? "least_queued"
+                                                                             : "least_tokens");
         if (tokens_per_block) kv.emplace_back("tokens_per_block", num(*tokens_per_block));
         if (prefix_source)
             kv.emplace_back("prefix_source", *prefix_source == prefix_source::probe   ? "probe"

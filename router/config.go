@@ -31,6 +31,11 @@ type Placement string
 const (
 	PlacementRoundRobin  Placement = "round_robin"
 	PlacementLeastQueued Placement = "least_queued"
+	// PlacementLeastTokens: the rank with the fewest prompt tokens (its
+	// reported load plus this decision's placements), then the fewest
+	// requests, then the first at or after the round-robin cursor, which it
+	// moves past the chosen rank (TensorRT-LLM's "least_tokens").
+	PlacementLeastTokens Placement = "least_tokens"
 )
 
 // A PrefixSource is where the KV-aware policy's match lengths come from. The
@@ -185,8 +190,8 @@ type Config struct {
 	// allocation size class, plus about 100 bytes of map entry, slot,
 	// recency links and hash-table slack; ids of 36 bytes cost about 130).
 	MaxSessions int
-	// NewConvPlacement places new conversations: PlacementRoundRobin or
-	// PlacementLeastQueued.
+	// NewConvPlacement places new conversations: PlacementRoundRobin,
+	// PlacementLeastQueued or PlacementLeastTokens.
 	NewConvPlacement Placement
 
 	// CapacityAware makes every policy avoid, for each balanced request, a
@@ -351,10 +356,10 @@ func (c *Config) Validate() error {
 		return configError("max_sessions", c.MaxSessions, ">= 1")
 	}
 	switch c.NewConvPlacement {
-	case "", PlacementRoundRobin, PlacementLeastQueued:
+	case "", PlacementRoundRobin, PlacementLeastQueued, PlacementLeastTokens:
 	default:
 		return configError("new_conv_placement", fmt.Sprintf("%q", c.NewConvPlacement),
-			`"round_robin" or "least_queued"`)
+			`"round_robin", "least_queued" or "least_tokens"`)
 	}
 	if c.TokensPerBlock < 1 || c.TokensPerBlock > 1<<16 {
 		return configError("tokens_per_block", c.TokensPerBlock, "1..65536")

@@ -65,7 +65,7 @@ func decodeFuzzConfig(r *fuzzReader) Config {
 	flags := r.byte()
 	c.ColdStartWarmup = flags&1 != 0
 	c.CapacityAware = flags&2 != 0
-	c.NewConvPlacement = pick3(flags>>2, PlacementRoundRobin, PlacementLeastQueued, PlacementRoundRobin)
+	c.NewConvPlacement = pick3(flags>>2, PlacementRoundRobin, PlacementLeastQueued, PlacementLeastTokens)
 	if flags>>4 == 15 {
 		c.NewConvPlacement = "fuzz"
 	}

@@ -1,12 +1,27 @@
 package router
 
+import "slices"
+
 // routeConversation keeps every turn of a conversation on the rank that
 // served its first turn, up to the hard cap, and spreads new conversations
-// round-robin or to the least queued rank.
+// round-robin, to the least queued rank or to the rank with the fewest
+// tokens.
 func (r *Router) routeConversation(b *batch) {
 	size := r.cfg.DPSize
 	count := r.loadCounts(b)
 	cursor := r.cursor
+	// PlacementLeastTokens tracks each rank's prompt tokens: its reported
+	// load plus every request this decision places there.
+	var tokens []int64
+	if r.cfg.NewConvPlacement == PlacementLeastTokens {
+		tokens = r.tokenLoads(b)
+	}
+	put := func(i, k int) {
+		r.place(b, i, k, b.reqs[i].Len())
+		if tokens != nil {
+			tokens[k] += int64(b.reqs[i].Len())
+		}
+	}
 
 	// Explicit pass: only for requests whose conversation is not bound yet
 	// (a binding beats a later target hint).
@@ -20,7 +35,7 @@ func (r *Router) routeConversation(b *batch) {
 			}
 		}
 		if q.hasTarget() && count[q.TargetRank] < b.maxn {
-			r.place(b, i, q.TargetRank, q.Len())
+			put(i, q.TargetRank)
 			if q.ConversationID != "" {
 				r.bind(q.ConversationID, q.TargetRank)
 			}
@@ -52,7 +67,7 @@ func (r *Router) routeConversation(b *batch) {
 			allow = r.room.allow(open, b.reqs[i].Len(), nil)
 		}
 		if bound && count[home] < b.maxn && allowed(allow, home) {
-			r.place(b, i, home, q.Len())
+			put(i, home)
 			r.conv.Touch(q.ConversationID)
 			r.digest = fold(r.digest, tagTouch, hashString(q.ConversationID), 0)
 			if r.rc != nil {
@@ -61,12 +76,21 @@ func (r *Router) routeConversation(b *batch) {
 			continue
 		}
 		rank := -1
-		if r.cfg.NewConvPlacement == PlacementLeastQueued {
+		switch r.cfg.NewConvPlacement {
+		case PlacementLeastQueued:
 			rank = leastQueued(count, expected, allow)
 			if rank < 0 {
 				rank = leastQueued(count, b.maxn, allow)
 			}
-		} else {
+		case PlacementLeastTokens:
+			rank = r.leastTokens(count, tokens, expected, allow)
+			if rank < 0 {
+				rank = r.leastTokens(count, tokens, b.maxn, allow)
+			}
+			if rank >= 0 {
+				r.cursor = (rank + 1) % size
+			}
+		default:
 			for range size {
 				k := r.cursor
 				r.cursor = (r.cursor + 1) % size
@@ -82,7 +106,7 @@ func (r *Router) routeConversation(b *batch) {
 		if rank < 0 {
 			continue // every rank is at the hard cap: unassigned
 		}
-		r.place(b, i, rank, q.Len())
+		put(i, rank)
 		if r.rc != nil {
 			r.rc.placed(i, ReasonNewConversation, 0)
 		}
@@ -104,6 +128,33 @@ func (r *Router) routeConversation(b *batch) {
 func (r *Router) bind(id string, rank int) {
 	r.conv.Bind(id, rank)
 	r.digest = fold(r.digest, tagBind, hashString(id), uint64(rank))
+}
+
+// tokenLoads copies the states' token loads into r.tokens.
+func (r *Router) tokenLoads(b *batch) []int64 {
+	r.tokens = slices.Grow(r.tokens[:0], len(b.states))[:len(b.states)]
+	for k := range b.states {
+		r.tokens[k] = b.states[k].NumActiveTokens
+	}
+	return r.tokens
+}
+
+// leastTokens returns, among the allowed ranks with count < limit, the one
+// with the fewest tokens, then the fewest requests, then the first at or
+// after the round-robin cursor; -1 if there is none.
+func (r *Router) leastTokens(count []int, tokens []int64, limit int, allow []bool) int {
+	size := len(count)
+	best := -1
+	for step := range size {
+		k := (r.cursor + step) % size
+		if count[k] >= limit || !allowed(allow, k) {
+			continue
+		}
+		if best < 0 || tokens[k] < tokens[best] || (tokens[k] == tokens[best] && count[k] < count[best]) {
+			best = k
+		}
+	}
+	return best
 }
 
 // leastQueued returns the rank with the lowest (count, rank) among the

@@ -189,7 +189,7 @@ func randConfig(rng *rand.Rand) Config {
 	}
 	c.ColdStartWarmup = rng.IntN(2) == 0
 	c.MaxSessions = pick(rng, 1, 2, 3, 5, DefaultMaxSessions)
-	c.NewConvPlacement = pick(rng, PlacementRoundRobin, PlacementLeastQueued)
+	c.NewConvPlacement = pick(rng, PlacementRoundRobin, PlacementLeastQueued, PlacementLeastTokens)
 	c.CapacityAware = rng.IntN(4) == 0
 	// Options beyond the reference: the invariants hold for them too.
 	if policy == PolicyKVCacheAware {

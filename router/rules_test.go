@@ -836,6 +836,35 @@ func TestConversationPolicy(t *testing.T) {
 				then: wantConv(3, map[string]int{"a": 1, "b": 2, "c": 0})}),
 		},
 		{
+			// least_tokens: tokens 300, 0, 100, 0 (st's second field). "a"
+			// (10 tokens) -> rank 1 (0 tokens, first at/after the cursor 0),
+			// the cursor moves to 2; "b" -> rank 3 (0 tokens); "c" -> rank 1
+			// (10 < 100); "d": ranks 1 and 3 hold 10 and tie on tokens,
+			// rank 1 has 2 requests to rank 3's 1: rank 3. Soft cap
+			// min(max(2*ceil(4/4), 0), 100) = 2.
+			name: "least_tokens: tokens, then requests",
+			cfg:  convCfg(4, PlacementLeastTokens, 2, 100),
+			calls: one(ruleCall{states: tokensByRank(300, 0, 100, 0), maxn: 100,
+				reqs: []Request{conv(0, "a"), conv(1, "b"), conv(2, "c"), conv(3, "d")},
+				want: assign(nil, u(0, 2), nil, u(1, 3)), expected: 2,
+				then: wantConv(4, map[string]int{"a": 1, "b": 3, "c": 1, "d": 3})}),
+		},
+		{
+			// least_tokens ties on tokens and requests go to the first rank at
+			// or after the cursor, which moves past the chosen rank: 0, 1, 2
+			// on idle ranks, leaving the cursor at 0. In call 2 the sticky
+			// turn of "a" adds its tokens to rank 0; ranks 1 and 2 tie and
+			// rank 1 comes first from the cursor: "d" goes there.
+			name: "least_tokens: the cursor breaks ties",
+			cfg:  convCfg(3, PlacementLeastTokens, 2, 100),
+			calls: []ruleCall{
+				{states: idle(3), maxn: 100, reqs: []Request{conv(1, "a"), conv(2, "b"), conv(3, "c")},
+					want: assign(u(1), u(2), u(3)), expected: 2},
+				{states: idle(3), maxn: 100, reqs: []Request{conv(4, "a"), conv(5, "d")},
+					want: assign(u(4), u(5), nil), expected: 2, then: wantConv(4, map[string]int{"d": 1})},
+			},
+		},
+		{
 			// Call 1 binds "x" to its explicit target 2. Call 2: the binding
 			// beats the strict target 0. Call 3: "y" is bound by the explicit
 			// pass to 1 and its second turn (hint 0) follows it. Call 4: the

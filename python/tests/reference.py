@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 POLICIES = ("default", "kv_cache_aware", "conversation")
-NEW_CONV_PLACEMENTS = ("round_robin", "least_queued")
+NEW_CONV_PLACEMENTS = ("round_robin", "least_queued", "least_tokens")
 
 # KV-aware grouping looks only at this many leading prompt tokens.
 PREFIX_GROUP_TOKENS = 64
@@ -526,12 +526,24 @@ class ReferenceRouter:
         while len(self._sessions) > self.max_sessions:
             self._sessions.popitem(last=False)
 
-    def _pick_new_rank(self, counts, expected, maxn):
+    def _pick_new_rank(self, counts, tokens, expected, maxn):
         """Rank for a new conversation, a request without one, or an overflowing one.
 
         Returns None when every rank is at the hard cap.
         """
         size = self.dp_size
+        if self.new_conv_placement == "least_tokens":
+            # Fewest tokens, then fewest requests, then the first at or after the
+            # cursor, among the ranks under the soft cap, else under the hard cap;
+            # the cursor moves past the chosen rank.
+            candidates = [r for r in range(size) if counts[r] < expected]
+            if not candidates:
+                candidates = [r for r in range(size) if counts[r] < maxn]
+            if not candidates:
+                return None
+            r = min(candidates, key=lambda r: (tokens[r], counts[r], (r - self._cursor) % size))
+            self._cursor = (r + 1) % size
+            return r
         if self.new_conv_placement == "least_queued":
             candidates = [r for r in range(size) if counts[r] < expected]
             if not candidates:
@@ -556,7 +568,13 @@ class ReferenceRouter:
     def _route_conversation(self, states, requests, maxn):
         size = self.dp_size
         counts = [st.num_active_requests for st in states]
+        tokens = [st.num_active_tokens for st in states]  # read by least_tokens
         placed = [[] for _ in range(size)]
+
+        def put(req, r):
+            placed[r].append(req.id)
+            counts[r] += 1
+            tokens[r] += req.n
 
         # 1. Sort by the relax flag alone (relax=False first, stable).
         ordered = sorted(requests, key=_conversation_relax_key)
@@ -569,8 +587,7 @@ class ReferenceRouter:
             if conv is not None and conv in self._sessions:
                 rest.append(req)  # an existing binding beats a target hint
             elif target is not None and counts[target] < maxn:
-                placed[target].append(req.id)
-                counts[target] += 1
+                put(req, target)
                 if conv is not None:
                     self._bind(conv, target)
             else:
@@ -586,17 +603,15 @@ class ReferenceRouter:
             home = self._sessions.get(conv) if conv is not None else None  # checked now
             if home is not None and counts[home] < maxn:
                 # Sticky return: only the HARD cap applies; refresh recency.
-                placed[home].append(req.id)
-                counts[home] += 1
+                put(req, home)
                 self._sessions.move_to_end(conv)
                 continue
             # New conversation, no conversation, or home rank full (overflow).
-            r = self._pick_new_rank(counts, expected, maxn)
+            r = self._pick_new_rank(counts, tokens, expected, maxn)
             if r is None:
                 unassigned.append(req)
                 continue
-            placed[r].append(req.id)
-            counts[r] += 1
+            put(req, r)
             if conv is not None and home is None:
                 self._bind(conv, r)  # a new conversation lives where it landed
             # An overflowing request keeps its old binding, recency not refreshed.

@@ -46,7 +46,7 @@ def random_config(rng, policy):
         cfg.update(
             fair_share_multiplier=rng.choice((0.5, 1.0, 1.25, 2.0)),
             max_sessions=rng.choice((1, 2, 4, 16, 65536)),
-            new_conv_placement=rng.choice(("round_robin", "least_queued")),
+            new_conv_placement=rng.choice(("round_robin", "least_queued", "least_tokens")),
         )
     elif rng.random() < 0.3:
         cfg["fair_share_multiplier"] = 3.0  # ignored by the default policy
