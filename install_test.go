@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -206,6 +207,18 @@ func TestWheelInstalled(t *testing.T) {
 			t.Errorf("wheel lacks %s", f)
 		}
 	}
+	// The TensorRT-LLM start-up hook, at the wheel's root so that it lands
+	// in site-packages, as in the checkout, and in RECORD.
+	for _, f := range []string{"adprouter-trtllm.pth", "_adprouter_startup.py"} {
+		if want, err := os.ReadFile("python/" + f); err != nil {
+			t.Fatal(err)
+		} else if got, ok := files[f]; !ok || string(got) != string(want) {
+			t.Errorf("wheel's %s (shipped: %v) differs from python/%s", f, ok, f)
+		}
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(f) + `,sha256=[\w-]{43},\d+$`).Match(files[distInfo+"RECORD"]) {
+			t.Errorf("RECORD has no line for %s:\n%s", f, files[distInfo+"RECORD"])
+		}
+	}
 	if _, ok := files["adprouter/reference.py"]; ok {
 		t.Error("the wheel ships the test oracle adprouter/reference.py; it belongs to python/tests")
 	}
@@ -234,6 +247,40 @@ print(os.path.realpath(adprouter.__file__), os.path.realpath(adprouter.library_p
 			t.Errorf("%s carries adprouter._speedups but the installed package does not load it", filepath.Base(wheels[0]))
 		}
 	}
+	// The installed hook, end to end: with TRTLLM_ADPROUTER=1 a (fake)
+	// TensorRT-LLM's ADPRouter.create returns adprouter.trtllm's router with
+	// the options of the TRTLLM_ADPROUTER_* variables; without it the fake's
+	// own create runs and nothing imports adprouter.
+	fake := filepath.Join(dir, "fake")
+	run(t, nil, py, "python/tests/fake_trtllm.py", fake)
+	const hook = `import json, sys
+from types import SimpleNamespace as NS
+import tensorrt_llm._torch.pyexecutor.scheduler.adp_router as m
+before = "adprouter" in sys.modules
+dist = NS(tp_rank=0, tp_size=2, mapping=NS(dp_size=2), has_cp_helix=False, tp_allgather=lambda o: [o, o])
+r = m.ADPRouter.create(dist, NS(enable_block_reuse=True, tokens_per_block=32), NS(enable_kv_cache_aware_routing=True))
+print(json.dumps([r if isinstance(r, str) else type(r).__module__, getattr(r, "needs_prefix_matches", None), before]))`
+	var hookEnv []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "TRTLLM") && !strings.HasPrefix(kv, "TLLM") && !strings.HasPrefix(kv, "ADPROUTER_") {
+			hookEnv = append(hookEnv, kv)
+		}
+	}
+	hookEnv = append(hookEnv, "PYTHONPATH="+fake, "TRTLLM_ADPROUTER_PRESET=index")
+	for _, tc := range []struct{ env, want string }{
+		{"TRTLLM_ADPROUTER=1", `["adprouter.trtllm", false, true]`},
+		{"", `["theirs", null, false]`}, // unset
+	} {
+		e := slices.Clone(hookEnv)
+		if tc.env != "" {
+			e = append(e, tc.env)
+		}
+		got := strings.TrimSpace(runIn(t, dir, e, vpy, "-c", hook))
+		if got != tc.want {
+			t.Errorf("%s: the installed hook gives %s, want %s", tc.env, got, tc.want)
+		}
+	}
+
 	testsDir, modules := pythonTests(t, dir)
 	out := runIn(t, testsDir, env, vpy, append([]string{"-m", "unittest"}, modules...)...)
 	t.Log(lastLines(out, 3))
@@ -276,7 +323,7 @@ func TestSdistWithSpeedups(t *testing.T) {
 	src := extractTarGz(t, sdist, filepath.Join(dir, "src"))
 	tree := filepath.Join(src, "adprouter-"+version)
 	for _, f := range []string{"PKG-INFO", "pyproject.toml", "build.sh", "go.mod", "include/adprouter.h",
-		"include/adprouter.hpp", "capi/capi.c", "python/adprouter/__init__.py"} {
+		"include/adprouter.hpp", "capi/capi.c", "python/adprouter/__init__.py", "python/adprouter-trtllm.pth", "python/_adprouter_startup.py"} {
 		if _, err := os.Stat(filepath.Join(tree, f)); err != nil {
 			t.Errorf("sdist lacks %s", f)
 		}

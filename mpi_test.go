@@ -251,16 +251,14 @@ func TestMPIDivergenceDetected(t *testing.T) {
 	}
 }
 
-var mpiTrtllmLine = regexp.MustCompile(`(?m)^\[(\S+)\] OK iterations=(\d+) requests=(\d+) routed=(\d+) carried=(\d+) digest=(0x[0-9a-f]{16})$`)
+var mpiTrtllmLine = regexp.MustCompile(`(?m)^\[(\S+)\] OK iterations=(\d+) requests=(\d+) routed=(\d+) carried=(\d+) requeued=(\d+) digest=(0x[0-9a-f]{16})$`)
 
-// adprouter.trtllm on 4 MPI ranks the way TensorRT-LLM's PyExecutor runs it
-// (python/tests/mpi_trtllm.py under Debian's /usr/bin/python3 and its
-// python3-mpi4py): every policy and option, each rank with its own fake KV
-// cache and active requests, real allgathers of rank states and prefix
-// matches; the ranks agree every iteration, every request is admitted by
-// exactly one rank, none is lost, and a second run reproduces the digests.
-// Skipped outside CI when mpi4py or OpenMPI is missing; a failure under CI.
-func TestMPITrtllm(t *testing.T) {
+// mpiPython returns Debian's interpreter, for which python3-mpi4py is built,
+// with PYTHONPATH and ADPROUTER_LIBRARY set for python/tests/mpi_trtllm.py;
+// it skips the test outside CI when mpi4py or OpenMPI is missing (a failure
+// under CI).
+func mpiPython(t *testing.T) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("MPI end-to-end test: skipped with -short")
 	}
@@ -278,6 +276,22 @@ func TestMPITrtllm(t *testing.T) {
 	}
 	t.Setenv("PYTHONPATH", "python")
 	t.Setenv("ADPROUTER_LIBRARY", lib)
+	return py
+}
+
+// adprouter.trtllm on 4 MPI ranks the way TensorRT-LLM's PyExecutor runs it
+// (python/tests/mpi_trtllm.py under Debian's /usr/bin/python3 and its
+// python3-mpi4py): every policy and option, each rank with its own fake KV
+// cache and active requests, real allgathers of rank states and prefix
+// matches; the ranks agree every iteration, every request is admitted by
+// exactly one rank, none is lost, and a second run reproduces the digests.
+// The overcommitted configurations ("+overcommit") carry requests over; their
+// "+overcommit+requeue" twins give the router the executor, which takes
+// them back into its waiting queue instead: they carry none. With
+// TensorRT-LLM's admission capacity nothing is left over at all.
+// Skipped outside CI when mpi4py or OpenMPI is missing; a failure under CI.
+func TestMPITrtllm(t *testing.T) {
+	py := mpiPython(t)
 	digests := map[string]string{}
 	for run := range 2 {
 		out, code := mpiRun(t, mpiRanks, py, "python/tests/mpi_trtllm.py", "--iters", "40")
@@ -285,28 +299,104 @@ func TestMPITrtllm(t *testing.T) {
 			t.Fatalf("run %d: exit %d, want 0\n%s", run, code, out)
 		}
 		lines := mpiTrtllmLine.FindAllStringSubmatch(out, -1)
-		if len(lines) < 10 || !strings.Contains(out, "ALL OK: "+strconv.Itoa(len(lines))+" configurations, "+mpiRanks+" ranks") {
-			t.Fatalf("run %d: want an OK line for each of >= 10 configurations and an ALL OK line:\n%s", run, out)
+		if len(lines) < 13 || !strings.Contains(out, "ALL OK: "+strconv.Itoa(len(lines))+" configurations, "+mpiRanks+" ranks") {
+			t.Fatalf("run %d: want an OK line for each of >= 13 configurations and an ALL OK line:\n%s", run, out)
 		}
-		carried := 0
+		byName := map[string][]string{}
+		for _, m := range lines {
+			byName[m[1]] = m
+		}
+		overcommitted := 0
 		for _, m := range lines {
 			name := m[1]
 			if m[3] != m[4] || m[3] == "0" {
 				t.Errorf("run %d [%s]: requests=%s routed=%s, want every request routed once", run, name, m[3], m[4])
 			}
-			c, _ := strconv.Atoi(m[5])
-			carried += c
+			carried, _ := strconv.Atoi(m[5])
+			requeued, _ := strconv.Atoi(m[6])
+			switch {
+			case strings.HasSuffix(name, "+overcommit"):
+				overcommitted++
+				if carried == 0 || requeued != 0 {
+					t.Errorf("run %d [%s]: carried=%d requeued=%d, want requests carried over (no executor to requeue to)",
+						run, name, carried, requeued)
+				}
+				twin := byName[name+"+requeue"]
+				if twin == nil {
+					t.Errorf("run %d [%s]: no OK line of its twin %s+requeue", run, name, name)
+				} else if twin[3] != m[3] {
+					t.Errorf("run %d [%s+requeue]: requests=%s, its twin had %s", run, name, twin[3], m[3])
+				}
+			case strings.HasSuffix(name, "+overcommit+requeue"):
+				if carried != 0 || requeued == 0 {
+					t.Errorf("run %d [%s]: carried=%d requeued=%d, want every left-over request put back in the waiting queue",
+						run, name, carried, requeued)
+				}
+			default: // TensorRT-LLM's admission capacity: nothing left over
+				if carried != 0 || requeued != 0 {
+					t.Errorf("run %d [%s]: carried=%d requeued=%d, want 0 within TensorRT-LLM's admission capacity",
+						run, name, carried, requeued)
+				}
+			}
 			if run == 0 {
-				digests[name] = m[6]
-			} else if digests[name] != m[6] {
-				t.Errorf("[%s]: digest %s in run 0, %s in run 1: not reproducible", name, digests[name], m[6])
+				digests[name] = m[7]
+			} else if digests[name] != m[7] {
+				t.Errorf("[%s]: digest %s in run 0, %s in run 1: not reproducible", name, digests[name], m[7])
 			}
 		}
-		if carried == 0 {
-			t.Errorf("run %d: no request was ever carried over: the carry-over went untested", run)
+		if overcommitted < 3 {
+			t.Errorf("run %d: %d overcommitted configurations, want every policy's (3): the carry-over and requeue went untested",
+				run, overcommitted)
 		}
 		if run == 0 {
 			t.Logf("mpi_trtllm.py:\n%s", mpiReport(out))
 		}
 	}
+}
+
+var (
+	mpiCheckRanksRefused = regexp.MustCompile(`(?m)^\[check_ranks mismatch\] rank (\d+) (\S+) allgathers=(\d+) fingerprint=([0-9a-f]{16}): (.*)$`)
+	mpiCheckRanksRouted  = regexp.MustCompile(`(?m)^\[check_ranks match\] OK iterations=3 routed=(\d+) allgathers=2,3,4 fingerprint=([0-9a-f]{16})$`)
+)
+
+// The check_ranks option on 4 MPI ranks (python/tests/mpi_trtllm.py
+// --check-ranks): with rank 1 given another option every rank raises
+// adprouter.ConfigError at its first gather, after the one allgather of
+// fingerprints (no rank hangs: mpiRun times out otherwise), naming rank 1's
+// fingerprint and the other three's; with the same options the ranks route
+// alike and only the first gather makes the extra allgather.
+func TestMPICheckRanks(t *testing.T) {
+	py := mpiPython(t)
+	out, code := mpiRun(t, mpiRanks, py, "python/tests/mpi_trtllm.py", "--check-ranks")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\n%s", code, out)
+	}
+	refused := mpiCheckRanksRefused.FindAllStringSubmatch(out, -1)
+	if len(refused) != 4 {
+		t.Fatalf("%d [check_ranks mismatch] lines, want one per rank (4):\n%s", len(refused), out)
+	}
+	prints := map[string]string{}
+	for i, m := range refused {
+		if m[1] != strconv.Itoa(i) || m[2] != "ConfigError" || m[3] != "1" {
+			t.Errorf("line %d: rank %s %s after %s allgathers, want rank %d ConfigError after 1", i, m[1], m[2], m[3], i)
+		}
+		prints[m[1]] = m[4]
+	}
+	odd, rest := prints["1"], prints["0"]
+	if odd == rest || prints["2"] != rest || prints["3"] != rest {
+		t.Fatalf("fingerprints %v, want rank 1's alone different", prints)
+	}
+	for _, m := range refused {
+		if !strings.Contains(m[5], odd+": ranks [1]") || !strings.Contains(m[5], rest+": ranks [0, 2, 3]") {
+			t.Errorf("rank %s's error does not name both fingerprints and their ranks: %s", m[1], m[5])
+		}
+	}
+	ok := mpiCheckRanksRouted.FindStringSubmatch(out)
+	if ok == nil || ok[1] != "15" || ok[2] != rest {
+		t.Fatalf("want a [check_ranks match] OK line: 15 requests routed, allgathers 2,3,4, fingerprint %s:\n%s", rest, out)
+	}
+	if !strings.Contains(out, "CHECK_RANKS OK: "+mpiRanks+" ranks") || strings.Contains(out, "FAIL") {
+		t.Fatalf("no CHECK_RANKS OK line, or a FAIL line:\n%s", out)
+	}
+	t.Logf("mpi_trtllm.py --check-ranks:\n%s", out)
 }

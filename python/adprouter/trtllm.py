@@ -36,8 +36,11 @@ request. Where it does (README, "TensorRT-LLM"):
 
 Options beyond TensorRT-LLM's (all off by default, so the default decisions
 are the reference's) come from ``options=`` (a mapping) and from environment
-variables ``ADPROUTER_<NAME>`` (upper case), the mapping winning; see
-``OPTIONS`` and ``preset_options``:
+variables ``TRTLLM_ADPROUTER_<NAME>`` (upper case; TensorRT-LLM forwards
+``TRTLLM*`` variables to the MPI workers it spawns) or ``ADPROUTER_<NAME>``,
+in that order of precedence after the mapping; an unknown
+``TRTLLM_ADPROUTER_*`` variable is warned about once. See ``OPTIONS`` and
+``preset_options``:
 
 =====================  ========  ==============================================
 name                   applies   meaning (include/adprouter.h has the details)
@@ -66,9 +69,16 @@ index_max_bytes        KV-aware  memory bound of the whole prefix index
 capacity_aware         all       avoid ranks whose free KV cannot hold a
                                  request (read from the KV cache manager's
                                  get_kv_cache_stats(); pass kv_cache_manager)
-new_conv_placement     conv.     "round_robin" | "least_queued" (overrides
+new_conv_placement     conv.     "round_robin" | "least_queued" |
+                                 "least_tokens" (overrides
                                  kv_cache_routing_new_conv_placement)
 explain                all       keep a receipt per request: ``receipts()``
+route_trace            all       fill ``_last_route_trace`` after every
+                                 decision (TensorRT-LLM's TRTLLM_ADP_ROUTE_TRACE
+                                 sink turns it on by itself)
+check_ranks            all       allgather every rank's fingerprint at the
+                                 first gather and refuse to route if they
+                                 differ (needs adprouter on every rank)
 =====================  ========  ==============================================
 
 KV-aware-only options are ignored by the other routers, so one environment
@@ -79,16 +89,22 @@ import copy
 import ctypes
 import dataclasses
 import hashlib
+import inspect
+import logging
 import os
 import sys
+import warnings
+import weakref
 from array import array
 from collections import OrderedDict
 from itertools import repeat
-from operator import itemgetter
 
-from . import ConfigError, InvalidArgumentError, Request, Router
+from . import ConfigError, InvalidArgumentError, Request, Router, abi_version, version
 from ._abi import call
-from ._errors import INVALID_ARGUMENT
+from ._errors import CONFIG, INVALID_ARGUMENT
+from _adprouter_startup import TRTLLM_MODULES
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "ADPRouter", "DefaultADPRouter", "KVCacheAwareADPRouter", "ConversationAwareADPRouter",
@@ -102,23 +118,26 @@ __all__ = [
 TRTLLM_COMMIT = "04fe30a9f89f8aabd72d632580f15c752972d954"
 
 # Options this module accepts beyond TensorRT-LLM's constructor parameters,
-# mapped to whether only the KV-aware router reads them.
+# mapped to who reads them: "kv" the library, for the KV-aware router only;
+# "library" the library, for every router; "adapter" this module.
 OPTIONS = {
-    "preset": False,
-    "prefix_source": True,
-    "score": True,
-    "engine_reuse": True,
-    "ttft_drain_tokens": True,
-    "warmup": True,
-    "warmup_factor": True,
-    "warmup_window": True,
-    "warmup_min_requests": True,
-    "tokens_per_block": True,
-    "index_capacity_blocks": True,
-    "index_max_bytes": True,
-    "capacity_aware": False,
-    "new_conv_placement": False,
-    "explain": False,
+    "preset": "library",
+    "prefix_source": "kv",
+    "score": "kv",
+    "engine_reuse": "kv",
+    "ttft_drain_tokens": "kv",
+    "warmup": "kv",
+    "warmup_factor": "kv",
+    "warmup_window": "kv",
+    "warmup_min_requests": "kv",
+    "tokens_per_block": "kv",
+    "index_capacity_blocks": "kv",
+    "index_max_bytes": "kv",
+    "capacity_aware": "library",
+    "new_conv_placement": "library",
+    "explain": "library",
+    "route_trace": "adapter",
+    "check_ranks": "adapter",
 }
 
 
@@ -132,22 +151,44 @@ def preset_options(preset, policy="kv_cache_aware"):
     return dict(line.split("=", 1) for line in out.value.decode().splitlines())
 
 
-_ENV_PREFIX = "ADPROUTER_"
+# Environment variable prefixes of the options, the first winning:
+# TensorRT-LLM forwards TRTLLM* variables to the workers it spawns.
+_ENV_PREFIXES = ("TRTLLM_ADPROUTER_", "ADPROUTER_")
 _U64 = (1 << 64) - 1
+_warned_variables = set()
+
+
+def _env_options(env):
+    """The options set in env, {name: text}; an unknown
+    TRTLLM_ADPROUTER_* variable is warned about (once per name)."""
+    out = {}
+    for prefix in reversed(_ENV_PREFIXES):
+        for k in OPTIONS:
+            if prefix + k.upper() in env:
+                out[k] = env[prefix + k.upper()]
+    known = {_ENV_PREFIXES[0] + k.upper() for k in OPTIONS}
+    for var in env:
+        if var.startswith(_ENV_PREFIXES[0]) and var not in known and var not in _warned_variables:
+            _warned_variables.add(var)
+            warnings.warn("adprouter.trtllm: ignoring %s: no such option (known: %s)"
+                          % (var, ", ".join(sorted(_ENV_PREFIXES[0] + k.upper() for k in OPTIONS))),
+                          stacklevel=3)
+    return out
 
 
 def _resolve_options(options, policy, environ=None, cold_start_warmup=False):
     """The effective extra options for policy: the preset's, overridden by
-    ADPROUTER_* variables, overridden by the options mapping. Values stay as
-    given (strings from the environment); the library parses them. As in the
-    library, a true cold_start_warmup replaces the preset's warmup."""
+    ADPROUTER_* variables, overridden by TRTLLM_ADPROUTER_* ones, overridden
+    by the options mapping. Values stay as given (strings from the
+    environment); the library parses them. As in the library, a true
+    cold_start_warmup replaces the preset's warmup."""
     env = os.environ if environ is None else environ
     given = dict(options or {})
     unknown = sorted(set(given) - set(OPTIONS))
     if unknown:
         raise ConfigError("unknown adprouter option(s) %s; known: %s"
                           % (", ".join(map(repr, unknown)), ", ".join(sorted(OPTIONS))))
-    from_env = {k: env[_ENV_PREFIX + k.upper()] for k in OPTIONS if _ENV_PREFIX + k.upper() in env}
+    from_env = _env_options(env)
     preset = given.get("preset", from_env.get("preset", "reference"))
     out = preset_options(preset, policy)
     if _truthy(cold_start_warmup):
@@ -162,6 +203,19 @@ def _truthy(v):
     if isinstance(v, str):
         return v.strip().lower() in ("1", "true", "yes", "on")
     return bool(v)
+
+
+def _flag(options, name):
+    """A boolean adapter option: True, False, or the library's words for
+    them ("true"/"True"/"1", "false"/"False"/"0")."""
+    v = options.get(name, False)
+    if isinstance(v, bool):
+        return v
+    if str(v).strip() in ("1", "true", "True"):
+        return True
+    if str(v).strip() in ("0", "false", "False"):
+        return False
+    raise ConfigError("option %s = %r: want true or false" % (name, v), CONFIG)
 
 
 # ---- the executor's helpers ------------------------------------------------------------
@@ -309,6 +363,10 @@ class RankState:
         if not values or (_WIRE < len(values) and len(values) != _WIRE + _KV_FIELDS):
             raise ValueError("RankState payload has %d values, want 1..%d (TensorRT-LLM's) or %d (with the KV "
                              "fields of capacity_aware)" % (len(values), _WIRE, _WIRE + _KV_FIELDS))
+        if not all(isinstance(v, int) for v in values):
+            raise ValueError("RankState payload %r holds a value that is not an int: did the ranks make "
+                             "different collective calls (the check_ranks option on some ranks only)?"
+                             % (values[:4] if len(values) > 4 else values,))
         head = values[:_STATE_FIELDS]
         head += [_default(f) for f in dataclasses.fields(cls)[len(head):_STATE_FIELDS]]
         out = cls(*head, iter_stats=RankIterStatsPayload.deserialize(values[_STATE_FIELDS:_WIRE]))
@@ -366,22 +424,27 @@ def _conversation_key(cid):
     return key
 
 
+_UNSET = object()  # an argument not given
+
+
 class ADPRouter:
     """The common part of the three routers: the library router, sized by
-    the number of rank states, the rank state allgather and the carry-over
-    of unplaceable requests. Use ``create`` or a subclass."""
+    the number of rank states, the rank state allgather, what becomes of a
+    request no rank can take, route traces and the rank check. Use
+    ``create`` or a subclass."""
 
     needs_prefix_matches = False
 
     # Set by subclasses: the library policy.
     _policy = None
 
-    def __init__(self, dist, *, options=None, kv_cache_manager=None, **config):
+    def __init__(self, dist, *, options=None, kv_cache_manager=None, has_seq_slot_headroom=None,
+                 executor=None, **config):
         self.dist = dist
         self.options = _resolve_options(options, self._policy,
                                         cold_start_warmup=config.get("cold_start_warmup", False))
         extras = {k: v for k, v in self.options.items()
-                  if self._policy == "kv_cache_aware" or not OPTIONS[k]}
+                  if OPTIONS[k] == "library" or (OPTIONS[k] == "kv" and self._policy == "kv_cache_aware")}
         if self._policy != "conversation":
             extras.pop("new_conv_placement", None)
         if "warmup" in extras:
@@ -391,7 +454,22 @@ class ADPRouter:
             raise ConfigError("capacity_aware needs the kv_cache_manager (its get_kv_cache_stats() "
                               "is each rank's free KV); pass kv_cache_manager=")
         self.kv_cache_manager = kv_cache_manager
+        # Newer TensorRT-LLM passes has_seq_slot_headroom and leaves retiring
+        # requests in the load without it; at the pinned commit (None here)
+        # they are always left out.
+        self.exclude_retiring_requests = True if has_seq_slot_headroom is None else bool(has_seq_slot_headroom)
+        self._executor = weakref.ref(executor) if executor is not None else None
+        self._defaults_from_engine(extras, kv_cache_manager, executor)
+        # Route traces need the library's receipts: on when our option asks,
+        # or when TensorRT-LLM's trace sink variable is set (its executor
+        # then sets route_trace_enabled on the rank that writes).
+        self.route_trace_enabled = _flag(self.options, "route_trace")
+        self._last_route_trace = None
+        if self.route_trace_enabled or os.environ.get("TRTLLM_ADP_ROUTE_TRACE"):
+            extras.setdefault("explain", True)
+        self._check_ranks = _flag(self.options, "check_ranks")
         self._config = dict(config, **extras)
+        self._explains = _truthy(self._config.get("explain", False))
         # The conversation key goes to the library where it reads it: the
         # conversation policy and the KV-aware "ttft" score.
         self._send_conversations = (self._policy == "conversation"
@@ -404,10 +482,40 @@ class ADPRouter:
         guess = _positive_int(getattr(mapping, "dp_size", None)) or _positive_int(getattr(dist, "tp_size", None))
         self._lib = None
         self._routed = False
+        self._gathered_once = False
         self._pending_assigned = False
         self._carry = []
+        self._requeued = 0
         self._conv_ids = {}  # tagged or digested conversation key -> the engine's id
         self._library(guess or 1)
+        self.fingerprint = self._fingerprint()
+        log.info("adprouter.trtllm rank %s: %s, adprouter %s (ABI %d), options %s, fingerprint %s",
+                 getattr(dist, "tp_rank", "?"), type(self).__name__, version(), abi_version(),
+                 _describe(self._config), self.fingerprint)
+
+    def _defaults_from_engine(self, extras, kv_cache_manager, executor):
+        """Options the engine knows, unless set: the KV block size of the
+        prefix index (kv_cache_manager.tokens_per_block), and the per-iteration
+        token budget of the ttft score (the executor's max_num_tokens)."""
+        if self._policy != "kv_cache_aware":
+            return
+        indexed = (str(extras.get("prefix_source", "probe")).strip() in ("index", "probe+index")
+                   or str(extras.get("warmup", "")).strip() == "demand")
+        tpb = _positive_int(getattr(kv_cache_manager, "tokens_per_block", None))
+        if indexed and tpb is not None and "tokens_per_block" not in extras:
+            extras["tokens_per_block"] = tpb
+        if str(extras.get("score", "")).strip() == "ttft" and "ttft_drain_tokens" not in extras:
+            budget = _positive_int(getattr(getattr(executor, "llm_args", None), "max_num_tokens", None))
+            if budget is not None:
+                extras["ttft_drain_tokens"] = budget
+
+    def _fingerprint(self):
+        """What every rank must agree on to route alike: the library's
+        version and ABI, this router's class and its library options but
+        explain (receipts change no decision), as 16 hex digits."""
+        config = {k: v for k, v in self._config.items() if k != "explain"}
+        text = repr((version(), abi_version(), type(self).__name__, _describe(config)))
+        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
     # ---- the library router ----------------------------------------------------------
 
@@ -439,8 +547,13 @@ class ADPRouter:
         return self._lib
 
     def stats(self):
-        """The library's counters (adprouter.Router.stats)."""
-        return self._lib.stats()
+        """The library's counters (adprouter.Router.stats), plus this
+        router's: carried (requests it holds now) and requeued (requests it
+        has put back at the front of the executor's waiting queue)."""
+        out = self._lib.stats()
+        out["carried"] = len(self._carry)
+        out["requeued"] = self._requeued
+        return out
 
     def receipts(self):
         """Why each request of the last decision went where it did (create
@@ -450,13 +563,34 @@ class ADPRouter:
     # ---- TensorRT-LLM's factory ------------------------------------------------------
 
     @classmethod
-    def create(cls, dist, kv_cache_manager=None, attention_dp_config=None,
-               async_transfer_manager=None, *, options=None):
+    def create(cls, dist, *args, kv_cache_manager=_UNSET, attention_dp_config=_UNSET,
+               async_transfer_manager=_UNSET, has_seq_slot_headroom=_UNSET, options=None, executor=None):
         """The router TensorRT-LLM's ADPRouter.create would choose, ours:
         conversation affinity when the config asks for it; else the
         KV-cache-aware router when the config asks for it and the KV cache
-        manager reuses blocks; else the default router."""
-        cfg = attention_dp_config
+        manager reuses blocks; else the default router.
+
+        Both of TensorRT-LLM's orders are taken: (dist, kv_cache_manager,
+        attention_dp_config, async_transfer_manager) at the pinned commit,
+        and (dist, has_seq_slot_headroom, kv_cache_manager, ...) in newer
+        releases, told apart by the bool. executor: TensorRT-LLM's
+        PyExecutor, whose waiting queue takes back what no rank can take
+        (install() finds it by itself)."""
+        names = ["kv_cache_manager", "attention_dp_config", "async_transfer_manager"]
+        if args and isinstance(args[0], bool):
+            names.insert(0, "has_seq_slot_headroom")
+        if len(args) > len(names):
+            raise TypeError("ADPRouter.create takes at most %d positional arguments after dist (%d given)"
+                            % (len(names), len(args)))
+        given = dict(kv_cache_manager=kv_cache_manager, attention_dp_config=attention_dp_config,
+                     async_transfer_manager=async_transfer_manager, has_seq_slot_headroom=has_seq_slot_headroom)
+        for name, value in zip(names, args):
+            if given[name] is not _UNSET:
+                raise TypeError("ADPRouter.create got %s twice" % name)
+            given[name] = value
+        given = {k: None if v is _UNSET else v for k, v in given.items()}
+        kv_cache_manager, cfg = given["kv_cache_manager"], given["attention_dp_config"]
+        common = dict(has_seq_slot_headroom=given["has_seq_slot_headroom"], executor=executor, options=options)
         get = lambda name, default: getattr(cfg, name, default) if cfg is not None else default
         conv = get("kv_cache_routing_conversation_affinity", False)
         policy = ConversationAwareADPRouter._policy if conv else DefaultADPRouter._policy
@@ -467,7 +601,7 @@ class ADPRouter:
                 dist=dist, max_sessions=get("kv_cache_routing_max_sessions", 1 << 16),
                 fair_share_multiplier=get("kv_cache_routing_fair_share_multiplier", 2.0),
                 new_conv_placement=get("kv_cache_routing_new_conv_placement", "round_robin"),
-                options=options, kv_cache_manager=kv)
+                kv_cache_manager=kv, **common)
         if (get("enable_kv_cache_aware_routing", False) and kv_cache_manager is not None
                 and kv_cache_manager.enable_block_reuse):
             return KVCacheAwareADPRouter(
@@ -476,10 +610,9 @@ class ADPRouter:
                 match_rate_threshold=get("kv_cache_routing_match_rate_threshold", 0.1),
                 fair_share_multiplier=get("kv_cache_routing_fair_share_multiplier", 2.0),
                 cold_start_warmup=get("kv_cache_routing_cold_start_warmup", False),
-                async_transfer_manager=async_transfer_manager,
-                account_for_in_transfer=get("kv_cache_routing_account_for_in_transfer", False),
-                options=options)
-        return DefaultADPRouter(dist=dist, options=options, kv_cache_manager=kv)
+                async_transfer_manager=given["async_transfer_manager"],
+                account_for_in_transfer=get("kv_cache_routing_account_for_in_transfer", False), **common)
+        return DefaultADPRouter(dist=dist, kv_cache_manager=kv, **common)
 
     # ---- rank states -----------------------------------------------------------------
 
@@ -508,21 +641,50 @@ class ADPRouter:
     def gather_all_rank_states(self, active_requests, new_requests=None, iter_stats_payload=None):
         """Builds this rank's state from its routable active requests (the
         retiring ones are counted in num_retiring_requests instead, so that
-        the executor's idle check still sees them), attaches
-        iter_stats_payload, allgathers the states over dist.tp_allgather
-        and returns every rank's, in allgather order."""
-        routable = build_active_requests_for_overlap(active_requests)
+        the executor's idle check still sees them; unless
+        exclude_retiring_requests is False), attaches iter_stats_payload,
+        allgathers the states over dist.tp_allgather and returns every
+        rank's, in allgather order. With the check_ranks option the first
+        call allgathers every rank's fingerprint first."""
+        if self._check_ranks and not self._gathered_once:
+            self._compare_fingerprints()
+        self._gathered_once = True
+        routable = active_requests
+        if self.exclude_retiring_requests:
+            routable = build_active_requests_for_overlap(active_requests)
         local = self.create_rank_state(routable, new_requests or [])
         local.num_retiring_requests = len(active_requests) - len(routable)
         local.copy_iter_stats_from(iter_stats_payload)
         return [RankState.deserialize(d) for d in self.dist.tp_allgather(local.serialize())]
+
+    def _compare_fingerprints(self):
+        """The check_ranks option: one allgather of fingerprints; a
+        ConfigError on every rank when they differ."""
+        prints = list(self.dist.tp_allgather(self.fingerprint))
+        if not all(isinstance(fp, str) for fp in prints):
+            raise ConfigError(
+                "adprouter.trtllm: check_ranks is on for some ranks only (rank %s sent %r instead of a "
+                "fingerprint): set TRTLLM_ADPROUTER_CHECK_RANKS on every rank"
+                % (next(r for r, fp in enumerate(prints) if not isinstance(fp, str)),
+                   next(fp for fp in prints if not isinstance(fp, str))), CONFIG)
+        if len(set(prints)) > 1:
+            groups = {}
+            for rank, fp in enumerate(prints):
+                groups.setdefault(fp, []).append(rank)
+            raise ConfigError(
+                "adprouter.trtllm: the ranks would route differently: fingerprints %s (ranks by "
+                "fingerprint). Give every rank the same adprouter version and options (the "
+                "TRTLLM_ADPROUTER_* variables); each rank logs its options at start (logger "
+                "adprouter.trtllm, INFO)" % "; ".join("%s: ranks %s" % (fp, r) for fp, r in sorted(groups.items())),
+                CONFIG)
 
     # ---- routing ---------------------------------------------------------------------
 
     @property
     def carried(self):
         """Requests no rank could take in the last call, routed first in the
-        next one (the same on every rank)."""
+        next one (the same on every rank). Always empty when the router
+        knows the executor's waiting queue: they go back there instead."""
         return tuple(self._carry)
 
     def drain_carried(self):
@@ -567,9 +729,14 @@ class ADPRouter:
                 relax = sp.attention_dp_relax
             cid = None
             if convs:
-                cp = getattr(req, "py_conversation_params", None)
-                if cp is not None:
-                    cid = self._conversation(cp.conversation_id)
+                # Newer TensorRT-LLM keys a conversation by the sub-agent
+                # affinity id (text from a request header) when a request
+                # carries one.
+                cid = getattr(sp, "subagent_affinity_id", None) if sp is not None else None
+                if not (cid and isinstance(cid, str)):
+                    cp = getattr(req, "py_conversation_params", None)
+                    cid = cp.conversation_id if cp is not None else None
+                cid = self._conversation(cid)
             q = Request(rid, tokens=toks, num_tokens=_num_input_tokens(req), target_rank=target,
                         relax=relax is None or bool(relax), conversation_id=cid)
             if scoped:
@@ -597,25 +764,110 @@ class ADPRouter:
         """Assigns the carried requests, then new_requests, to ranks. Returns
         ({rank: [RequestQueueItem, ...]} for every rank, expected number of
         active requests per rank), as TensorRT-LLM's route_requests does. The
-        number of ranks is len(all_rank_states)."""
+        number of ranks is len(all_rank_states).
+
+        A request is left over only when every rank holds
+        max_num_active_requests (TensorRT-LLM's executor never offers more
+        than its free slots, so it never happens there). It goes back to the
+        front of the executor's waiting queue when the router knows the
+        executor (its cancellation, shutdown and idle checks look there),
+        else it is carried into the next call."""
         items = self._carry + list(new_requests) if self._carry else list(new_requests)
         lib = self._library(len(all_rank_states))
         reqs = self._requests(items)
-        matches = self._match_rows([q.id for q in reqs], items, lib.dp_size)
+        ids = [q.id for q in reqs]
+        matches = self._match_rows(ids, items, lib.dp_size)
         res = lib.route(all_rank_states, reqs, max_num_active_requests, matches)
         self._routed = True
-        by_id = dict(zip([q.id for q in reqs], items))
+        by_id = dict(zip(ids, items))
         get = by_id.__getitem__
         out = {r: list(map(get, placed)) for r, placed in res.assignment.items()}
-        self._carry = list(map(get, res.unassigned))
+        left = list(map(get, res.unassigned))
+        self._carry = [] if left and self._requeue(left) else left
+        if self.route_trace_enabled:
+            self._trace(all_rank_states, reqs, matches, len(left), by_id)
         return out, res.expected
+
+    def _requeue(self, items):
+        """Puts items back at the front of the executor's waiting queue, in
+        order; False when the router knows no such queue."""
+        executor = self._executor() if self._executor is not None else None
+        prepend = getattr(getattr(executor, "waiting_queue", None), "prepend_requests", None)
+        if prepend is None:
+            return False
+        prepend(items)
+        self._requeued += len(items)
+        return True
 
     def _match_rows(self, ids, items, ranks):
         return None
 
+    # ---- route traces ----------------------------------------------------------------
+
+    def _trace(self, states, reqs, matches, unrouted, items):
+        """Fills _last_route_trace in TensorRT-LLM's shape from the library's
+        receipts of the last decision: the load before it and one entry per
+        placement, in placement order. Left as it was when the decision
+        placed and left over nothing (TensorRT-LLM's executor clears it
+        when it writes it)."""
+        if not reqs:
+            return
+        if not self._explains:
+            if not getattr(self, "_trace_warned", False):
+                self._trace_warned = True
+                log.warning("adprouter.trtllm: route_trace_enabled was set, but this router keeps no receipts "
+                            "(set TRTLLM_ADP_ROUTE_TRACE or the route_trace option before the engine starts)")
+            return
+        kv = self._policy == "kv_cache_aware"
+        ranks = len(states)
+        decisions = []
+        for i, rc in sorted(enumerate(self._lib.receipts()), key=lambda p: p[1].step):
+            if rc.rank < 0:
+                continue
+            req = reqs[i]
+            n = rc.num_tokens
+            entry = dict(req_id=rc.id, client_id=None, disagg_request_id=None,
+                         phase=_PHASES.get(rc.reason, rc.reason), req_tokens=n, best_rank=rc.rank,
+                         effective_added=n)
+            if kv:
+                if rc.candidates:
+                    match = rc.candidates[rc.rank].match
+                else:
+                    match = matches[i * ranks + rc.rank] if matches is not None else 0
+                entry["effective_added"] = max(n - match, 0)
+            if rc.candidates:
+                eligible = [c for c in rc.candidates if c.excluded is None]
+                entry["match_lens"] = {c.rank: c.match for c in eligible}
+                entry["scores"] = {c.rank: c.score for c in eligible}
+                entry["cache_affinity_active"] = rc.affinity
+            decisions.append(entry)
+        for entry in decisions:
+            request = getattr(items.get(entry["req_id"]), "request", None)
+            entry["client_id"] = getattr(request, "client_id", None)
+            entry["disagg_request_id"] = getattr(request, "disagg_request_id", None)
+        if not decisions and not unrouted:
+            return
+        tokens = [float(s.num_active_tokens) if kv else s.num_active_tokens for s in states]
+        trace = {"load_before": {"num_active_requests": [s.num_active_requests for s in states],
+                                 "num_active_tokens": tokens},
+                 "decisions": decisions}
+        if unrouted:
+            trace["num_unrouted"] = unrouted
+        self._last_route_trace = trace
+
     def close(self):
         """Releases the library router."""
         self._lib.close()
+
+
+# Route-trace phases by receipt reason: TensorRT-LLM's names where it has
+# the step ("strict" is any explicit target, as there), ours elsewhere.
+_PHASES = {"explicit": "strict", "cold_start_warmup": "warmup", "scored": "scored"}
+
+
+def _describe(config):
+    """Options as sorted "key=value" text, for logs and fingerprints."""
+    return ", ".join("%s=%s" % (k, config[k]) for k in sorted(config))
 
 
 class DefaultADPRouter(ADPRouter):
@@ -624,8 +876,9 @@ class DefaultADPRouter(ADPRouter):
 
     _policy = "default"
 
-    def __init__(self, dist, *, options=None, kv_cache_manager=None):
-        super().__init__(dist, options=options, kv_cache_manager=kv_cache_manager)
+    def __init__(self, dist, *, options=None, kv_cache_manager=None, has_seq_slot_headroom=None, executor=None):
+        super().__init__(dist, options=options, kv_cache_manager=kv_cache_manager,
+                         has_seq_slot_headroom=has_seq_slot_headroom, executor=executor)
 
     def _balance_requests_across_ranks(self, new_requests, all_ranks_new_requests,
                                        all_ranks_num_active_requests, all_ranks_num_active_tokens,
@@ -656,6 +909,9 @@ class DefaultADPRouter(ADPRouter):
         return all_ranks_new_requests
 
 
+_PLACEMENTS = ("round_robin", "least_queued", "least_tokens")
+
+
 class ConversationAwareADPRouter(ADPRouter):
     """TensorRT-LLM's ConversationAwareADPRouter: every request of a
     conversation (py_conversation_params.conversation_id) returns to the
@@ -667,13 +923,16 @@ class ConversationAwareADPRouter(ADPRouter):
     DEFAULT_MAX_SESSIONS = 1 << 16
 
     def __init__(self, dist, max_sessions=DEFAULT_MAX_SESSIONS, fair_share_multiplier=2.0,
-                 new_conv_placement="round_robin", *, options=None, kv_cache_manager=None):
+                 new_conv_placement="round_robin", *, options=None, kv_cache_manager=None,
+                 has_seq_slot_headroom=None, executor=None):
         self._max_sessions = max(1, int(max_sessions))
         self._fair_share_multiplier = max(1.0, float(fair_share_multiplier))
-        # TensorRT-LLM: anything but "least_queued" is round robin. Our
-        # new_conv_placement option (options= or the environment) wins.
-        placement = "least_queued" if new_conv_placement == "least_queued" else "round_robin"
+        # TensorRT-LLM: an unknown placement is round robin ("least_tokens"
+        # arrived in a newer release). Our new_conv_placement option
+        # (options= or the environment) wins.
+        placement = new_conv_placement if new_conv_placement in _PLACEMENTS else "round_robin"
         super().__init__(dist, options=options, kv_cache_manager=kv_cache_manager,
+                         has_seq_slot_headroom=has_seq_slot_headroom, executor=executor,
                          max_sessions=self._max_sessions,
                          fair_share_multiplier=self._fair_share_multiplier,
                          new_conv_placement=placement)
@@ -699,13 +958,14 @@ class KVCacheAwareADPRouter(ADPRouter):
 
     def __init__(self, dist, kv_cache_manager, load_balance_weight=1.0, match_rate_threshold=0.1,
                  fair_share_multiplier=2.0, cold_start_warmup=False, async_transfer_manager=None,
-                 account_for_in_transfer=False, *, options=None):
+                 account_for_in_transfer=False, *, options=None, has_seq_slot_headroom=None, executor=None):
         self.load_balance_weight = load_balance_weight
         self.match_rate_threshold = match_rate_threshold
         self.fair_share_multiplier = fair_share_multiplier
         self.async_transfer_manager = async_transfer_manager
         self.account_for_in_transfer = account_for_in_transfer
         super().__init__(dist, options=options, kv_cache_manager=kv_cache_manager,
+                         has_seq_slot_headroom=has_seq_slot_headroom, executor=executor,
                          load_balance_weight=load_balance_weight,
                          match_rate_threshold=match_rate_threshold,
                          fair_share_multiplier=fair_share_multiplier,
@@ -817,12 +1077,12 @@ class KVCacheAwareADPRouter(ADPRouter):
 
 # ---- install into TensorRT-LLM ---------------------------------------------------------
 
-# Where TensorRT-LLM keeps its ADP routers, newest first.
-_TRTLLM_MODULES = (
-    "tensorrt_llm._torch.pyexecutor.scheduler.adp_router",
-    "tensorrt_llm._torch.pyexecutor.adp_router",
-)
 _original = {}  # module name -> the ADPRouter.create we replaced
+
+# The parameters of TensorRT-LLM's ADPRouter.create that this module knows,
+# at the pinned commit and in newer releases.
+_KNOWN_CREATE = ("dist", "has_seq_slot_headroom", "kv_cache_manager", "attention_dp_config",
+                 "async_transfer_manager")
 
 
 def _trtllm_router_module():
@@ -831,7 +1091,7 @@ def _trtllm_router_module():
     import tensorrt_llm  # ImportError when TensorRT-LLM is not installed
 
     tried = []
-    for name in _TRTLLM_MODULES:
+    for name in TRTLLM_MODULES:
         try:
             mod = importlib.import_module(name)
         except ImportError as e:
@@ -839,19 +1099,25 @@ def _trtllm_router_module():
             continue
         cls = getattr(mod, "ADPRouter", None)
         if cls is not None and hasattr(cls, "create"):
-            return name, mod
+            return mod
         tried.append("%s (no ADPRouter.create)" % name)
     raise ImportError("adprouter.trtllm.install: TensorRT-LLM %s has no ADPRouter.create where "
                       "expected; tried %s" % (getattr(tensorrt_llm, "__version__", "(unknown version)"),
                                               "; ".join(tried)))
 
 
-def install(options=None):
-    """Makes TensorRT-LLM's ADPRouter.create return adprouter's routers
-    (options as for ADPRouter.create). Idempotent; undo with uninstall().
-    Raises ImportError naming the TensorRT-LLM version when its router module
-    is not where expected."""
-    name, mod = _trtllm_router_module()
+def _calling_executor(frame):
+    """TensorRT-LLM's PyExecutor when it is the one calling create (its
+    __init__ does), else None."""
+    obj = frame.f_locals.get("self") if frame is not None else None
+    if any(c.__name__ == "PyExecutor" for c in type(obj).__mro__):
+        return obj
+    return None
+
+
+def _patch_module(mod, options=None):
+    """Makes mod.ADPRouter.create (mod: TensorRT-LLM's router module) return
+    our routers; install() and the start-up hook. Idempotent."""
     cls = mod.ADPRouter
     # TensorRT-LLM's routers are abstract base classes: registering ours
     # keeps isinstance(router, TheirClass) true for the executor's code.
@@ -859,36 +1125,73 @@ def install(options=None):
         theirs = getattr(mod, ours.__name__, None)
         if hasattr(theirs, "register"):
             theirs.register(ours)
+    name = mod.__name__
     if name not in _original:
         _original[name] = cls.__dict__.get("create", cls.create)
     original = _original[name].__get__(None, cls)
+    try:
+        signature = inspect.signature(original)
+    except (TypeError, ValueError):
+        signature = None
+    refused = []  # why TensorRT-LLM's own router is used, warned once
 
-    def create(_cls, dist, kv_cache_manager=None, attention_dp_config=None,
-               async_transfer_manager=None, **newer):
-        if newer:
-            # A TensorRT-LLM newer than this module passes parameters we do
-            # not know: keep its own router rather than guess.
-            import warnings
-            warnings.warn("adprouter.trtllm: ADPRouter.create got %s, which this adprouter does "
-                          "not know; using TensorRT-LLM's own router" % ", ".join(sorted(newer)))
-            return original(dist, kv_cache_manager, attention_dp_config,
-                            async_transfer_manager, **newer)
-        return ADPRouter.create(dist, kv_cache_manager, attention_dp_config,
-                                async_transfer_manager, options=options)
+    def keep_theirs(why, args, kwargs):
+        if not refused:
+            refused.append(why)
+            warnings.warn("adprouter.trtllm: TensorRT-LLM's ADPRouter.create %s, which this adprouter does "
+                          "not know; using TensorRT-LLM's own router" % why, stacklevel=3)
+        return original(*args, **kwargs)
+
+    def create(_cls, *args, **kwargs):
+        if signature is None:
+            return keep_theirs("has no signature to read", args, kwargs)
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as e:
+            return keep_theirs("was called with arguments that do not fit it (%s)" % e, args, kwargs)
+        passed = dict(bound.arguments)
+        bound.apply_defaults()  # a known parameter left at TensorRT-LLM's default counts as given
+        given = {k: v for k, v in bound.arguments.items() if k in _KNOWN_CREATE}
+        unknown = []
+        for k, v in passed.items():
+            kind = signature.parameters[k].kind
+            if kind is inspect.Parameter.VAR_KEYWORD:
+                unknown += v  # names passed through **kwargs
+            elif kind is inspect.Parameter.VAR_POSITIONAL:
+                unknown += ["*%s" % k] if v else []
+            elif k not in _KNOWN_CREATE and v is not signature.parameters[k].default:
+                unknown.append(k)
+        unknown.sort()
+        if unknown:
+            return keep_theirs("got %s" % ", ".join(unknown), args, kwargs)
+        return ADPRouter.create(given["dist"], kv_cache_manager=given.get("kv_cache_manager"),
+                                attention_dp_config=given.get("attention_dp_config"),
+                                async_transfer_manager=given.get("async_transfer_manager"),
+                                has_seq_slot_headroom=given.get("has_seq_slot_headroom"),
+                                options=options, executor=_calling_executor(sys._getframe(1)))
 
     create.__doc__ = ADPRouter.create.__doc__
     cls.create = classmethod(create)
+
+
+def install(options=None):
+    """Makes TensorRT-LLM's ADPRouter.create return adprouter's routers
+    (options as for ADPRouter.create), in this process. Idempotent; undo
+    with uninstall(). Raises ImportError naming the TensorRT-LLM version when
+    its router module is not where expected. For the MPI workers
+    TensorRT-LLM spawns, use the start-up hook instead (TRTLLM_ADPROUTER=1,
+    docs/trtllm.md)."""
+    _patch_module(_trtllm_router_module(), options)
 
 
 def uninstall():
     """Restores TensorRT-LLM's own ADPRouter.create (no-op if not installed)."""
     if not _original:
         return
-    name, mod = _trtllm_router_module()
-    cls = mod.ADPRouter
-    orig = _original.pop(name, None)
+    mod = _trtllm_router_module()
+    orig = _original.pop(mod.__name__, None)
     if orig is not None:
-        cls.create = orig
+        mod.ADPRouter.create = orig
 
 
 def installed():

@@ -4,7 +4,9 @@
 
 build_wheel builds libadprouter.so through ``build.sh build`` (the one home of
 the Go build and link flags) into a temporary directory and writes a wheel of
-python/adprouter with the library inside as ``adprouter/libadprouter.so``.
+python/adprouter with the library inside as ``adprouter/libadprouter.so``,
+and the TensorRT-LLM start-up hook (python/adprouter-trtllm.pth and
+python/_adprouter_startup.py) at its root.
 The wheel has no Python extension unless python/adprouter/_speedups.c exists
 and this interpreter can compile it (a C compiler and Python.h); then it also
 holds ``adprouter/_speedups<EXT_SUFFIX>`` and is tagged for this interpreter
@@ -35,10 +37,16 @@ import zipfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PACKAGE = "adprouter"
 
+# The interpreter-start hook: the wheel puts its files at its root, beside
+# the package, so that they land in site-packages (the .pth runs at every
+# start and imports the module only when asked; see the module).
+HOOK_FILES = ("adprouter-trtllm.pth", "_adprouter_startup.py")
+
 # What an sdist carries: everything `build.sh build` and this backend read:
 # these files and folders, plus every top-level folder holding Go library
 # code (go_dirs), so that a new Go package cannot be left out.
-SDIST_FILES = ("LICENSE", "README.md", "build.sh", "go.mod", "go.sum", "pyproject.toml")
+SDIST_FILES = ("LICENSE", "README.md", "build.sh", "go.mod", "go.sum", "pyproject.toml") + tuple(
+    "python/" + f for f in HOOK_FILES)
 SDIST_DIRS = ("include", "packaging", "python/adprouter", "python/build_backend")
 # Top-level folders with Go code that the library does not build.
 _NOT_LIBRARY = ("cmd", "examples", "build", "python", "docs", "testdata")
@@ -313,6 +321,8 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         for arc, src in _package_files():
             w.add_file(arc, src)
         w.add_file("%s/libadprouter.so" % PACKAGE, lib, 0o755)
+        for f in HOOK_FILES:
+            w.add_file(f, os.path.join(ROOT, "python", f))
         if speedups:
             w.add_file("%s/%s" % (PACKAGE, os.path.basename(speedups)), speedups, 0o755)
         di = _dist_info()

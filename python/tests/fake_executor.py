@@ -61,9 +61,10 @@ Invariants, collected (``errors``), not stopping at the first:
   the KV cache are one per carried or new request of that call, none
   elsewhere;
 * the decision has a list for every rank, holds exactly the carried and
-  popped requests less those carried on, places none twice (in this
-  iteration or ever), keeps every rank within max_num_active_requests and
-  within expected (expected >= routable on this rank, the padding check);
+  popped requests less those carried on (or handed back), places none
+  twice (in this iteration or ever), keeps every rank within
+  max_num_active_requests and within expected (expected >= routable on
+  this rank, the padding check);
 * at the end (``run``), after the waiting queue and the carry-over drained,
   every request issued was admitted by exactly one rank.
 
@@ -75,11 +76,39 @@ max_num_active_requests; 0, TensorRT-LLM's, by default) stands for an
 engine without that bound: the router gets more than fits and must carry
 the rest over, within the same invariants.
 
+``requeue`` (the "+requeue" twins of the overcommitted configurations)
+passes ``executor=self`` to ``ADPRouter.create``, as install() and the
+start-up hook do for TensorRT-LLM's PyExecutor: what no rank can take goes
+back to the front of this executor's waiting queue (``WaitingQueue``, with
+the ``prepend_requests`` and ``remove_by_ids`` of TensorRT-LLM's FCFS
+queue) instead of into the router's carry-over. Then, each iteration, the
+router carries nothing, the requests it handed back are exactly the offered
+(carried and popped) ones it did not place, in the order offered, and they
+lie at the head of the queue; at the end the router's stats() count them
+("requeued") and its carry ("carried" 0).
+
+Two more of the executor's paths that look at the waiting queue and not at
+the router:
+
+* cancellation (``cancel``, ``_handle_canceled_requests``): the cancel items
+  a fetch received go to ``canceled_req_ids``; after the forward step the
+  canceled ids are removed from the waiting queue (``remove_by_ids``) and
+  matching active requests finish (here: they retire next iteration). An id
+  found in neither is forgotten, as TensorRT-LLM forgets it: a request the
+  router carries then is admitted later despite its cancel. A request
+  canceled while waiting must never be admitted;
+* shutdown (``shutdown_at``): the shutdown item arrives after that
+  iteration's requests (nothing arrives after it) and the executor stops
+  once ``is_shutdown`` and it holds no active request and its waiting queue
+  is empty (checked right after the fetch, as should_stop_processing is;
+  here the ranks stop together, when every rank would).
+
 ``run(dist, ...)`` is the driver: a seeded workload (bursts, ordinary
 arrivals and quiet stretches) arriving for ``iters`` iterations, then
 draining; ``CONFIGS`` lists the configurations (every policy and option,
-and each policy overcommitted). Used by test_trtllm_executor.py (4 ranks as
-threads, trtllm_fakes.ThreadGroup) and mpi_trtllm.py (4 MPI ranks).
+each policy overcommitted, and its "+requeue" twin). Used by
+test_trtllm_executor.py (4 ranks as threads, trtllm_fakes.ThreadGroup) and
+mpi_trtllm.py (4 MPI ranks).
 Standard library only (plus adprouter and the fakes).
 """
 
@@ -104,6 +133,7 @@ CONV = dict(kv_cache_routing_conversation_affinity=True)
 # policy overcommitted (FakeExecutor's overcommit), which is what makes the
 # router carry requests over.
 OVER = {"overcommit": 2}
+REQUEUE = {"overcommit": 2, "requeue": True}
 CONFIGS = [
     ("default", {}, {}, {}),
     ("default+capacity", {}, {"capacity_aware": True}, {}),
@@ -119,6 +149,9 @@ CONFIGS = [
     ("default+overcommit", {}, {}, OVER),
     ("kv_cache_aware+overcommit", KV, {}, OVER),
     ("conversation+overcommit", CONV, {}, OVER),
+    ("default+overcommit+requeue", {}, {}, REQUEUE),
+    ("kv_cache_aware+overcommit+requeue", KV, {}, REQUEUE),
+    ("conversation+overcommit+requeue", CONV, {}, REQUEUE),
 ]
 CONFIG = {c[0]: c[1:] for c in CONFIGS}
 
@@ -172,16 +205,47 @@ def lifetime(rid):
     return rid % 5
 
 
+class WaitingQueue(collections.deque):
+    """The executor's waiting queue (TensorRT-LLM's FCFS queue, as far as
+    the router and the executor's cancellation touch it): a deque of
+    RequestQueueItems with add_requests, prepend_requests (to the head, in
+    the order given) and remove_by_ids. It records what is prepended to it
+    (``prepended``: every id, in order, until take_prepended())."""
+
+    def __init__(self, items=()):
+        super().__init__(items)
+        self.prepended = []
+
+    def add_requests(self, items):
+        self.extend(items)
+
+    def prepend_requests(self, items):
+        items = list(items)
+        self.extendleft(reversed(items))
+        self.prepended += [x.id for x in items]
+
+    def remove_by_ids(self, ids):
+        keep = [x for x in self if x.id not in ids]
+        self.clear()
+        self.extend(keep)
+
+    def take_prepended(self):
+        out, self.prepended = self.prepended, []
+        return out
+
+
 class FakeExecutor:
     """One rank's executor state and its per-iteration routing (module
     docstring)."""
 
     def __init__(self, dist, attention_dp_config, options=None, max_num_active_requests=MAXN,
-                 iter_stats=False, kv_cache_manager=None, overcommit=0):
+                 iter_stats=False, kv_cache_manager=None, overcommit=0, requeue=False, cancel=None):
         self.dist = dist
         self.kv_cache_manager = kv_cache_manager or F.KVCacheManager(max_num_blocks=KV_BLOCKS)
-        self.router = T.ADPRouter.create(dist, self.kv_cache_manager, attention_dp_config, options=options)
-        self.waiting_queue = collections.deque()
+        self.waiting_queue = WaitingQueue()
+        self.requeue = requeue
+        self.router = T.ADPRouter.create(dist, self.kv_cache_manager, attention_dp_config, options=options,
+                                         executor=self if requeue else None)
         self.active_requests = []
         self.max_num_active_requests = max_num_active_requests
         self.enable_iter_perf_stats = iter_stats
@@ -197,10 +261,38 @@ class FakeExecutor:
         self._last_ctx = (0, 0)    # (requests, tokens) prefilled in the previous iteration
         self.digest = hashlib.sha256()
         self.counts = collections.Counter()
+        self.cancel = cancel       # cancel(executor, handed_back ids) -> ids canceled (see step)
+        self.canceled_req_ids = []
+        self.canceled_waiting = set()  # canceled while in the waiting queue: never to be admitted
+        self.canceled_missed = set()   # canceled while the router carried them: out of reach
+        self.handed_back = []      # ids the router put back at the head of the queue, last iteration
+        self.is_shutdown = False
+        self.stop = False          # should_stop_processing, as of the last fetch
 
     def enqueue(self, items):
         """New requests into the waiting queue (identical on every rank)."""
         self.waiting_queue.extend(items)
+
+    def shutdown(self):
+        """The shutdown item arrived (after this iteration's requests)."""
+        self.is_shutdown = True
+
+    def _handle_canceled_requests(self):
+        """The executor's _handle_canceled_requests (module docstring)."""
+        if not self.canceled_req_ids:
+            return
+        ids = set(self.canceled_req_ids)
+        self.canceled_req_ids = []
+        waiting = {x.id for x in self.waiting_queue} & ids
+        self.waiting_queue.remove_by_ids(ids)
+        if any(x.id in ids for x in self.waiting_queue):
+            self._error("remove_by_ids left canceled requests in the waiting queue")
+        self.canceled_waiting |= waiting
+        for req in self.active_requests:
+            if req.py_request_id in ids:
+                req.state = F.LlmRequestState.GENERATION_TO_COMPLETE  # finished: retires next iteration
+                self.counts["canceled_active"] += 1
+        self.canceled_missed |= ids & {x.id for x in self.router.carried}
 
     def _error(self, msg):
         self.errors.append("iteration %d: %s" % (self.iteration, msg))
@@ -324,10 +416,14 @@ class FakeExecutor:
             self.counts["popped_iters"] += 1
 
         # (d) route, every iteration
+        self.waiting_queue.take_prepended()
         assignment, expected = router.route_requests(states, new_requests, maxn)
         self.expected_num_active_requests = expected
         carried_after = [x.id for x in router.carried]
+        handed = self.waiting_queue.take_prepended()
+        self.handed_back = handed
         self.counts["carried"] += len(carried_after)
+        self.counts["requeued"] += len(handed)
         made = dist.allgathers - collectives
         if made != 1 + probed:
             self._error("the router made %d allgathers, want %d (states%s)"
@@ -339,9 +435,21 @@ class FakeExecutor:
             self._error("assignment has ranks %r, want 0..%d" % (sorted(assignment), tp - 1))
         decision = [[x.id for x in assignment.get(r, ())] for r in range(tp)]
         placed = [rid for ids in decision for rid in ids]
-        if sorted(placed + carried_after) != sorted(carried_before + popped_ids):
-            self._error("placed %r + carried %r, want exactly the carried %r and popped %r"
-                        % (placed, carried_after, carried_before, popped_ids))
+        if sorted(placed + carried_after + handed) != sorted(carried_before + popped_ids):
+            self._error("placed %r + carried %r + handed back %r, want exactly the carried %r and popped %r"
+                        % (placed, carried_after, handed, carried_before, popped_ids))
+        if self.requeue:
+            left = [rid for rid in carried_before + popped_ids if rid not in set(placed)]
+            if carried_after:
+                self._error("the router carries %r although it knows the waiting queue" % carried_after)
+            if handed != left:
+                self._error("handed back %r, want the unplaced %r in the order offered" % (handed, left))
+            head = [x.id for x in itertools.islice(self.waiting_queue, len(handed))]
+            if head != handed:
+                self._error("the head of the waiting queue is %r, want the handed back %r" % (head, handed))
+        elif handed:
+            self._error("requests %r put back into the waiting queue of an executor the router was not given"
+                        % handed)
         for r, ids in enumerate(decision):
             count = all_active[r] + len(ids)
             if count > maxn:
@@ -363,6 +471,12 @@ class FakeExecutor:
             self.active_requests.append(req)
             self._prefill.append(req)
             self.admitted.add(x.id)
+        # should_stop_processing, right after the fetch
+        self.stop = self.is_shutdown and not self.active_requests and not self.waiting_queue
+        # cancel items this iteration's fetch received: the test names them
+        # after seeing the decision (a client may cancel at any time)
+        if self.cancel is not None:
+            self.canceled_req_ids += list(self.cancel(self, handed))
 
         # (e) dummy padding
         routable = len(self.active_requests) - T.count_retiring_requests(self.active_requests)
@@ -384,10 +498,12 @@ class FakeExecutor:
         for req in self.active_requests:
             if self._finish[req.py_request_id] <= self.iteration:
                 req.state = F.LlmRequestState.GENERATION_TO_COMPLETE
+        self._handle_canceled_requests()
 
         # the ranks agree
-        d = hashlib.sha256(repr((self.iteration, popped_ids, decision, expected, carried_after,
-                                 router.router.state_digest())).encode()).hexdigest()
+        d = hashlib.sha256(repr((self.iteration, popped_ids, decision, expected, carried_after)
+                                + ((handed,) if self.requeue else ())
+                                + (router.router.state_digest(),)).encode()).hexdigest()
         self.digest.update(d.encode())
         digests = dist.tp_allgather(d)
         agree = len(set(digests)) == 1
@@ -404,38 +520,66 @@ def _natural(text):
 
 
 def run(dist, attention_dp_config, options=None, iters=40, seed=1, iter_stats=False,
-        max_num_active_requests=MAXN, overcommit=0, setup=None):
+        max_num_active_requests=MAXN, overcommit=0, setup=None, requeue=False, cancel=None,
+        shutdown_at=None):
     """Runs one configuration on this rank (all ranks call it alike): the
     workload arrives for iters iterations, then the executor steps until the
     waiting queue and the router's carry-over are empty (within DRAIN
     iterations). setup(executor), when given, runs once before the first
-    iteration (the tests use it to break the router on purpose). Returns (errors of every rank, sorted; stats summed over
-    the ranks where per rank: iterations, requests, routed, carried,
-    digest, popped, popped_iters, probes, held_back, retiring, dummies,
-    idle)."""
+    iteration (the tests use it to break the router on purpose). requeue:
+    the router gets executor= (module docstring). cancel(executor,
+    handed_back): the ids whose cancel items arrived this iteration (module
+    docstring). shutdown_at: the iteration whose requests the shutdown item
+    follows; the run then ends when the executor stops (module docstring),
+    not when the queue and carry-over are empty. Returns (errors of every
+    rank, sorted; stats summed over the ranks where per rank: iterations,
+    requests, routed, carried, requeued, digest, popped, popped_iters,
+    probes, held_back, retiring, dummies, idle, canceled_waiting,
+    canceled_active, canceled_missed, requeued_after_shutdown, stopped)."""
     ex = FakeExecutor(dist, attention_dp_config, options=options,
                       max_num_active_requests=max_num_active_requests, iter_stats=iter_stats,
-                      overcommit=overcommit)
+                      overcommit=overcommit, requeue=requeue, cancel=cancel)
     if setup is not None:
         setup(ex)
     ids = itertools.count(1)
     issued = []
+    stopped = False
+    if shutdown_at is not None:
+        iters = min(iters, shutdown_at + 1)
     while True:
         it = ex.iteration
         if it < iters:
             batch = workload(seed, it, lambda: next(ids))
             issued += [x.id for x in batch]
             ex.enqueue(batch)
-        elif not ex.waiting_queue and not ex.router.carried:
+            if it == shutdown_at:
+                ex.shutdown()
+        elif shutdown_at is None and not ex.waiting_queue and not ex.router.carried:
             break
         if it >= iters + DRAIN:
             ex.errors.append("not drained %d iterations after the last arrival: %d waiting, carried %r"
                              % (DRAIN, len(ex.waiting_queue), [x.id for x in ex.router.carried]))
             break
+        requeued = ex.counts["requeued"]
         if not ex.step():
             break
+        if ex.is_shutdown:
+            ex.counts["requeued_after_shutdown"] += ex.counts["requeued"] - requeued
+            if all(dist.tp_allgather(ex.stop)):
+                stopped = True
+                break
 
     errors = list(ex.errors)
+    if shutdown_at is not None:
+        if not stopped:
+            errors.append("the executor never stopped after the shutdown")
+        elif ex.waiting_queue or ex.router.carried:
+            errors.append("stopped with %d waiting and carried %r"
+                          % (len(ex.waiting_queue), [x.id for x in ex.router.carried]))
+    st = ex.router.stats()
+    if (st["carried"], st["requeued"]) != (len(ex.router.carried), ex.counts["requeued"]):
+        errors.append("router stats carried=%d requeued=%d, the executor saw %d carried and %d put back"
+                      % (st["carried"], st["requeued"], len(ex.router.carried), ex.counts["requeued"]))
     owners = dist.tp_allgather(sorted(ex.admitted))
     seen = {}
     for r, rids in enumerate(owners):
@@ -443,7 +587,11 @@ def run(dist, attention_dp_config, options=None, iters=40, seed=1, iter_stats=Fa
             if rid in seen:
                 errors.append("request %d admitted by ranks %d and %d" % (rid, seen[rid], r))
             seen[rid] = r
-    lost = sorted(set(issued) - set(seen))
+    canceled = ex.canceled_waiting
+    admitted_canceled = sorted(canceled & set(seen))
+    if admitted_canceled:
+        errors.append("requests canceled while waiting were admitted: %r" % admitted_canceled[:10])
+    lost = sorted(set(issued) - set(seen) - canceled)
     if lost:
         errors.append("%d requests never admitted: %r" % (len(lost), lost[:10]))
     extra = sorted(set(seen) - set(issued))
@@ -455,8 +603,11 @@ def run(dist, attention_dp_config, options=None, iters=40, seed=1, iter_stats=Fa
         errors.append("probed on %d iterations without needs_prefix_matches" % ex.counts["probes"])
     gathered = dist.tp_allgather((errors, dict(ex.counts)))
     errors = sorted(set(e for errs, _ in gathered for e in errs), key=_natural)
-    per_rank = ("retiring", "dummies")
+    per_rank = ("retiring", "dummies", "canceled_active")
     stats = {k: (sum(c.get(k, 0) for _, c in gathered) if k in per_rank else ex.counts[k])
-             for k in ("routed", "carried", "popped", "popped_iters", "probes", "held_back", "idle") + per_rank}
-    stats.update(iterations=ex.iteration, requests=len(issued), digest=ex.digest.hexdigest()[:16])
+             for k in ("routed", "carried", "requeued", "requeued_after_shutdown", "popped", "popped_iters",
+                       "probes", "held_back", "idle") + per_rank}
+    stats.update(iterations=ex.iteration, requests=len(issued), digest=ex.digest.hexdigest()[:16],
+                 canceled_waiting=len(ex.canceled_waiting), canceled_missed=len(ex.canceled_missed),
+                 stopped=stopped)
     return errors, stats

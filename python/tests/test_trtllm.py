@@ -1,7 +1,12 @@
 """Tests of adprouter.trtllm, the drop-in for TensorRT-LLM's ADP routers, with
 the duck-typed fakes of trtllm_fakes.py: the factory's choice, rank state
 units, the allgathers' wire formats, decisions against the pure-Python
-oracle, the carry-over of unplaceable requests, and install()."""
+oracle, the carry-over of unplaceable requests, and install(); then what
+newer TensorRT-LLM releases add (ADPRouter.create's has_seq_slot_headroom,
+the sub-agent affinity key, new_conv_placement "least_tokens", route
+traces) and adprouter's own additions (option variables, engine-derived
+defaults, fingerprints and check_ranks, the hand-back of left-over requests
+to the executor's waiting queue)."""
 
 import os
 import random
@@ -13,6 +18,7 @@ from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import trtllm_fakes as F  # noqa: E402
+from fake_executor import WaitingQueue  # noqa: E402
 
 import adprouter  # noqa: E402
 from adprouter import trtllm as T  # noqa: E402
@@ -562,9 +568,6 @@ class InstallTest(unittest.TestCase):
             T.install()
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class ConversationKeyTest(unittest.TestCase):
     def test_long_and_typed_ids(self):
@@ -579,3 +582,747 @@ class ConversationKeyTest(unittest.TestCase):
         self.assertEqual(key(long_a), key("a" * 5000))  # deterministic: every rank agrees
         self.assertNotEqual(key(long_a), key(long_b))
         self.assertEqual(key("x" * 1024), "x" * 1024)  # at the bound: kept as is
+
+
+# ---- newer TensorRT-LLM releases, route traces, fingerprints, the hand-back ------------
+
+def bare_env(**extra):
+    """No adprouter option variable (ADPROUTER_*, TRTLLM_ADPROUTER*) and no
+    TRTLLM_ADP_ROUTE_TRACE from the caller's environment; extra set."""
+    keep = {k: v for k, v in os.environ.items()
+            if k == "ADPROUTER_LIBRARY" or not (k.startswith(("ADPROUTER_", "TRTLLM_ADPROUTER"))
+                                                or k == "TRTLLM_ADP_ROUTE_TRACE")}
+    keep.update(extra)
+    return mock.patch.dict(os.environ, keep, clear=True)
+
+
+class BareEnvCase(unittest.TestCase):
+    def setUp(self):
+        env = bare_env()
+        env.start()
+        self.addCleanup(env.stop)
+
+
+KV_CFG = dict(enable_kv_cache_aware_routing=True)
+CONV_CFG = dict(kv_cache_routing_conversation_affinity=True)
+
+
+def retiring_mix():
+    """Two live requests (10 and 20 prompt tokens) and a retiring one (7)."""
+    return [F.LlmRequest([0] * 10), F.LlmRequest([0] * 20, state=F.LlmRequestState.GENERATION_IN_PROGRESS),
+            F.LlmRequest([0] * 7, state=F.LlmRequestState.GENERATION_TO_COMPLETE)]
+
+
+class NewerFactoryTest(BareEnvCase):
+    """ADPRouter.create in both of TensorRT-LLM's orders, and
+    has_seq_slot_headroom / exclude_retiring_requests."""
+
+    def test_both_orders(self):
+        kv, tr = F.KVCacheManager(), F.AsyncTransferManager()
+        cfg = F.attention_dp_config(**KV_CFG)
+        d = F.Dist(0, 2)
+        for name, call, headroom in [
+            ("pinned, positional", lambda: T.ADPRouter.create(d, kv, cfg, tr), True),
+            ("pinned, keywords", lambda: T.ADPRouter.create(dist=d, kv_cache_manager=kv, attention_dp_config=cfg,
+                                                            async_transfer_manager=tr), True),
+            ("newer, positional", lambda: T.ADPRouter.create(d, False, kv, cfg, tr), False),
+            ("newer, positional true", lambda: T.ADPRouter.create(d, True, kv, cfg, tr), True),
+            ("newer, keywords", lambda: T.ADPRouter.create(dist=d, has_seq_slot_headroom=False, kv_cache_manager=kv,
+                                                           attention_dp_config=cfg, async_transfer_manager=tr),
+             False),
+            ("newer, mixed", lambda: T.ADPRouter.create(d, False, kv, attention_dp_config=cfg,
+                                                        async_transfer_manager=tr), False),
+            ("pinned with the flag by keyword", lambda: T.ADPRouter.create(d, kv, cfg, tr,
+                                                                           has_seq_slot_headroom=False), False),
+        ]:
+            with self.subTest(name):
+                r = call()
+                self.assertIs(type(r), T.KVCacheAwareADPRouter)
+                self.assertIs(r.kv_cache_manager, kv)
+                self.assertIs(r.async_transfer_manager, tr)
+                self.assertIs(r.exclude_retiring_requests, headroom)
+        for name, cfg, want in [("default", F.attention_dp_config(), T.DefaultADPRouter),
+                                ("conversation", F.attention_dp_config(**CONV_CFG), T.ConversationAwareADPRouter)]:
+            with self.subTest(name):
+                r = T.ADPRouter.create(d, False, kv, cfg)
+                self.assertIs(type(r), want)
+                self.assertIs(r.exclude_retiring_requests, False)
+                self.assertIs(T.ADPRouter.create(d, kv, cfg).exclude_retiring_requests, True)
+
+    def test_wrong_arguments(self):
+        kv, tr, cfg, d = F.KVCacheManager(), F.AsyncTransferManager(), F.attention_dp_config(), F.Dist()
+        for name, call, want in [
+            ("pinned, one too many", lambda: T.ADPRouter.create(d, kv, cfg, tr, None), "at most 3 .*4 given"),
+            ("newer, one too many", lambda: T.ADPRouter.create(d, True, kv, cfg, tr, None), "at most 4 .*5 given"),
+            ("kv_cache_manager twice", lambda: T.ADPRouter.create(d, kv, kv_cache_manager=kv),
+             "kv_cache_manager twice"),
+            ("kv_cache_manager twice, once None", lambda: T.ADPRouter.create(d, kv, kv_cache_manager=None),
+             "kv_cache_manager twice"),
+            ("config twice", lambda: T.ADPRouter.create(d, True, kv, cfg, attention_dp_config=cfg),
+             "attention_dp_config twice"),
+            ("flag twice", lambda: T.ADPRouter.create(d, True, has_seq_slot_headroom=True),
+             "has_seq_slot_headroom twice"),
+        ]:
+            with self.subTest(name), self.assertRaisesRegex(TypeError, want):
+                call()
+
+    def test_retiring_requests_with_and_without_headroom(self):
+        kv = F.KVCacheManager()
+        for policy, make in [("default", lambda d, h: T.DefaultADPRouter(d, has_seq_slot_headroom=h)),
+                             ("kv_cache_aware", lambda d, h: T.KVCacheAwareADPRouter(d, kv, has_seq_slot_headroom=h)),
+                             ("conversation", lambda d, h: T.ConversationAwareADPRouter(d, has_seq_slot_headroom=h))]:
+            for headroom, want in [(None, (2, 30, 1)), (True, (2, 30, 1)), (False, (3, 37, 0))]:
+                with self.subTest(policy, has_seq_slot_headroom=headroom):
+                    r = make(F.Dist(1, 4), headroom)
+                    self.assertIs(r.exclude_retiring_requests, headroom is not False)
+                    (s,) = r.gather_all_rank_states(retiring_mix())
+                    self.assertEqual((s.rank, s.num_active_requests, s.num_active_tokens, s.num_retiring_requests),
+                                     (1,) + want)
+                    self.assertEqual(s.serialize()[:4], [1, *want])
+        # The attribute is read live, as the executor's padding check reads it.
+        r = T.DefaultADPRouter(F.Dist())
+        r.exclude_retiring_requests = False
+        self.assertEqual(r.gather_all_rank_states(retiring_mix())[0].num_active_requests, 3)
+
+
+class NewerConversationTest(BareEnvCase):
+    """The sub-agent affinity key and new_conv_placement "least_tokens"."""
+
+    def req(self, rid, conv=None, sp=None, n=10):
+        it = F.item(rid, [rid] * n, conversation=conv)
+        if sp is not None:
+            it.request.py_scheduling_params = sp
+        return it
+
+    def test_subagent_affinity_id_wins(self):
+        idle = [T.RankState(k) for k in range(4)]
+        r = T.ConversationAwareADPRouter(F.Dist(0, 4))
+        out, _ = r.route_requests(idle, [self.req(1, "parent"), self.req(2, "x")], 8)
+        home = {it.id: k for k, v in out.items() for it in v}
+        self.assertEqual(home, {1: 0, 2: 1})  # round robin from rank 0
+        magic = mock.MagicMock()  # the pinned commit's tests: any attribute exists
+        magic.attention_dp_rank, magic.attention_dp_relax = None, True
+        batch = [
+            self.req(3, "child", F.NewerSchedulingParams(subagent_affinity_id="parent")),  # the affinity id wins
+            self.req(4, "parent", F.NewerSchedulingParams(subagent_affinity_id="")),       # empty: ignored
+            self.req(5, "parent", F.NewerSchedulingParams(subagent_affinity_id=7)),        # not a str: ignored
+            self.req(6, "parent", magic),                                                  # a MagicMock: ignored
+            self.req(7, "parent", F.SchedulingParams()),                                   # the pinned commit's
+            self.req(8, None, F.NewerSchedulingParams(subagent_affinity_id="x")),          # no conversation id
+        ]
+        out, _ = r.route_requests(idle, batch, 8)
+        self.assertEqual(ids(out), {0: [3, 4, 5, 6, 7], 1: [8], 2: [], 3: []})
+        self.assertEqual(dict(r._conv_to_rank), {"parent": 0, "x": 1})  # "child" never became a conversation
+        # A new affinity key is a new conversation, bound where it lands.
+        out, _ = r.route_requests(idle, [self.req(9, "parent", F.NewerSchedulingParams(subagent_affinity_id="new"))], 8)
+        self.assertEqual(ids(out), {0: [], 1: [], 2: [9], 3: []})
+        self.assertEqual(r._conv_to_rank["new"], 2)
+
+    def test_placement_names(self):
+        d = F.Dist(0, 2)
+        for name, make, want in [
+            ("constructor", lambda: T.ConversationAwareADPRouter(d, new_conv_placement="least_tokens"), "least_tokens"),
+            ("unknown", lambda: T.ConversationAwareADPRouter(d, new_conv_placement="fewest_tokens"), "round_robin"),
+            ("None", lambda: T.ConversationAwareADPRouter(d, new_conv_placement=None), "round_robin"),
+            ("factory", lambda: T.ADPRouter.create(d, None, F.attention_dp_config(
+                kv_cache_routing_new_conv_placement="least_tokens", **CONV_CFG)), "least_tokens"),
+            ("factory, newer order", lambda: T.ADPRouter.create(d, True, None, F.attention_dp_config(
+                kv_cache_routing_new_conv_placement="least_tokens", **CONV_CFG)), "least_tokens"),
+            ("factory, unknown", lambda: T.ADPRouter.create(d, None, F.attention_dp_config(
+                kv_cache_routing_new_conv_placement="bogus", **CONV_CFG)), "round_robin"),
+            ("the option wins", lambda: T.ConversationAwareADPRouter(
+                d, new_conv_placement="least_tokens", options={"new_conv_placement": "least_queued"}), "least_queued"),
+        ]:
+            with self.subTest(name):
+                self.assertEqual(make()._new_conv_placement, want)
+
+    def test_least_tokens_by_hand(self):
+        """States (requests, tokens): rank 0 (1, 100), rank 1 (0, 30), rank 2
+        (2, 10); max 4, multiplier 2. Request 2 (20 tokens, strict on rank
+        2) goes first: rank 2 (3, 30). Soft cap: fair ceil((4 + 3) / 3) = 3,
+        min(max(ceil(2 * 3), 3), 4) = 4. Cursor 0. Request 1 (50, new
+        conversation "a"): (tokens, requests, distance from the cursor)
+        (100, 1, 0), (30, 0, 1), (30, 3, 2): rank 1, now (1, 80); cursor 2.
+        Request 3 (70, no conversation): (100, 1, 1), (80, 1, 2), (30, 3, 0):
+        rank 2, now (4, 100), at the soft cap; cursor 0. Request 4 (40,
+        conversation "c"): ranks 0 and 1 remain: (100, 1, 0), (80, 1, 1):
+        rank 1; cursor 2."""
+        r = T.ConversationAwareADPRouter(F.Dist(0, 3), new_conv_placement="least_tokens",
+                                         options={"route_trace": True})
+        states = [T.RankState(0, 1, 100), T.RankState(1, 0, 30), T.RankState(2, 2, 10)]
+        batch = [F.item(1, [1] * 50, conversation="a"), F.item(2, [2] * 20, target=2, relax=False, conversation="b"),
+                 F.item(3, [3] * 70), F.item(4, [4] * 40, conversation="c")]
+        out, expected = r.route_requests(states, batch, 4)
+        self.assertEqual((ids(out), expected), ({0: [], 1: [1, 4], 2: [2, 3]}, 4))
+        self.assertEqual(dict(r._conv_to_rank), {"b": 2, "a": 1, "c": 1})
+        self.assertEqual([(d["req_id"], d["phase"], d["best_rank"]) for d in r._last_route_trace["decisions"]],
+                         [(2, "strict", 2), (1, "new_conversation", 1), (3, "new_conversation", 2),
+                          (4, "new_conversation", 1)])
+        # Idle ranks tie on tokens and requests: the first at or after the
+        # cursor (2) wins and the cursor moves past it; "c" sticks to rank 1.
+        idle = [T.RankState(k) for k in range(3)]
+        out, _ = r.route_requests(idle, [F.item(5, [5] * 10, conversation="d"), F.item(6, [6] * 10, conversation="e"),
+                                         F.item(7, [7] * 10, conversation="c")], 4)
+        self.assertEqual(ids(out), {0: [6], 1: [7], 2: [5]})
+        # round_robin, for contrast, from the same start: ranks 0, 1, 2 in turn.
+        rr = T.ConversationAwareADPRouter(F.Dist(0, 3))
+        out, _ = rr.route_requests(states, batch, 4)
+        self.assertEqual(ids(out), {0: [1], 1: [3], 2: [2, 4]})
+
+
+class EnvironmentOptionsTest(BareEnvCase):
+    def setUp(self):
+        super().setUp()
+        saved = set(T._warned_variables)
+        T._warned_variables.clear()
+        self.addCleanup(lambda: (T._warned_variables.clear(), T._warned_variables.update(saved)))
+
+    def kv(self, **kw):
+        return T.ADPRouter.create(F.Dist(), F.KVCacheManager(), F.attention_dp_config(**KV_CFG), **kw)
+
+    def test_precedence(self):
+        with bare_env(ADPROUTER_PREFIX_SOURCE="probe+index"):
+            self.assertEqual(self.kv().options, {"prefix_source": "probe+index"})
+        with bare_env(TRTLLM_ADPROUTER_PREFIX_SOURCE="index"):
+            self.assertEqual(self.kv().options, {"prefix_source": "index"})
+        with bare_env(ADPROUTER_PREFIX_SOURCE="probe+index", TRTLLM_ADPROUTER_PREFIX_SOURCE="index",
+                      ADPROUTER_WARMUP="once"):
+            r = self.kv()
+            self.assertEqual(r.options, {"prefix_source": "index", "warmup": "once"})
+            self.assertFalse(r.needs_prefix_matches)
+            r = self.kv(options={"prefix_source": "probe"})
+            self.assertEqual(r.options, {"prefix_source": "probe", "warmup": "once"})
+            self.assertTrue(r.needs_prefix_matches)
+        # A preset from the TRTLLM_ variable, one of its options overridden by ADPROUTER_.
+        with bare_env(TRTLLM_ADPROUTER_PRESET="recommended", ADPROUTER_WARMUP="off"):
+            self.assertEqual(self.kv().options, {"prefix_source": "probe+index", "score": "ttft", "warmup": "off"})
+
+    def test_unknown_variable_warned_once(self):
+        with bare_env(TRTLLM_ADPROUTER_PREFIX_SAUCE="index", TRTLLM_ADPROUTER="1", ADPROUTER_NO_SUCH="1"):
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                self.kv()
+                self.kv()
+                T.DefaultADPRouter(F.Dist())
+        msgs = [str(x.message) for x in w]
+        self.assertEqual(len(msgs), 1, msgs)
+        self.assertIn("ignoring TRTLLM_ADPROUTER_PREFIX_SAUCE", msgs[0])
+        self.assertIn("TRTLLM_ADPROUTER_PREFIX_SOURCE", msgs[0])  # the known names are listed
+        self.assertNotIn("ADPROUTER_NO_SUCH", msgs[0])
+        self.assertEqual(T._warned_variables, {"TRTLLM_ADPROUTER_PREFIX_SAUCE"})
+        # Another unknown name is warned about in turn.
+        with bare_env(TRTLLM_ADPROUTER_PREFIX_SAUCE="index", TRTLLM_ADPROUTER_WARMPU="once"):
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                self.kv()
+        self.assertEqual([str(x.message).split(":")[1].strip() for x in w], ["ignoring TRTLLM_ADPROUTER_WARMPU"])
+
+    def test_boolean_adapter_options(self):
+        for value, want in [("true", True), ("True", True), ("1", True), (True, True), (1, True),
+                            ("false", False), ("False", False), ("0", False), (False, False), (0, False)]:
+            with self.subTest(value=value):
+                self.assertIs(T.DefaultADPRouter(F.Dist(), options={"route_trace": value}).route_trace_enabled, want)
+                self.assertIs(T.DefaultADPRouter(F.Dist(), options={"check_ranks": value})._check_ranks, want)
+                if isinstance(value, str):
+                    with bare_env(TRTLLM_ADPROUTER_CHECK_RANKS=value, ADPROUTER_ROUTE_TRACE=value):
+                        r = T.DefaultADPRouter(F.Dist())
+                        self.assertEqual((r._check_ranks, r.route_trace_enabled), (want, want))
+        for value in ("yes", "on", "TRUE", "2", "maybe", 2):
+            with self.subTest(value=value):
+                with self.assertRaisesRegex(adprouter.ConfigError, "route_trace"):
+                    T.DefaultADPRouter(F.Dist(), options={"route_trace": value})
+                with bare_env(TRTLLM_ADPROUTER_CHECK_RANKS=str(value)):
+                    with self.assertRaisesRegex(adprouter.ConfigError, "check_ranks"):
+                        T.DefaultADPRouter(F.Dist())
+
+
+class Engine:
+    """What the routers read of TensorRT-LLM's PyExecutor: llm_args.max_num_tokens
+    and the waiting queue (prepend_requests, as its FCFS queue has)."""
+
+    def __init__(self, max_num_tokens=None, waiting_queue=None):
+        self.llm_args = types.SimpleNamespace(max_num_tokens=max_num_tokens)
+        self.waiting_queue = waiting_queue
+
+
+class EngineDefaultsTest(BareEnvCase):
+    def kv_router(self, engine_block=16, executor=None, **options):
+        return T.ADPRouter.create(F.Dist(0, 2), F.KVCacheManager(tokens_per_block=engine_block),
+                                  F.attention_dp_config(**KV_CFG), options=options, executor=executor)
+
+    def index_blocks(self, r):
+        """Blocks the router's index holds after placing one 100-token
+        prompt (it indexes the prompt less its last token)."""
+        if r.needs_prefix_matches:
+            r._all_ranks_prefix_matches = [{}, {}]
+        r.route_requests([T.RankState(0), T.RankState(1)], [F.item(1, list(range(100)))], 4)
+        return sum(x["index_blocks"] for x in r.router.stats()["ranks"])
+
+    def test_tokens_per_block(self):
+        for name, options, tpb, want, blocks in [
+            ("index", dict(prefix_source="index"), 16, 16, 99 // 16),
+            ("probe+index", dict(prefix_source="probe+index"), 16, 16, 99 // 16),
+            ("index, 50", dict(prefix_source="index"), 50, 50, 99 // 50),
+            ("demand warmup", dict(warmup="demand"), 16, 16, None),
+            ("probe: no index", dict(prefix_source="probe"), 16, None, 0),
+            ("nothing set", {}, 16, None, 0),
+            ("the option wins", dict(prefix_source="index", tokens_per_block=64), 16, 64, 99 // 64),
+        ]:
+            with self.subTest(name):
+                r = self.kv_router(tpb, **options)
+                self.assertEqual(r._config.get("tokens_per_block"), want)
+                if blocks is not None:
+                    self.assertEqual(self.index_blocks(r), blocks)
+        with bare_env(TRTLLM_ADPROUTER_TOKENS_PER_BLOCK="32"):
+            self.assertEqual(self.kv_router(16, prefix_source="index")._config["tokens_per_block"], "32")
+        # The other routers take no KV options.
+        r = T.ADPRouter.create(F.Dist(0, 2), F.KVCacheManager(tokens_per_block=16), F.attention_dp_config(),
+                               options={"prefix_source": "index"})
+        self.assertNotIn("tokens_per_block", r._config)
+        # Different engine block sizes: different fingerprints.
+        self.assertNotEqual(self.kv_router(16, prefix_source="index").fingerprint,
+                            self.kv_router(32, prefix_source="index").fingerprint)
+
+    def test_ttft_drain_tokens_from_the_executor(self):
+        ttft = dict(score="ttft", prefix_source="index")
+        for name, executor, options, want in [
+            ("max_num_tokens", Engine(8192), ttft, 8192),
+            ("the option wins", Engine(8192), dict(ttft, ttft_drain_tokens=1000), 1000),
+            ("no executor", None, ttft, None),
+            ("max_num_tokens unset", Engine(None), ttft, None),
+            ("not an int", Engine("8192"), ttft, None),
+            ("reference score", Engine(8192), dict(prefix_source="index"), None),
+        ]:
+            with self.subTest(name):
+                self.assertEqual(self.kv_router(executor=executor, **options)._config.get("ttft_drain_tokens"), want)
+        r = T.ADPRouter.create(F.Dist(0, 2), None, F.attention_dp_config(), options=ttft, executor=Engine(8192))
+        self.assertNotIn("ttft_drain_tokens", r._config)
+
+
+def trace_of(r):
+    """The router's last trace after a JSON round trip (its keys become text)."""
+    import json
+    return json.loads(json.dumps(r._last_route_trace))
+
+
+class RouteTraceTest(BareEnvCase):
+    def kv_case(self, maxn, **options):
+        """Three ranks, β 0.5: states (requests, tokens) (1, 120), (2, 40),
+        (0, 0); request 1 (50 tokens) strict on rank 2, request 2 (100)
+        and request 3 (60), each with its own prompt; matches by rank
+        {1: 0, 2: 80, 3: 0}, {all 0}, {1: 16, 2: 32, 3: 0}."""
+        r = T.KVCacheAwareADPRouter(F.Dist(0, 3), F.KVCacheManager(), load_balance_weight=0.5,
+                                    options=dict({"route_trace": True}, **options))
+        states = [T.RankState(0, 1, 120), T.RankState(1, 2, 40), T.RankState(2, 0, 0)]
+        batch = [F.item(1, [3000 + i for i in range(50)], target=2, relax=False),
+                 F.item(2, [1000 + i for i in range(100)]), F.item(3, [2000 + i for i in range(60)])]
+        batch[1].request.client_id = "client-2"
+        batch[2].request.disagg_request_id = 77
+        r._all_ranks_prefix_matches = [{1: 0, 2: 80, 3: 0}, {1: 0, 2: 0, 3: 0}, {1: 16, 2: 32, 3: 0}]
+        out, expected = r.route_requests(states, batch, maxn)
+        return r, ids(out), expected
+
+    def assertDecision(self, got, want):
+        scores = want.pop("scores", None)
+        got = dict(got)
+        got_scores = got.pop("scores", None)
+        self.assertEqual(got, want)
+        if scores is None:
+            self.assertIsNone(got_scores)
+            return
+        self.assertEqual(sorted(got_scores), sorted(scores))
+        for k in scores:
+            self.assertAlmostEqual(got_scores[k], scores[k], places=9, msg="rank %s" % k)
+
+    def test_kv_cache_aware_by_hand(self):
+        """Request 1 goes to rank 2 (strict), adding 50 - 16 = 34 tokens: (1,
+        34). Soft cap: fair ceil((1 + 2 + 1 + 2) / 3) = 2, min(max(ceil(2 *
+        2), 2), 8) = 4; all ranks eligible. Request 2 (n 100): best match
+        80 of 100 > 0.1, affinity on; loads 120 + 40 + 34 = 194; score (n -
+        match) + 0.5 * (tokens / 194 * n): rank 0 wins (20 + 30.9), adding
+        20 (now 140). Request 3 (n 60): no match, affinity off; loads 214:
+        rank 2 (60 + 4.8) beats rank 1 (60 + 5.6) and rank 0 (60 + 19.6)."""
+        r, out, expected = self.kv_case(8)
+        self.assertEqual((out, expected), ({0: [2], 1: [], 2: [1, 3]}, 4))
+        t = trace_of(r)
+        self.assertEqual(sorted(t), ["decisions", "load_before"])  # nothing left over: no num_unrouted
+        self.assertEqual(t["load_before"], {"num_active_requests": [1, 2, 0], "num_active_tokens": [120.0, 40.0, 0.0]})
+        self.assertEqual(len(t["decisions"]), 3)
+        self.assertDecision(t["decisions"][0], dict(req_id=1, client_id=None, disagg_request_id=None, phase="strict",
+                                                    req_tokens=50, best_rank=2, effective_added=34))
+        self.assertDecision(t["decisions"][1], dict(
+            req_id=2, client_id="client-2", disagg_request_id=None, phase="scored", req_tokens=100, best_rank=0,
+            effective_added=20, match_lens={"0": 80, "1": 0, "2": 32}, cache_affinity_active=True,
+            scores={"0": 20 + 0.5 * (120 / 194 * 100), "1": 100 + 0.5 * (40 / 194 * 100),
+                    "2": 68 + 0.5 * (34 / 194 * 100)}))
+        self.assertDecision(t["decisions"][2], dict(
+            req_id=3, client_id=None, disagg_request_id=77, phase="scored", req_tokens=60, best_rank=2,
+            effective_added=60, match_lens={"0": 0, "1": 0, "2": 0}, cache_affinity_active=False,
+            scores={"0": 60 + 0.5 * (140 / 214 * 60), "1": 60 + 0.5 * (40 / 214 * 60),
+                    "2": 60 + 0.5 * (34 / 214 * 60)}))
+
+    def test_kv_cache_aware_eligible_ranks_only(self):
+        """The same with max 2: the soft cap is 2, so rank 1 (2 requests)
+        never competes and rank 0 leaves after request 2. Request 2: loads
+        120 + 34 = 154. Request 3: rank 2 alone, loads max(34, 60) = 60."""
+        r, out, expected = self.kv_case(2)
+        self.assertEqual((out, expected), ({0: [2], 1: [], 2: [1, 3]}, 2))
+        d = trace_of(r)["decisions"]
+        self.assertEqual([x["req_id"] for x in d], [1, 2, 3])
+        self.assertDecision(d[1], dict(
+            req_id=2, client_id="client-2", disagg_request_id=None, phase="scored", req_tokens=100, best_rank=0,
+            effective_added=20, match_lens={"0": 80, "2": 32}, cache_affinity_active=True,
+            scores={"0": 20 + 0.5 * (120 / 154 * 100), "2": 68 + 0.5 * (34 / 154 * 100)}))
+        self.assertDecision(d[2], dict(
+            req_id=3, client_id=None, disagg_request_id=77, phase="scored", req_tokens=60, best_rank=2,
+            effective_added=60, match_lens={"2": 0}, cache_affinity_active=False,
+            scores={"2": 60 + 0.5 * (34 / 60 * 60)}))
+
+    def test_tracing_changes_no_decision(self):
+        for maxn in (8, 2):
+            with self.subTest(maxn=maxn):
+                r1, out1, e1 = self.kv_case(maxn)
+                r2, out2, e2 = self.kv_case(maxn, route_trace=False)
+                self.assertEqual((out1, e1), (out2, e2))
+                self.assertEqual(r1.router.state_digest(), r2.router.state_digest())
+                self.assertIsNone(r2._last_route_trace)
+
+    def test_one_decision_per_policy(self):
+        states = [T.RankState(0, 1, 100), T.RankState(1, 0, 30), T.RankState(2, 2, 10)]
+        # Default: request 2 strict on rank 2 (3 requests); soft cap
+        # min(max(ceil((1 + 0 + 3 + 2) / 3), 3), 4) = 3: ranks 0 (100 tokens)
+        # and 1 (30) compete, largest prompt first: 3 (70) to rank 1
+        # (then 100 tokens, 1 request), 1 (50) to rank 0 on the tie (rank order).
+        r = T.DefaultADPRouter(F.Dist(0, 3), options={"route_trace": True})
+        out, _ = r.route_requests(states, [F.item(1, [1] * 50), F.item(2, [2] * 20, target=2, relax=False),
+                                           F.item(3, [3] * 70)], 4)
+        self.assertEqual(ids(out), {0: [1], 1: [3], 2: [2]})
+        t = trace_of(r)
+        self.assertEqual(t["load_before"], {"num_active_requests": [1, 0, 2], "num_active_tokens": [100, 30, 10]})
+        none = dict(client_id=None, disagg_request_id=None)
+        self.assertEqual(t["decisions"], [
+            dict(none, req_id=2, phase="strict", req_tokens=20, best_rank=2, effective_added=20),
+            dict(none, req_id=3, phase="least_loaded", req_tokens=70, best_rank=1, effective_added=70,
+                 match_lens={"0": 0, "1": 0}, scores={"0": 100.0, "1": 30.0}, cache_affinity_active=False),
+            dict(none, req_id=1, phase="least_loaded", req_tokens=50, best_rank=0, effective_added=50,
+                 match_lens={"0": 0, "1": 0}, scores={"0": 100.0, "1": 100.0}, cache_affinity_active=False)])
+        # Conversation (round robin from rank 0 under the soft cap 4).
+        r = T.ConversationAwareADPRouter(F.Dist(0, 3), options={"route_trace": True})
+        r.route_requests(states, [F.item(1, [1] * 50, conversation="a"), F.item(2, [2] * 20, target=2, relax=False),
+                                  F.item(3, [3] * 70)], 4)
+        self.assertEqual(trace_of(r)["decisions"], [
+            dict(none, req_id=2, phase="strict", req_tokens=20, best_rank=2, effective_added=20),
+            dict(none, req_id=1, phase="new_conversation", req_tokens=50, best_rank=0, effective_added=50),
+            dict(none, req_id=3, phase="new_conversation", req_tokens=70, best_rank=1, effective_added=70)])
+        r.route_requests(states, [F.item(4, [4] * 30, conversation="a")], 4)
+        self.assertEqual(trace_of(r)["decisions"], [
+            dict(none, req_id=4, phase="conversation_bound", req_tokens=30, best_rank=0, effective_added=30)])
+        # KV-aware cold-start warmup: the smallest pending rank first; the
+        # effective load is n less the warmed rank's match.
+        r = T.KVCacheAwareADPRouter(F.Dist(0, 3), F.KVCacheManager(), cold_start_warmup=True,
+                                    options={"route_trace": True})
+        r._all_ranks_prefix_matches = [{1: 32}, {}, {}]
+        r.route_requests(states, [F.item(1, [1] * 50), F.item(3, [3] * 70)], 4)
+        t = trace_of(r)
+        self.assertEqual(t["load_before"]["num_active_tokens"], [100.0, 30.0, 10.0])
+        self.assertEqual(t["decisions"], [
+            dict(none, req_id=1, phase="warmup", req_tokens=50, best_rank=0, effective_added=18),
+            dict(none, req_id=3, phase="warmup", req_tokens=70, best_rank=1, effective_added=70)])
+        # KV-aware with the ttft score: our reason name.
+        r = T.KVCacheAwareADPRouter(F.Dist(0, 3), F.KVCacheManager(),
+                                    options={"route_trace": True, "score": "ttft", "prefix_source": "index"})
+        r.route_requests(states, [F.item(1, [1] * 50)], 4)
+        (d,) = trace_of(r)["decisions"]
+        self.assertEqual((d["phase"], d["req_tokens"], d["effective_added"]), ("predicted_ttft", 50, 50))
+        self.assertEqual(sorted(d["match_lens"]), ["0", "1", "2"])
+
+    def test_left_over_and_idle_calls(self):
+        full = [T.RankState(k, 2, 5 * k) for k in range(3)]
+        for requeue in (False, True):
+            with self.subTest(requeue=requeue):
+                queue = WaitingQueue() if requeue else None
+                engine = Engine(waiting_queue=queue)
+                r = T.DefaultADPRouter(F.Dist(0, 3), options={"route_trace": True}, executor=engine)
+                out, _ = r.route_requests(full, [F.item(1, [1] * 5), F.item(2, [2] * 6)], 2)
+                self.assertEqual(trace_of(r), {"load_before": {"num_active_requests": [2, 2, 2],
+                                                               "num_active_tokens": [0, 5, 10]},
+                                               "num_unrouted": 2, "decisions": []})
+                self.assertEqual(len(r.carried), 0 if requeue else 2)
+                if requeue:
+                    self.assertEqual([x.id for x in queue], [1, 2])
+                    queue.clear()
+                # Partly placed (one free slot; the largest prompt first):
+                # only the placement is a decision.
+                one_free = [T.RankState(0, 1, 0)] + full[1:]
+                r.route_requests(one_free, [F.item(3, [3] * 7), F.item(4, [4] * 4)], 2)
+                t = trace_of(r)
+                self.assertEqual([(d["req_id"], d["best_rank"]) for d in t["decisions"]], [(3, 0)])
+                self.assertEqual(t["num_unrouted"], 1 if requeue else 3)  # with 1 and 2 carried
+                self.assertEqual(t["load_before"]["num_active_requests"], [1, 2, 2])
+                r.drain_carried()
+                before = r._last_route_trace
+                # Nothing offered (nothing carried either): the trace stays.
+                r.route_requests([T.RankState(k) for k in range(3)], [], 2)
+                self.assertIs(r._last_route_trace, before)
+
+    def test_executor_sink_switch(self):
+        """TensorRT-LLM's executor sets route_trace_enabled on the rank that
+        writes when TRTLLM_ADP_ROUTE_TRACE names a file; the router keeps
+        receipts from construction when the variable is set."""
+        states, batch = [T.RankState(0), T.RankState(1)], lambda: [F.item(1, [1] * 9)]
+        with bare_env(TRTLLM_ADP_ROUTE_TRACE="/tmp/adp_trace.jsonl"):
+            r = T.DefaultADPRouter(F.Dist(0, 2))
+        self.assertFalse(r.route_trace_enabled)
+        self.assertIsNone(r._last_route_trace)
+        r.route_requests(states, batch(), 4)
+        self.assertIsNone(r._last_route_trace)  # not asked for yet
+        r.route_trace_enabled = True
+        r.route_requests(states, batch(), 4)
+        self.assertEqual([d["req_id"] for d in trace_of(r)["decisions"]], [1])
+        # Without the variable or the option the router keeps no receipts:
+        # it says so (once) and leaves the trace empty.
+        r = T.DefaultADPRouter(F.Dist(0, 2))
+        r.route_trace_enabled = True
+        with self.assertLogs("adprouter.trtllm", "WARNING") as cm:
+            r.route_requests(states, batch(), 4)
+            r.route_requests(states, batch(), 4)
+        self.assertEqual(len(cm.records), 1)
+        self.assertIn("keeps no receipts", cm.output[0])
+        self.assertIsNone(r._last_route_trace)
+
+
+class FingerprintTest(BareEnvCase):
+    def test_fingerprint_and_log(self):
+        import re
+        kv = F.KVCacheManager()
+        with self.assertLogs("adprouter.trtllm", "INFO") as cm:
+            r = T.KVCacheAwareADPRouter(F.Dist(2, 4), kv, options={"prefix_source": "index"})
+        self.assertEqual(len(cm.records), 1)
+        self.assertEqual(cm.records[0].levelname, "INFO")
+        msg = cm.records[0].getMessage()
+        for part in ("rank 2", "KVCacheAwareADPRouter", "adprouter %s" % adprouter.version(), "prefix_source=index",
+                     "load_balance_weight=1.0", "tokens_per_block=32", r.fingerprint):
+            self.assertIn(part, msg)
+        self.assertRegex(r.fingerprint, r"^[0-9a-f]{16}$")
+        same = T.KVCacheAwareADPRouter(F.Dist(0, 4), kv, options={"prefix_source": "index"})
+        self.assertEqual(same.fingerprint, r.fingerprint)  # the rank is not part of it
+        for name, other in [
+            ("another option", T.KVCacheAwareADPRouter(F.Dist(2, 4), kv, options={"prefix_source": "probe+index"})),
+            ("another parameter", T.KVCacheAwareADPRouter(F.Dist(2, 4), kv, load_balance_weight=0.5,
+                                                          options={"prefix_source": "index"})),
+            ("no option", T.KVCacheAwareADPRouter(F.Dist(2, 4), kv)),
+        ]:
+            with self.subTest(name):
+                self.assertRegex(other.fingerprint, r"^[0-9a-f]{16}$")
+                self.assertNotEqual(other.fingerprint, r.fingerprint)
+        prints = {cls.__name__: cls(F.Dist()).fingerprint for cls in (T.DefaultADPRouter, T.ConversationAwareADPRouter)}
+        self.assertEqual(len(set(prints.values())), 2)
+        self.assertEqual(T.DefaultADPRouter(F.Dist()).fingerprint, prints["DefaultADPRouter"])
+        self.assertTrue(all(re.fullmatch(r"[0-9a-f]{16}", p) for p in prints.values()))
+
+    def check_group(self, options_of_rank, calls=3):
+        """4 thread ranks with check_ranks, each routing calls batches; per
+        rank: the decisions (or the ConfigError), allgathers after each
+        gather, its fingerprint."""
+        def rank(dist):
+            r = T.ADPRouter.create(dist, F.KVCacheManager(), F.attention_dp_config(**KV_CFG),
+                                   options=dict(check_ranks=True, **options_of_rank(dist.tp_rank)))
+            decisions, counts = [], []
+            for call in range(calls):
+                try:
+                    states = r.gather_all_rank_states([])
+                except adprouter.ConfigError as e:
+                    return "ConfigError", str(e), dist.allgathers, r.fingerprint
+                counts.append(dist.allgathers)
+                batch = [F.item(10 * call + k, [k] * 40) for k in range(3)]
+                if r.needs_prefix_matches:
+                    r.gather_prefix_matches(batch)
+                out, _ = r.route_requests(states, batch, 8)
+                decisions.append(ids(out))
+                counts.append(dist.allgathers)
+            return decisions, counts, r.fingerprint
+        return F.ThreadGroup(4).run(rank)
+
+    def test_check_ranks_agree(self):
+        out = self.check_group(lambda rank: {"prefix_source": "index"})
+        self.assertEqual(len({repr(o) for o in out}), 1)  # the same decisions and fingerprint on every rank
+        decisions, counts, _ = out[0]
+        self.assertEqual(counts, [2, 2, 3, 3, 4, 4])  # one extra allgather, at the first gather only
+        self.assertEqual(sum(len(v) for d in decisions for v in d.values()), 9)
+
+    def test_check_ranks_disagree(self):
+        out = self.check_group(lambda rank: {"prefix_source": "probe+index" if rank == 1 else "index"})
+        prints = [o[3] for o in out]
+        self.assertEqual(len(set(prints)), 2)
+        self.assertEqual(prints[0], prints[2])
+        for rank, (kind, msg, allgathers, fp) in enumerate(out):
+            with self.subTest(rank=rank):
+                self.assertEqual(kind, "ConfigError")
+                self.assertEqual(allgathers, 1)  # refused before the states were gathered
+                self.assertIn("%s: ranks [1]" % prints[1], msg)
+                self.assertIn("%s: ranks [0, 2, 3]" % prints[0], msg)
+
+    def test_check_ranks_refuses_again(self):
+        """A rank that catches the error and gathers again is refused again
+        (every rank alike: the check is one allgather each time)."""
+        def rank(dist):
+            opts = {"check_ranks": True, "warmup": "once" if dist.tp_rank == 3 else "off"}
+            r = T.KVCacheAwareADPRouter(dist, F.KVCacheManager(), options=opts)
+            raised = 0
+            for _ in range(2):
+                try:
+                    r.gather_all_rank_states([])
+                except adprouter.ConfigError:
+                    raised += 1
+            return raised, dist.allgathers
+        self.assertEqual(F.ThreadGroup(4).run(rank), [(2, 2)] * 4)
+
+    def test_check_ranks_on_some_ranks_only(self):
+        """Ranks that disagree on check_ranks itself make different
+        collective calls: every rank raises a clear error, none routes on
+        a fingerprint read as a rank state."""
+        def rank(dist):
+            opts = {"check_ranks": dist.tp_rank != 2}
+            r = T.DefaultADPRouter(dist, options=opts)
+            try:
+                r.gather_all_rank_states([])
+            except (adprouter.ConfigError, ValueError) as e:
+                return type(e).__name__, str(e)
+            return "routed", ""
+        out = F.ThreadGroup(4).run(rank)
+        for k, (kind, msg) in enumerate(out):
+            with self.subTest(rank=k):
+                if k == 2:
+                    self.assertEqual(kind, "ValueError")
+                    self.assertIn("check_ranks", msg)
+                else:
+                    self.assertEqual(kind, "ConfigError")
+                    self.assertIn("some ranks only", msg)
+
+    def test_receipts_are_not_part_of_it(self):
+        """explain and route_trace change no decision: ranks that differ in
+        them route alike and pass the check."""
+        plain = T.DefaultADPRouter(F.Dist()).fingerprint
+        self.assertEqual(T.DefaultADPRouter(F.Dist(), options={"explain": True}).fingerprint, plain)
+        self.assertEqual(T.DefaultADPRouter(F.Dist(), options={"route_trace": "true"}).fingerprint, plain)
+        with self.assertRaisesRegex(adprouter.ConfigError, "check_ranks"):
+            T.DefaultADPRouter(F.Dist(), options={"check_ranks": ""})
+
+
+
+def overflow(r):
+    """Two ranks with one request each, max 3: 8 offered (prompt lengths
+    17, 24, 31, 38, 15, 22, 29, 36), 4 fit."""
+    if r.needs_prefix_matches:
+        r._all_ranks_prefix_matches = [{}, {}]
+    batch = [F.item(i, [i] * (10 + i * 7 % 30)) for i in range(1, 9)]
+    return r.route_requests([T.RankState(0, 1, 0), T.RankState(1, 1, 0)], batch, 3)
+
+
+class HandBackTest(BareEnvCase):
+    """executor=: what no rank can take goes back to the front of the
+    executor's waiting queue, in the order offered."""
+
+    def test_requeue(self):
+        for name, make, placed in [
+            ("default", lambda e: T.DefaultADPRouter(F.Dist(0, 2), executor=e), {0: [4, 7], 1: [8, 3]}),
+            ("kv", lambda e: T.KVCacheAwareADPRouter(F.Dist(0, 2), F.KVCacheManager(), executor=e),
+             {0: [2, 4], 1: [1, 3]}),
+            ("conversation", lambda e: T.ConversationAwareADPRouter(F.Dist(0, 2), executor=e),
+             {0: [1, 3], 1: [2, 4]}),
+        ]:
+            with self.subTest(name):
+                engine = Engine(waiting_queue=WaitingQueue([F.item(99, [9])]))
+                r = make(engine)
+                out, _ = overflow(r)
+                self.assertEqual(ids(out), placed)
+                left = [i for i in range(1, 9) if i not in sum(placed.values(), [])]
+                self.assertEqual([x.id for x in engine.waiting_queue], left + [99])
+                self.assertEqual(r.carried, ())
+                st = r.stats()
+                self.assertEqual((st["requeued"], st["carried"]), (4, 0))
+                # The same without the executor: carried.
+                plain = make(None)
+                overflow(plain)
+                self.assertEqual([x.id for x in plain.carried], left)
+                self.assertEqual((plain.stats()["requeued"], plain.stats()["carried"]), (0, 4))
+
+    def test_no_queue_to_take_them(self):
+        for name, engine in [("no waiting queue", Engine()),
+                             ("a queue without prepend_requests", Engine(waiting_queue=[]))]:
+            with self.subTest(name):
+                r = T.DefaultADPRouter(F.Dist(0, 2), executor=engine)
+                overflow(r)
+                self.assertEqual(len(r.carried), 4)
+                self.assertEqual(r.stats()["requeued"], 0)
+        # The router holds the executor weakly: once it is gone, it carries.
+        import gc
+        engine = Engine(waiting_queue=WaitingQueue())
+        r = T.DefaultADPRouter(F.Dist(0, 2), executor=engine)
+        del engine
+        gc.collect()
+        overflow(r)
+        self.assertEqual(len(r.carried), 4)
+
+
+class InstallExecutorTest(BareEnvCase):
+    """install() against a fake tensorrt_llm whose ADPRouter.create has the
+    newer signature, called from a PyExecutor's __init__ as TensorRT-LLM's is."""
+
+    def fake(self):
+        class TrtADPRouter:
+            @classmethod
+            def create(cls, dist, has_seq_slot_headroom, kv_cache_manager=None, attention_dp_config=None,
+                       async_transfer_manager=None):
+                return "theirs"
+
+        name = "tensorrt_llm._torch.pyexecutor.scheduler.adp_router"
+        mods = {"tensorrt_llm": types.ModuleType("tensorrt_llm")}
+        parts = name.split(".")
+        for i in range(2, len(parts) + 1):
+            mods[".".join(parts[:i])] = types.ModuleType(".".join(parts[:i]))
+        mods[name].ADPRouter = TrtADPRouter
+        patch = mock.patch.dict(sys.modules, mods)
+        patch.start()
+        self.addCleanup(patch.stop)
+        self.addCleanup(T.uninstall)
+        return TrtADPRouter
+
+    def test_the_calling_executor_is_found(self):
+        cls = self.fake()
+        T.install()
+        cfg = F.attention_dp_config(**KV_CFG)
+
+        class PyExecutor:
+            def __init__(self):
+                self.waiting_queue = WaitingQueue()
+                self.adp_router = cls.create(dist=F.Dist(0, 2), has_seq_slot_headroom=False,
+                                             kv_cache_manager=F.KVCacheManager(), attention_dp_config=cfg,
+                                             async_transfer_manager=None)
+
+        class TracingPyExecutor(PyExecutor):
+            pass
+
+        class Engine2:
+            def __init__(self):
+                self.waiting_queue = WaitingQueue()
+                self.adp_router = cls.create(F.Dist(0, 2), True, F.KVCacheManager(), cfg)
+
+        for name, make, found in [("PyExecutor", PyExecutor, True), ("a subclass", TracingPyExecutor, True),
+                                  ("another class", Engine2, False)]:
+            with self.subTest(name):
+                ex = make()
+                r = ex.adp_router
+                self.assertIsInstance(r, T.KVCacheAwareADPRouter)
+                self.assertIs(r.exclude_retiring_requests, not found)  # False passed by PyExecutor, True by Engine2
+                self.assertIs(r._executor() if r._executor else None, ex if found else None)
+                overflow(r)
+                self.assertEqual(len(ex.waiting_queue), 4 if found else 0)
+                self.assertEqual(len(r.carried), 0 if found else 4)
+        # Called from elsewhere (no executor in the calling frame).
+        r = cls.create(F.Dist(0, 2), False, F.KVCacheManager(), cfg)
+        self.assertIsNone(r._executor)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -25,6 +25,16 @@ class SchedulingParams:
         self.attention_dp_relax = attention_dp_relax
 
 
+class NewerSchedulingParams(SchedulingParams):
+    """SchedulingParams of newer TensorRT-LLM releases: also
+    subagent_affinity_id, the parent session's key a sub-agent's request
+    carries (routed as its conversation)."""
+
+    def __init__(self, attention_dp_rank=None, attention_dp_relax=None, subagent_affinity_id=None):
+        super().__init__(attention_dp_rank, attention_dp_relax)
+        self.subagent_affinity_id = subagent_affinity_id
+
+
 class ConversationParams:
     def __init__(self, conversation_id):
         self.conversation_id = conversation_id
