@@ -179,6 +179,55 @@ func TestPython(t *testing.T) {
 	}
 }
 
+// The compiled path's safety suites once more under python3 -X dev (the
+// debug hooks, faulthandler, warnings on) with PYTHONMALLOC=malloc: the
+// hostile-object cases of python/tests/test_hostile.py (each in a child
+// process with a hard timeout, under the same flags), the C packer's tests
+// and the binding's safety tests.
+func TestPythonDevMode(t *testing.T) {
+	lib := library(t)
+	py := need(t, "python3")
+	env := []string{"PYTHONPATH=python" + string(os.PathListSeparator) + "python/tests", "ADPROUTER_LIBRARY=" + lib,
+		"PYTHONMALLOC=malloc"}
+	out := run(t, env, py, "-X", "dev", "-m", "unittest", "-v", "test_hostile", "test_speedups", "test_safety")
+	t.Log(lastLines(out, 3))
+}
+
+// A subset of the hostile-object cases (python/tests/test_hostile.py
+// --valgrind: those marked valgrind=True) under valgrind's memcheck, in one
+// process: any invalid read, write or free in _speedups.c, CPython or ctypes
+// fails it (--error-exitcode), as does a case whose paths disagree.
+// PYTHONMALLOC=malloc makes Python's objects malloc blocks memcheck tracks;
+// --undef-value-errors=no drops CPython's known uninitialised-value noise;
+// python/tests/valgrind.supp and GODEBUG keep the Go runtime's own accesses
+// out (RDTSCP, which this valgrind cannot decode, and the AES hash's
+// over-reads). About 10 s here; CI installs valgrind (.ci/run).
+func TestPythonHostileValgrind(t *testing.T) {
+	lib := library(t)
+	py := need(t, "python3")
+	vg := need(t, "valgrind")
+	env := []string{"PYTHONPATH=python", "ADPROUTER_LIBRARY=" + lib}
+	// valgrind must run the interpreter itself, not a wrapper script (pyenv's
+	// python3 is one), and the cases need the C packer ./build.sh builds.
+	probe := `import sys; from adprouter import _accel; print(sys.executable); print(_accel.speedups is not None)`
+	got := strings.Fields(run(t, env, py, "-c", probe))
+	if len(got) != 2 {
+		t.Fatalf("probe printed %q", got)
+	}
+	if got[1] != "True" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("adprouter._speedups was not built: CI must build it (python3-dev, .ci/run)")
+		}
+		t.Skip("adprouter._speedups not built; skipping")
+	}
+	env = append(env, "PYTHONMALLOC=malloc", "GODEBUG=cpu.rdtscp=off,cpu.aes=off", "ADPROUTER_HOSTILE_TIMEOUT=300")
+	// --fair-sched: the Go runtime's spinning threads otherwise hold
+	// valgrind's one running thread for seconds at a time.
+	out := run(t, env, vg, "--quiet", "--fair-sched=yes", "--error-exitcode=99", "--undef-value-errors=no",
+		"--suppressions=python/tests/valgrind.supp", got[0], "python/tests/test_hostile.py", "--valgrind")
+	t.Log(lastLines(out, 1))
+}
+
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")

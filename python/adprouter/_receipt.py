@@ -19,6 +19,7 @@ decoding and the Receipt classes are here.
 import ctypes
 
 from ._abi import CandidateC, ReceiptC
+from ._errors import INTERNAL, INVALID_ARGUMENT, InternalError
 
 # ADPR_REASON_* and ADPR_EXCLUDED_* of include/adprouter.h, by value: the
 # name is the macro's suffix in lower case (python/tests/test_abi_layout.py
@@ -89,20 +90,32 @@ class Receipt:
         return "Receipt(id=%d, rank=%d, reason=%r)" % (self.id, self.rank, self.reason)
 
 
-def read(router, raise_status):
+# How many times read() starts over when routes on other threads keep
+# changing the receipts under it.
+_TRIES = 16
+
+
+def read(router, raise_status, errbuf):
     """The receipts of router's last decision (Router.receipts). raise_status
-    is the binding's status -> exception function."""
-    lib, errbuf, errlen = router._lib, router._errbuf, len(router._errbuf)
+    is the binding's status -> exception function, errbuf this call's own
+    error buffer.
+
+    No lock is held (the library serialises calls on one router; a binding
+    lock held here could be re-entered by code that runs while Python
+    objects are allocated, such as a __del__ that calls the router, and
+    hang): the receipts are copied, then their texts, then the receipts
+    again. A decision on another thread in between (the copies differ, or
+    the counts changed under a call) starts it over."""
+    lib, h, errlen = router._lib, router._handle, len(errbuf)
     n, nc = ctypes.c_int64(0), ctypes.c_int64(0)
-    with router._lock:
-        h = router._handle
+    for attempt in range(_TRIES):
+        last = attempt == _TRIES - 1
         status = lib.adpr_router_receipts(h, None, 0, None, 0, ctypes.byref(n), ctypes.byref(nc), errbuf, errlen)
         if status != 0:
             raise_status(status, errbuf)
-        rcs = (ReceiptC * max(n.value, 1))()
-        cands = (CandidateC * max(nc.value, 1))()
-        status = lib.adpr_router_receipts(h, rcs, n.value, cands, nc.value, ctypes.byref(n), ctypes.byref(nc),
-                                          errbuf, errlen)
+        rcs, cands, status = _copy(lib, h, n, nc, errbuf, errlen)
+        if status == INVALID_ARGUMENT and not last:
+            continue  # more receipts than asked for: a decision in between
         if status != 0:
             raise_status(status, errbuf)
         texts = []
@@ -114,11 +127,38 @@ def read(router, raise_status):
                 buf = ctypes.create_string_buffer(need.value)
                 status = lib.adpr_router_receipt_text(h, i, buf, len(buf), ctypes.byref(need), errbuf, errlen)
             if status != 0:
-                raise_status(status, errbuf)
+                break
             texts.append(buf.value.decode())
+        if status == INVALID_ARGUMENT and not last:
+            continue  # fewer receipts now: a decision in between
+        if status != 0:
+            raise_status(status, errbuf)
+        n2, nc2 = ctypes.c_int64(n.value), ctypes.c_int64(nc.value)
+        rcs2, cands2, status = _copy(lib, h, n2, nc2, errbuf, errlen)
+        if status == INVALID_ARGUMENT and not last:
+            continue
+        if status != 0:
+            raise_status(status, errbuf)
+        if (n2.value, nc2.value) == (n.value, nc.value) and bytes(rcs2) == bytes(rcs) and \
+                bytes(cands2) == bytes(cands):
+            break
+        if last:
+            raise InternalError("receipts: other threads' decisions kept changing them while they were read",
+                                INTERNAL)
     out = []
     for i in range(n.value):
         rc = rcs[i]
         off = rc.candidate_offset
         out.append(Receipt(rc, cands[off:off + rc.num_candidates], texts[i]))
     return out
+
+
+def _copy(lib, h, n, nc, errbuf, errlen):
+    """(receipts, candidates, status): a copy of the last decision's
+    receipts into arrays of n and nc entries (n and nc then hold the
+    counts)."""
+    rcs = (ReceiptC * max(n.value, 1))()
+    cands = (CandidateC * max(nc.value, 1))()
+    status = lib.adpr_router_receipts(h, rcs, n.value, cands, nc.value, ctypes.byref(n), ctypes.byref(nc),
+                                      errbuf, errlen)
+    return rcs, cands, status

@@ -3,6 +3,17 @@ and block_hashes, the prefix index's keys.
 
 Router.route packs through _pack (or the C packer of _accel, when in use)
 and calls adpr_route; every other method is one library call.
+
+No method holds a Python lock while it calls the library or runs code that
+can run the caller's (packing reads the caller's objects: __bool__,
+__index__, __eq__, ...; any allocation can collect garbage and run a
+__del__): such code may call the same router again, and a lock held there
+would hang the thread. None is needed: the library serialises calls on one
+handle and never reuses a handle, so a call racing close() gets
+InvalidHandleError; and each call takes an error buffer of its own from a
+pool (_take_errbuf), so that no two calls, on other threads or re-entrant
+on this one, write one buffer. Router.dp_size is the int the library
+accepted (Router(dp_size="4").dp_size == 4).
 """
 
 import ctypes
@@ -19,6 +30,19 @@ from ._types import RouteResult
 
 # The most hot groups stats() asks for.
 _MAX_GROUPS = 1 << 16
+
+# Error buffers no call is using. The library writes one only when it returns
+# an error, so a buffer goes back (_ERRBUFS.append) after OK calls only and
+# every buffer here is empty. list.pop and list.append are atomic.
+_ERRBUFS = []
+
+
+def _take_errbuf():
+    """An error buffer for one library call, the caller's alone."""
+    try:
+        return _ERRBUFS.pop()
+    except IndexError:
+        return ctypes.create_string_buffer(ERRBUF)
 
 
 def block_hashes(tokens, tokens_per_block=32, lora_id=0, cache_salt=0):
@@ -59,7 +83,9 @@ class Router:
     other options of include/adprouter.h. Unknown names raise ConfigError.
 
     Safe to share between threads (calls on one router are serialised by the
-    library). Close it with close() or use it as a context manager.
+    library), and to call from code that runs during a call on it (a
+    __del__, a flag's __bool__): no Python lock is held. Close it with
+    close() or use it as a context manager.
     """
 
     def __init__(self, policy="kv_cache_aware", dp_size=None, **options):
@@ -79,7 +105,9 @@ class Router:
         self._lib = lib
         self._handle = handle.value
         self.policy = policy
-        self.dp_size = dp_size
+        # The int the library accepted (digits with an optional "-", which
+        # int() reads as the library does), whatever type was given.
+        self.dp_size = int(arr[1].value)
         # How many leading tokens per request to send, as the library says
         # its decisions read them: none, the first 64 (the KV-aware grouping
         # key) or the whole prompt (None: the prefix index hashes it).
@@ -90,8 +118,17 @@ class Router:
             self._handle = 0
             raise_status(status, None)
         self._send_tokens = None if n.value < 0 else n.value
-        self._errbuf = errbuf
-        self._lock = threading.Lock()
+        self._errbufs = threading.local()
+        self._errbufs.buf = errbuf
+
+    @property
+    def _errbuf(self):
+        """An error buffer of the calling thread's (for callers outside this
+        module; the methods here take one per call: _take_errbuf)."""
+        buf = getattr(self._errbufs, "buf", None)
+        if buf is None:
+            buf = self._errbufs.buf = ctypes.create_string_buffer(ERRBUF)
+        return buf
 
     @property
     def tokens_read(self):
@@ -146,7 +183,8 @@ class Router:
         name every request in batch order and pairs in batch order are the
         fastest.
         """
-        if not self._handle:
+        h = self._handle  # a close() from here on: adpr_route says InvalidHandleError
+        if not h:
             raise InvalidHandleError("the router is closed", INVALID_HANDLE)
         maxn = max_num_active_requests
         if not isinstance(maxn, int) or not 1 <= maxn <= 0x7FFFFFFF:
@@ -166,16 +204,25 @@ class Router:
             # function's address: no ctypes conversions) and decoding in
             # one; None means something unusual, which the general path
             # below handles.
-            with self._lock:
-                if not self._handle:
-                    raise InvalidHandleError("the router is closed", INVALID_HANDLE)
-                got = sp.route(_abi.route_address, self._handle, states, requests, self._send_tokens, match_lens,
-                               match_format == "pairs", maxn, self._errbuf)
-                if got is not None:
-                    status, expected, assignment, unassigned, ranks = got
-                    if status != OK:
-                        raise_status(status, self._errbuf)
-                    return RouteResult(assignment, expected, unassigned, ranks)
+            err = _take_errbuf()
+            got = sp.route(_abi.route_address, h, states, requests, self._send_tokens, match_lens,
+                           match_format == "pairs", maxn, err)
+            if got is not None:
+                status, expected, assignment, unassigned, ranks = got
+                if status != OK:
+                    raise_status(status, err)
+                _ERRBUFS.append(err)
+                return RouteResult(assignment, expected, unassigned, ranks)
+            _ERRBUFS.append(err)
+        # Read from snapshots, as the C path does: code run meanwhile (another
+        # thread, a __del__, a flag's __bool__) cannot resize them under the
+        # packing.
+        try:
+            states, requests = tuple(states), tuple(requests)
+        except TypeError as e:
+            raise InvalidArgumentError("states and requests must be sequences: %s" % (e,),
+                                       INVALID_ARGUMENT) from None
+        ns, nr = len(states), len(requests)
         sbuf = sp.pack_states(states) if sp else None
         if sbuf is None:
             sbuf = pack_states(states)
@@ -198,22 +245,22 @@ class Router:
             address(matches) if matches is not None and len(matches) else None,
             maxn)
         out = Result(ranks.buffer_info()[0], order.buffer_info()[0], offsets.buffer_info()[0], 0, 0)
-        with self._lock:
-            if not self._handle:
-                raise InvalidHandleError("the router is closed", INVALID_HANDLE)
-            status = self._lib.adpr_route(self._handle, ctypes.byref(batch), ctypes.byref(out),
-                                          self._errbuf, ERRBUF)
-            if status != OK:
-                raise_status(status, self._errbuf)
+        err = _take_errbuf()
+        status = self._lib.adpr_route(h, ctypes.byref(batch), ctypes.byref(out), err, ERRBUF)
+        if status != OK:
+            raise_status(status, err)
+        _ERRBUFS.append(err)
         return LazyResult(order, offsets, ranks, out.expected)
 
     def receipts(self):
         """Why each request of the last route() went where it did: a list of
         adprouter._receipt.Receipt, one per request in request order (create
         the router with explain=True; print one to read it)."""
-        if not self._handle:
-            raise InvalidHandleError("the router is closed", INVALID_HANDLE)
-        return _receipt.read(self, raise_status)
+        self._check_open()
+        err = _take_errbuf()
+        out = _receipt.read(self, raise_status, err)
+        _ERRBUFS.append(err)
+        return out
 
     def state_digest(self):
         """A 64-bit digest of the router state that determines future
@@ -221,8 +268,7 @@ class Router:
         if not self._handle:
             raise InvalidHandleError("the router is closed", INVALID_HANDLE)
         out = ctypes.c_uint64(0)
-        with self._lock:
-            status = self._lib.adpr_router_state_digest(self._handle, ctypes.byref(out))
+        status = self._lib.adpr_router_state_digest(self._handle, ctypes.byref(out))
         if status != OK:
             raise_status(status, None)
         return out.value
@@ -235,17 +281,18 @@ class Router:
         self._check_open()
         ranks = array("i")
         total = ctypes.c_int64(0)
+        err = _take_errbuf()
         while True:
-            with self._lock:
-                status = self._lib.adpr_router_pending_warmup(
-                    self._handle, ctypes.cast(address(ranks), ctypes.POINTER(ctypes.c_int32)) if ranks else None,
-                    len(ranks), ctypes.byref(total), self._errbuf, ERRBUF)
+            status = self._lib.adpr_router_pending_warmup(
+                self._handle, ctypes.cast(address(ranks), ctypes.POINTER(ctypes.c_int32)) if ranks else None,
+                len(ranks), ctypes.byref(total), err, ERRBUF)
             if status != SHORT_BUFFER:
                 break
             ranks = array("i", bytes(4 * total.value))
         if status != OK:
-            raise_status(status, self._errbuf)
-        return ranks.tolist()
+            raise_status(status, err)
+        _ERRBUFS.append(err)
+        return ranks[:total.value].tolist()
 
     def set_pending_warmup(self, ranks):
         """Replaces the kv_cache_aware cold-start warmup's pending ranks with
@@ -258,12 +305,13 @@ class Router:
         for i, k in enumerate(given):
             check_int("ranks[%d]" % i, k, -(1 << 31), (1 << 31) - 1)
         buf = array("i", given)
-        with self._lock:
-            status = self._lib.adpr_router_set_pending_warmup(
-                self._handle, ctypes.cast(address(buf), ctypes.POINTER(ctypes.c_int32)) if buf else None,
-                len(buf), self._errbuf, ERRBUF)
-            if status != OK:
-                raise_status(status, self._errbuf)
+        err = _take_errbuf()
+        status = self._lib.adpr_router_set_pending_warmup(
+            self._handle, ctypes.cast(address(buf), ctypes.POINTER(ctypes.c_int32)) if buf else None,
+            len(buf), err, ERRBUF)
+        if status != OK:
+            raise_status(status, err)
+        _ERRBUFS.append(err)
 
     def conversations(self):
         """The conversation map as a list of (conversation id, rank), least
@@ -272,17 +320,19 @@ class Router:
         self._check_open()
         total, nbytes = ctypes.c_int64(0), ctypes.c_int64(0)
         bindings, ids = (BindingC * 0)(), ctypes.create_string_buffer(0)
+        err = _take_errbuf()
         while True:
-            with self._lock:
-                status = self._lib.adpr_router_conversations(
-                    self._handle, bindings, len(bindings), ids, len(ids), ctypes.byref(total),
-                    ctypes.byref(nbytes), self._errbuf, ERRBUF)
+            status = self._lib.adpr_router_conversations(
+                self._handle, bindings, len(bindings), ids, len(ids), ctypes.byref(total),
+                ctypes.byref(nbytes), err, ERRBUF)
             if status != SHORT_BUFFER:
                 break
             bindings = (BindingC * total.value)()
             ids = ctypes.create_string_buffer(nbytes.value)
         if status != OK:
-            raise_status(status, self._errbuf)
+            raise_status(status, err)
+        _ERRBUFS.append(err)
+        bindings = bindings[:total.value]
         raw = ids.raw
         return [(raw[b.id_offset:b.id_offset + b.id_length].decode("utf-8", "surrogateescape"), b.rank)
                 for b in bindings]
@@ -304,12 +354,12 @@ class Router:
         st = Stats()
         ranks = (RankStats * self.dp_size)()
         groups = (HotGroup * max(max_groups, 1))()
-        with self._lock:
-            status = self._lib.adpr_router_stats(self._handle, ctypes.byref(st), ranks,
-                                                 self.dp_size, groups, max_groups,
-                                                 self._errbuf, ERRBUF)
-            if status != OK:
-                raise_status(status, self._errbuf)
+        err = _take_errbuf()
+        status = self._lib.adpr_router_stats(self._handle, ctypes.byref(st), ranks,
+                                             self.dp_size, groups, max_groups, err, ERRBUF)
+        if status != OK:
+            raise_status(status, err)
+        _ERRBUFS.append(err)
         out = {name: getattr(st, name) for name, _ in Stats._fields_
                if name not in ("num_hot_groups", "reserved")}
         out["ranks"] = [dict(placed=r.placed, predicted_hit_tokens=r.predicted_hit_tokens,

@@ -11,6 +11,20 @@
  * the work in Python, which raises the documented errors: this module never
  * raises for bad input and has no error messages of its own.
  *
+ * The caller's code can run in the middle of packing: an attribute's
+ * __bool__ or __len__, a buffer's exporter, and any allocation of a tracked
+ * object (a garbage collection runs __del__ methods and gc callbacks), which
+ * may mutate the batch, close or call the router. So no borrowed pointer
+ * into the caller's objects is held across a point where that can happen:
+ * the entry points work on tuples of the caller's lists, the packers hold
+ * references to the values they read, and the match tables compare and hash
+ * only exact ints and bools (their hashing and comparison run no Python
+ * code; all_plain_ints): requests whose ids are anything else (an int
+ * subclass with its own __eq__ could clear the row being read) go to the
+ * Python path with the rest of the unusual cases. Request's repr holds each
+ * field while its repr runs. python/tests/test_hostile.py holds the hostile
+ * cases, run under -X dev and valgrind by ./build.sh test.
+ *
  * Self-contained, CPython C API only (not the limited API: it reads slot
  * offsets from member descriptors and small ints directly). Built by the
  * package build when a compiler is present; without it the binding runs the
@@ -54,8 +68,11 @@ static int slot_offsets(PyTypeObject *type, PyObject *names, Py_ssize_t *off, Py
         PyObject *d = PyObject_GetAttr((PyObject *)type, PyTuple_GET_ITEM(names, i));
         if (d == NULL)
             return -1;
+        /* A slot of type itself or a base: its offset lies within every
+         * object of type (a metaclass could hand back another's). */
         if (!Py_IS_TYPE(d, &PyMemberDescr_Type) ||
-            ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+            ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX ||
+            !PyType_IsSubtype(type, PyDescr_TYPE(d))) {
             Py_DECREF(d);
             PyErr_Format(PyExc_TypeError, "%R is not a __slots__ attribute", PyTuple_GET_ITEM(names, i));
             return -1;
@@ -72,12 +89,20 @@ static PyObject *configure(PyObject *Py_UNUSED(self), PyObject *args)
     PyObject *rnames, *snames;
     if (!PyArg_ParseTuple(args, "O!OO!O", &PyType_Type, &rt, &rnames, &PyType_Type, &st, &snames))
         return NULL;
-    if (slot_offsets(rt, rnames, request_off, R_SLOTS) < 0 || slot_offsets(st, snames, state_off, S_SLOTS) < 0)
+    /* All or nothing: the offsets in use change only together with their
+     * types (reading the names can run code that packs meanwhile). */
+    Py_ssize_t roff[R_SLOTS], soff[S_SLOTS];
+    if (slot_offsets(rt, rnames, roff, R_SLOTS) < 0 || slot_offsets(st, snames, soff, S_SLOTS) < 0)
         return NULL;
+    PyTypeObject *old_rt = request_type, *old_st = state_type;
     Py_INCREF(rt);
     Py_INCREF(st);
-    Py_XSETREF(request_type, rt);
-    Py_XSETREF(state_type, st);
+    memcpy(request_off, roff, sizeof roff);
+    memcpy(state_off, soff, sizeof soff);
+    request_type = rt;
+    state_type = st;
+    Py_XDECREF(old_rt);
+    Py_XDECREF(old_st);
     Py_RETURN_NONE;
 }
 
@@ -447,7 +472,10 @@ static int fill_states(PyObject *states, adpr_rank_state *st)
             read_int(v[S_CAP], INT64_MIN, INT64_MAX, &cap) ||
             read_int(v[S_FREE], INT64_MIN, INT64_MAX, &free_))
             return FALLBACK;
+        /* Its __bool__ may rebind s.memory_pressure: hold the flag. */
+        Py_INCREF(v[S_PRESSURE]);
         int pressure = PyObject_IsTrue(v[S_PRESSURE]);
+        Py_DECREF(v[S_PRESSURE]);
         if (pressure < 0) {
             PyErr_Clear();
             return FALLBACK;
@@ -504,7 +532,8 @@ static int request_ids(PyObject *requests, PyObject **ids)
 }
 
 /* Whether o is an int whose hashing and comparison run no Python code: a
- * match table's keys must be, so that nothing can change the row being read
+ * match table's keys, and the request ids they are looked up among, must
+ * be (see all_plain_ints), so that nothing can change the row being read
  * while it is read. */
 static inline int plain_int(PyObject *o) { return PyLong_CheckExact(o) || PyBool_Check(o); }
 
@@ -521,7 +550,9 @@ static inline int same_int(PyObject *a, PyObject *b)
     return eq > 0;
 }
 
-/* {request id: position}, built on first need. */
+/* {request id: position}, built on first need (ids all plain_int: their
+ * hashing runs no Python code; allocating the dict can collect garbage, so
+ * callers hold no borrowed pointer into a row across this call). */
 static PyObject *positions(PyObject **ids, Py_ssize_t nr)
 {
     PyObject *pos = PyDict_New();
@@ -649,9 +680,23 @@ static int fill_pairs(PyObject *m, int32_t *out, Py_ssize_t ns, Py_ssize_t r, Py
     return 0;
 }
 
+/* Whether ids[0..nr) are all plain_int: the dict and pairs forms compare
+ * and hash them (positions(), and the lookups in a dict of them), which
+ * must run no Python code while fill_dict and fill_pairs hold borrowed
+ * pointers into a row (an int subclass's __eq__ could clear the row and
+ * free what they read). Other ids go to the Python path. */
+static int all_plain_ints(PyObject **ids, Py_ssize_t nr)
+{
+    for (Py_ssize_t i = 0; i < nr; i++)
+        if (!plain_int(ids[i]))
+            return 0;
+    return 1;
+}
+
 /* Fills table[nr * len(rows)] (zeroed by the caller) from rows, a tuple with
  * one entry per rank, in the dict/row forms or, with pairs, the raw [id,
- * len, ...] form; ids[nr] are the requests' ids, referenced by the caller.
+ * len, ...] form; ids[nr] are the requests' ids, referenced by the caller
+ * (FALLBACK unless all plain_int where a dict or pairs row needs them).
  * Returns 0, FALLBACK or -1 (memory error). */
 static int fill_table(PyObject *rows, PyObject **ids, Py_ssize_t nr, int pairs, int32_t *table)
 {
@@ -662,9 +707,16 @@ static int fill_table(PyObject *rows, PyObject **ids, Py_ssize_t nr, int pairs, 
         PyErr_NoMemory();
         return -1;
     }
-    int rc = 0;
+    int rc = 0, ids_checked = 0;
     for (Py_ssize_t r = 0; r < ns && rc == 0; r++) {
         PyObject *m = PyTuple_GET_ITEM(rows, r);
+        if ((pairs || PyDict_CheckExact(m)) && !ids_checked) {
+            ids_checked = 1;
+            if (!all_plain_ints(ids, nr)) {
+                rc = FALLBACK;
+                break;
+            }
+        }
         if (pairs)
             rc = fill_pairs(m, table, ns, r, ids, nr, &pos, seen);
         else if (PyDict_CheckExact(m))
@@ -913,8 +965,10 @@ typedef int32_t (*adpr_route_fn)(uint64_t router, const adpr_batch *batch, adpr_
  * (status, expected, assignment, unassigned, ranks): the RouteResult fields,
  * decoded (None when status is not ADPR_OK, the message then in errbuf); or
  * None, having called nothing, where the Python path must run. The caller
- * holds the router's lock and has checked the handle and
- * max_num_active_requests. */
+ * has checked the handle and max_num_active_requests, and holds no lock:
+ * code packing runs may call the same router (the library serialises the
+ * calls; a handle closed meanwhile gets ADPR_ERR_INVALID_HANDLE). errbuf is
+ * the caller's for this call alone. */
 static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 9) {
@@ -1226,10 +1280,15 @@ static PyObject *rq_get(PyObject *self, int i)
 }
 
 /* Request(id=..., n=..., target_rank=..., relax=..., conversation_id=...),
- * n being num_tokens, else len(tokens or ()), as the Python class does. */
+ * n being num_tokens, else len(tokens or ()), as the Python class does: it
+ * reads each field just before its repr (the compiler makes the class's
+ * %-format an f-string), so a __repr__ that deletes a later field fails
+ * the same way. Each field is held while its __bool__, __len__ or __repr__
+ * runs: those may rebind or delete the request's fields. */
 static PyObject *rq_repr(PyObject *self)
 {
-    PyObject *ntok = rq_get(self, 2), *id, *target, *relax, *cid, *n;
+    static const int shown[5] = {0, -1, 3, 4, 5}; /* id, n, target_rank, relax, conversation_id */
+    PyObject *ntok = rq_get(self, 2), *r[5] = {NULL}, *n, *out = NULL;
     if (ntok == NULL)
         return NULL;
     if (ntok != Py_None) {
@@ -1239,21 +1298,32 @@ static PyObject *rq_repr(PyObject *self)
         PyObject *toks = rq_get(self, 1);
         if (toks == NULL)
             return NULL;
+        Py_INCREF(toks);
         int truth = PyObject_IsTrue(toks);
-        if (truth < 0)
-            return NULL;
-        Py_ssize_t len = truth ? PyObject_Size(toks) : 0;
-        if (len < 0)
+        Py_ssize_t len = truth > 0 ? PyObject_Size(toks) : 0;
+        Py_DECREF(toks);
+        if (truth < 0 || len < 0)
             return NULL;
         n = PyLong_FromSsize_t(len);
         if (n == NULL)
             return NULL;
     }
-    PyObject *out = NULL;
-    if ((id = rq_get(self, 0)) && (target = rq_get(self, 3)) && (relax = rq_get(self, 4)) &&
-        (cid = rq_get(self, 5)))
-        out = PyUnicode_FromFormat("Request(id=%R, n=%R, target_rank=%R, relax=%R, conversation_id=%R)", id, n,
-                                   target, relax, cid);
+    int k = 0;
+    for (; k < 5; k++) {
+        PyObject *v = shown[k] < 0 ? n : rq_get(self, shown[k]);
+        if (v == NULL)
+            break;
+        Py_INCREF(v);
+        r[k] = PyObject_Repr(v);
+        Py_DECREF(v);
+        if (r[k] == NULL)
+            break;
+    }
+    if (k == 5)
+        out = PyUnicode_FromFormat("Request(id=%U, n=%U, target_rank=%U, relax=%U, conversation_id=%U)", r[0], r[1],
+                                   r[2], r[3], r[4]);
+    for (int i = 0; i < 5; i++)
+        Py_XDECREF(r[i]);
     Py_DECREF(n);
     return out;
 }
