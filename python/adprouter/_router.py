@@ -252,6 +252,32 @@ class Router:
         _ERRBUFS.append(err)
         return LazyResult(order, offsets, ranks, out.expected)
 
+    def _route_items(self, states, items, flags, match_rows, maxn):
+        """adprouter.trtllm's C path (adprouter._speedups.trtllm_route): one
+        decision over TensorRT-LLM's RequestQueueItems, read as that module's
+        Python path reads them; (expected, {rank: [items]}, [items left
+        over]), or None where the Python path must run (no C packer, or
+        anything beyond the plain case). flags: which request fields the
+        policy reads (the module's T_* constants); match_rows: None, or per
+        rank an [id, match, ...] list or an {id: match} dict."""
+        sp = _accel.speedups
+        route = getattr(sp, "trtllm_route", None)
+        h = self._handle
+        if route is None or self._lib is not _abi.lib or not h:
+            return None
+        if not isinstance(maxn, int) or not 1 <= maxn <= 0x7FFFFFFF:
+            return None
+        err = _take_errbuf()
+        got = route(_abi.route_address, h, states, items, self._send_tokens, flags, match_rows, maxn, err)
+        if got is None:
+            _ERRBUFS.append(err)
+            return None
+        status, expected, assignment, left = got
+        if status != OK:
+            raise_status(status, err)
+        _ERRBUFS.append(err)
+        return expected, assignment, left
+
     def receipts(self):
         """Why each request of the last route() went where it did: a list of
         adprouter._receipt.Receipt, one per request in request order (create

@@ -1383,6 +1383,502 @@ static PyType_Spec rq_spec = {
     rq_slots,
 };
 
+/* --- adprouter.trtllm's route_requests: TensorRT-LLM's objects in, its dict out
+ *
+ * trtllm_route does in one C call what adprouter.trtllm's Python path does
+ * per iteration: reads each RequestQueueItem (and its LlmRequest and
+ * scheduling and conversation params) as that module's _requests does,
+ * packs the rank states whatever their class (by attribute name, as
+ * _pack.pack_states), builds the match table from the allgathered
+ * [id, match, ...] lists or {id: match} dicts with TensorRT-LLM's dict
+ * semantics (ids outside the batch ignored, the last of a repeated id
+ * wins, missing ones 0), calls adpr_route with the GIL released, and
+ * returns ({rank: [items]}, [items left over]) made of the caller's own item
+ * objects. Every value is read through a reference this code holds, so
+ * attribute look-ups that run the caller's code (properties, __getattr__)
+ * cannot free what is being read; anything beyond the plain case (a
+ * conversation id that needs the Python key, a cache salt to digest, a
+ * token list that is not a list or tuple, an attribute missing where the
+ * Python path would raise, ...) returns None and the Python path runs. */
+
+enum {
+    A_ID, A_REQUEST, A_NUM_INPUT, A_INPUT_IDS, A_SCHED, A_DP_RANK, A_DP_RELAX, A_SUBAGENT, A_CONV_PARAMS,
+    A_CONV_ID, A_LORA, A_TASK, A_SALT, A_RANK, A_REQS, A_TOKENS, A_CAPACITY, A_FREE, A_PRESSURE, A_NAMES
+};
+static const char *const attr_names[A_NAMES] = {
+    "id", "request", "num_input_tokens", "input_token_ids", "py_scheduling_params", "attention_dp_rank",
+    "attention_dp_relax", "subagent_affinity_id", "py_conversation_params", "conversation_id", "lora_config",
+    "task_id", "cache_salt", "rank", "num_active_requests", "num_active_tokens", "kv_capacity_tokens",
+    "free_kv_tokens", "memory_pressure",
+};
+static PyObject *attr_name[A_NAMES]; /* interned at import */
+
+/* trtllm_route's flags: what the policy reads. */
+#define T_CONVERSATIONS 1 /* the conversation key */
+#define T_SCOPES 2        /* the LoRA task and cache salt (prefix index) */
+
+/* Whether o is an id this path compares by value: an exact int or a bool,
+ * whose hashing and comparison in the Python path run no Python code. */
+static inline int plain_id(PyObject *o) { return PyLong_CheckExact(o) || PyBool_Check(o); }
+
+/* getattr(o, name, None): a new reference, or NULL with no error when the
+ * attribute is absent; NULL with an error set for any other failure. */
+static PyObject *optional_attr(PyObject *o, int name)
+{
+    PyObject *v = NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyObject_GetOptionalAttr(o, attr_name[name], &v) < 0)
+        return NULL;
+#else
+    if (_PyObject_LookupAttr(o, attr_name[name], &v) < 0)
+        return NULL;
+#endif
+    return v;
+}
+
+/* o.name as the Python path reads it (AttributeError there): a new
+ * reference, or NULL with FALLBACK's meaning (no error set). */
+static PyObject *required_attr(PyObject *o, int name)
+{
+    PyObject *v = PyObject_GetAttr(o, attr_name[name]);
+    if (v == NULL)
+        PyErr_Clear();
+    return v;
+}
+
+/* The conversation key of a request whose scheduling params are sp (may be
+ * NULL) as adprouter.trtllm's _requests reads it: a non-empty str
+ * subagent_affinity_id, else py_conversation_params.conversation_id. A new
+ * reference to an exact str the library takes as it is (adprouter.trtllm's
+ * _conversation_key leaves it unchanged: non-empty, no leading NUL, at most
+ * 256 characters, so at most 1024 UTF-8 bytes) or to None; NULL for
+ * FALLBACK (no error set). */
+static PyObject *conversation_key(PyObject *req, PyObject *sp)
+{
+    PyObject *cid = NULL;
+    if (sp != NULL) {
+        PyObject *sub = optional_attr(sp, A_SUBAGENT);
+        if (sub == NULL && PyErr_Occurred()) {
+            PyErr_Clear();
+            return NULL;
+        }
+        if (sub != NULL && PyUnicode_Check(sub) && PyUnicode_GET_LENGTH(sub) > 0)
+            cid = sub;
+        else
+            Py_XDECREF(sub);
+    }
+    if (cid == NULL) {
+        PyObject *cp = optional_attr(req, A_CONV_PARAMS);
+        if (cp == NULL) {
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                return NULL;
+            }
+            Py_RETURN_NONE;
+        }
+        if (cp == Py_None) {
+            return cp;
+        }
+        cid = required_attr(cp, A_CONV_ID);
+        Py_DECREF(cp);
+        if (cid == NULL)
+            return NULL;
+        if (cid == Py_None)
+            return cid;
+    }
+    if (PyUnicode_CheckExact(cid) && PyUnicode_GET_LENGTH(cid) > 0 && PyUnicode_GET_LENGTH(cid) <= 256 &&
+        PyUnicode_READ_CHAR(cid, 0) != 0)
+        return cid;
+    Py_DECREF(cid);
+    return NULL;
+}
+
+/* A LoRA task id or cache salt as the index's uint64 scope: task & (2^64-1)
+ * for an int (bools included), 0 for None or anything else (_requests); a
+ * salt must be None or an int but not a bool (others are digested in
+ * Python: FALLBACK). */
+static int scope_value(PyObject *v, int salt, uint64_t *out)
+{
+    *out = 0;
+    if (v == NULL || v == Py_None)
+        return 0;
+    if (!PyLong_Check(v) || (salt && PyBool_Check(v)))
+        return salt ? FALLBACK : 0;
+    *out = PyLong_AsUnsignedLongLongMask(v);
+    if (*out == (uint64_t)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return FALLBACK;
+    }
+    return 0;
+}
+
+/* Packs RequestQueueItem item into *out and the token and text buffers as
+ * adprouter.trtllm's _requests builds its Request and _pack packs it
+ * (through pack_fields, which both paths' packing shares). limit: the
+ * tokens to send (0: none, < 0: all). Returns 0, FALLBACK or -1. */
+static int pack_item(PyObject *item, Py_ssize_t limit, int flags, adpr_request *out, growbuf *tok, growbuf *text)
+{
+    enum { K = R_SLOTS };
+    PyObject *f[K] = {NULL}, *req = NULL, *sp = NULL, *toks = NULL;
+    uint64_t lora = 0, salt = 0;
+    int rc = FALLBACK;
+    if ((f[R_ID] = required_attr(item, A_ID)) == NULL || !plain_id(f[R_ID]) ||
+        (req = required_attr(item, A_REQUEST)) == NULL)
+        goto done; /* an id whose hashing runs Python code decodes in Python */
+    Py_INCREF(Py_None);
+    f[R_TARGET] = Py_None;
+    Py_INCREF(Py_True);
+    f[R_RELAX] = Py_True;
+    Py_INCREF(Py_None);
+    f[R_CONV] = Py_None;
+    if (req == Py_None) { /* no request: 0 tokens */
+        Py_INCREF(Py_None);
+        f[R_TOKENS] = Py_None;
+        Py_INCREF(rq_zero);
+        f[R_NUM_TOKENS] = rq_zero;
+        rc = pack_fields(f, limit, out, tok, text);
+        goto done;
+    }
+    /* The token count: num_input_tokens when an int, else the list's length. */
+    PyObject *n = optional_attr(req, A_NUM_INPUT);
+    if (n == NULL && PyErr_Occurred())
+        goto error_clear;
+    toks = optional_attr(req, A_INPUT_IDS);
+    if (toks == NULL && PyErr_Occurred()) {
+        Py_XDECREF(n);
+        goto error_clear;
+    }
+    if (n == NULL || !PyLong_Check(n)) {
+        Py_XDECREF(n);
+        n = NULL;
+        if (toks != NULL && !plain_seq(toks))
+            goto done; /* len() of something else, or of None (a TypeError there) */
+        n = PyLong_FromSsize_t(toks == NULL ? 0 : PySequence_Fast_GET_SIZE(toks));
+        if (n == NULL) {
+            rc = -1;
+            goto done;
+        }
+    }
+    f[R_NUM_TOKENS] = n;
+    if (limit != 0) {
+        if (toks == NULL || toks == Py_None) {
+            Py_XDECREF(toks);
+            toks = PyTuple_New(0);
+            if (toks == NULL) {
+                rc = -1;
+                goto done;
+            }
+        } else if (!plain_seq(toks)) {
+            goto done; /* list(toks) there */
+        }
+        Py_INCREF(toks);
+        f[R_TOKENS] = toks;
+    } else {
+        Py_INCREF(Py_None);
+        f[R_TOKENS] = Py_None;
+    }
+    sp = optional_attr(req, A_SCHED);
+    if (sp == NULL && PyErr_Occurred())
+        goto error_clear;
+    if (sp == Py_None)
+        Py_CLEAR(sp);
+    if (sp != NULL) {
+        PyObject *target = required_attr(sp, A_DP_RANK), *relax = target ? required_attr(sp, A_DP_RELAX) : NULL;
+        if (relax == NULL) {
+            Py_XDECREF(target);
+            goto done;
+        }
+        Py_SETREF(f[R_TARGET], target);
+        if (relax == Py_None)
+            Py_DECREF(relax); /* None is relaxed: f keeps True */
+        else
+            Py_SETREF(f[R_RELAX], relax);
+    }
+    if (flags & T_CONVERSATIONS) {
+        PyObject *key = conversation_key(req, sp);
+        if (key == NULL)
+            goto done;
+        Py_SETREF(f[R_CONV], key);
+    }
+    if (flags & T_SCOPES) {
+        PyObject *cfg = optional_attr(req, A_LORA), *task = NULL, *s = NULL;
+        if (cfg == NULL && PyErr_Occurred())
+            goto error_clear;
+        if (cfg != NULL && cfg != Py_None && (task = optional_attr(cfg, A_TASK)) == NULL && PyErr_Occurred()) {
+            Py_DECREF(cfg);
+            goto error_clear;
+        }
+        Py_XDECREF(cfg);
+        if ((s = optional_attr(req, A_SALT)) == NULL && PyErr_Occurred()) {
+            Py_XDECREF(task);
+            goto error_clear;
+        }
+        int bad = scope_value(task, 0, &lora) || scope_value(s, 1, &salt);
+        Py_XDECREF(task);
+        Py_XDECREF(s);
+        if (bad)
+            goto done;
+    }
+    rc = pack_fields(f, limit, out, tok, text); /* f[R_LORA], f[R_SALT] NULL: set below */
+    if (rc == 0) {
+        out->lora_id = lora;
+        out->cache_salt = salt;
+    }
+    goto done;
+error_clear:
+    PyErr_Clear();
+    rc = FALLBACK;
+done:
+    for (int k = 0; k < K; k++)
+        Py_XDECREF(f[k]);
+    Py_XDECREF(req);
+    Py_XDECREF(sp);
+    Py_XDECREF(toks);
+    return rc;
+}
+
+/* Packs rank state s, of any class, as _pack.pack_states does: rank,
+ * num_active_requests and num_active_tokens, and kv_capacity_tokens,
+ * free_kv_tokens and memory_pressure where present. 0 or FALLBACK. */
+static int pack_any_state(PyObject *s, adpr_rank_state *out)
+{
+    PyObject *v[6] = {NULL};
+    int rc = FALLBACK;
+    long long x[5] = {0, 0, 0, 0, 0};
+    static const long long lo[5] = {INT32_MIN, INT32_MIN, INT64_MIN, INT64_MIN, INT64_MIN};
+    static const long long hi[5] = {INT32_MAX, INT32_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
+    for (int k = 0; k < 6; k++) {
+        v[k] = k < 3 ? required_attr(s, A_RANK + k) : optional_attr(s, A_RANK + k);
+        if (v[k] == NULL && (k < 3 || PyErr_Occurred())) {
+            PyErr_Clear();
+            goto done;
+        }
+    }
+    for (int k = 0; k < 5; k++)
+        if (v[k] != NULL && read_int(v[k], lo[k], hi[k], &x[k]))
+            goto done;
+    int pressure = 0;
+    if (v[5] != NULL && (pressure = PyObject_IsTrue(v[5])) < 0) {
+        PyErr_Clear();
+        goto done;
+    }
+    adpr_rank_state r = {(int32_t)x[0], (int32_t)x[1], x[2], x[3], x[4], (uint32_t)pressure, 0};
+    *out = r;
+    rc = 0;
+done:
+    for (int k = 0; k < 6; k++)
+        Py_XDECREF(v[k]);
+    return rc;
+}
+
+/* The position of id in m (idmap_init over the packed requests), or -1. */
+static Py_ssize_t idmap_find(const idmap *m, uint64_t id)
+{
+    for (uint64_t slot = (id * IDMAP_K) >> m->shift; m->pos[slot] != 0; slot = (slot + 1) & m->mask)
+        if (m->keys[slot] == id)
+            return m->pos[slot] - 1;
+    return -1;
+}
+
+/* Rank r's column of table[nr * ns] from row: an [id, match, ...] list or
+ * tuple (an odd last value ignored, as zip does) or an {id: match} dict,
+ * with the dict semantics of TensorRT-LLM's parse: ids outside the batch
+ * ignored, the last of a repeated id wins. Ids and matches must be ints
+ * (read without running Python code: no borrowed item can be freed while
+ * it is read); anything else is FALLBACK. The pairs usually come in batch
+ * order: compared first, looked up from the first that is not. */
+static int fill_lenient(PyObject *row, const adpr_request *reqs, const idmap *m, Py_ssize_t nr, Py_ssize_t ns,
+                        Py_ssize_t r, int32_t *table)
+{
+    uint64_t id;
+    if (PyDict_CheckExact(row)) {
+        Py_ssize_t it = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(row, &it, &key, &value)) {
+            if (!plain_id(key) || read_u64(key, &id))
+                return FALLBACK; /* a key that may equal an id in Python only (5.0 == 5, an int subclass) */
+            Py_ssize_t at = idmap_find(m, id);
+            if (at >= 0 && read_match(value, &table[at * ns + r]))
+                return FALLBACK;
+        }
+        return 0;
+    }
+    if (!plain_seq(row))
+        return FALLBACK;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(row) / 2;
+    PyObject **items = PySequence_Fast_ITEMS(row);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (!plain_id(items[2 * k]) || read_u64(items[2 * k], &id))
+            return FALLBACK;
+        Py_ssize_t at = k < nr && reqs[k].id == id ? k : idmap_find(m, id);
+        if (at >= 0 && read_match(items[2 * k + 1], &table[at * ns + r]))
+            return FALLBACK;
+    }
+    return 0;
+}
+
+/* {rank: [items placed on it, in order]} for ranks 0..ns-1 and the items
+ * left over in input order, from adpr_route's outputs; items[i] is the
+ * object request i was packed from. 0 or -1 (error set). */
+static int decode_items(PyObject **items, const idmap *m, const int32_t *ranks,
+                        const uint64_t *order, const int32_t *off, Py_ssize_t nr, Py_ssize_t ns, PyObject **out,
+                        PyObject **left)
+{
+    *out = PyDict_New();
+    *left = PyList_New(nr - off[ns]);
+    for (Py_ssize_t r = 0; *out != NULL && *left != NULL && r < ns; r++) {
+        PyObject *lst = PyList_New(off[r + 1] - off[r]), *key = NULL;
+        for (Py_ssize_t k = off[r]; lst != NULL && k < off[r + 1]; k++) {
+            Py_ssize_t at = idmap_find(m, order[k]);
+            if (at < 0) {
+                PyErr_SetString(PyExc_SystemError, "adpr_route placed an id that is not in the batch");
+                Py_CLEAR(lst);
+                break;
+            }
+            Py_INCREF(items[at]);
+            PyList_SET_ITEM(lst, k - off[r], items[at]);
+        }
+        if (lst == NULL || (key = PyLong_FromSsize_t(r)) == NULL || PyDict_SetItem(*out, key, lst) < 0)
+            Py_CLEAR(*out);
+        Py_XDECREF(key);
+        Py_XDECREF(lst);
+    }
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; *out != NULL && *left != NULL && i < nr; i++) {
+        if (ranks[i] >= 0)
+            continue;
+        if (k >= nr - off[ns]) {
+            PyErr_SetString(PyExc_SystemError, "adpr_route's unplaced requests disagree with its offsets");
+            Py_CLEAR(*left);
+            break;
+        }
+        Py_INCREF(items[i]);
+        PyList_SET_ITEM(*left, k++, items[i]);
+    }
+    if (*out == NULL || *left == NULL) {
+        Py_CLEAR(*out);
+        Py_CLEAR(*left);
+        return -1;
+    }
+    return 0;
+}
+
+/* trtllm_route(adpr_route address, handle, states, items, send_tokens,
+ * flags, match_rows, max_num_active_requests, errbuf) -> (status, expected,
+ * {rank: [items]}, [items left over]) (the last two None when status is not
+ * ADPR_OK, the message then in errbuf), or None, having called nothing,
+ * where adprouter.trtllm's Python path must run. match_rows: None (no
+ * matches) or one entry per rank (fewer: the rest match nothing) as
+ * fill_lenient reads them. flags: T_CONVERSATIONS, T_SCOPES. The caller has
+ * checked the handle and max_num_active_requests. */
+static PyObject *trtllm_route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "trtllm_route() takes 9 arguments");
+        return NULL;
+    }
+    PyObject *states = args[2], *items_arg = args[3], *match_rows = args[6];
+    void *fn = PyLong_AsVoidPtr(args[0]);
+    unsigned long long handle = PyLong_AsUnsignedLongLong(args[1]);
+    Py_ssize_t limit;
+    long flags = PyLong_AsLong(args[5]), maxn = PyLong_AsLong(args[7]);
+    if (PyErr_Occurred() || send_limit(args[4], &limit) < 0)
+        return NULL;
+    if (fn == NULL || !plain_seq(states) || !plain_seq(items_arg) ||
+        (match_rows != Py_None && !plain_seq(match_rows)))
+        Py_RETURN_NONE;
+    /* Tuples of the caller's sequences (see route()): they hold every
+     * object read below, whatever code runs meanwhile. */
+    PyObject *sts = PySequence_Tuple(states), *its = sts ? PySequence_Tuple(items_arg) : NULL;
+    PyObject *rows = its && match_rows != Py_None ? PySequence_Tuple(match_rows) : NULL;
+    if (its == NULL || (match_rows != Py_None && rows == NULL)) {
+        Py_XDECREF(sts);
+        Py_XDECREF(its);
+        return NULL;
+    }
+    Py_ssize_t ns = PyTuple_GET_SIZE(sts), nr = PyTuple_GET_SIZE(its);
+    if (ns > INT32_MAX || nr > INT32_MAX || maxn < 1 || maxn > INT32_MAX) {
+        Py_DECREF(sts);
+        Py_DECREF(its);
+        Py_XDECREF(rows);
+        Py_RETURN_NONE;
+    }
+    PyObject **items = &PyTuple_GET_ITEM(its, 0);
+    Py_buffer err = {0};
+    adpr_rank_state *st = PyMem_Malloc(ns * sizeof *st + 1);
+    adpr_request *reqs = PyMem_Malloc(nr * sizeof *reqs + 1);
+    int32_t *ranks = PyMem_Malloc(4 * nr + 4), *offsets = PyMem_Malloc(4 * (ns + 1));
+    uint64_t *order = PyMem_Malloc(8 * nr + 8);
+    int32_t *table = rows != NULL && nr > 0 ? PyMem_Calloc(ns * nr + 1, 4) : NULL;
+    growbuf tok = {0}, text = {0};
+    idmap m = {NULL};
+    PyObject *result = NULL;
+    int rc = 0, have_err = 0, have_map = 0;
+    if (st == NULL || reqs == NULL || ranks == NULL || offsets == NULL || order == NULL ||
+        (rows != NULL && nr > 0 && table == NULL)) {
+        PyErr_NoMemory();
+        rc = -1;
+    }
+    for (Py_ssize_t i = 0; rc == 0 && i < ns; i++)
+        rc = pack_any_state(PyTuple_GET_ITEM(sts, i), &st[i]);
+    for (Py_ssize_t i = 0; rc == 0 && i < nr; i++)
+        rc = pack_item(items[i], limit, (int)flags, &reqs[i], &tok, &text);
+    if (rc == 0) {
+        if (idmap_init(&m, reqs, nr, NULL) < 0)
+            rc = -1;
+        else
+            have_map = 1;
+    }
+    /* A repeated id: the Python path raises the library's error for it. */
+    for (Py_ssize_t i = 0; rc == 0 && i < nr; i++)
+        if (idmap_find(&m, reqs[i].id) != i)
+            rc = FALLBACK;
+    if (rc == 0 && table != NULL)
+        for (Py_ssize_t r = 0; rc == 0 && r < ns && r < PyTuple_GET_SIZE(rows); r++)
+            rc = fill_lenient(PyTuple_GET_ITEM(rows, r), reqs, &m, nr, ns, r, table);
+    if (rc == 0 && (rc = out_buffer(args[8], 1, &err)) == 0)
+        have_err = 1;
+    if (rc == 0) {
+        adpr_batch batch = {
+            ns ? st : NULL, (int32_t)ns, (int32_t)nr, nr ? reqs : NULL,
+            tok.len ? (const int32_t *)tok.p : NULL, tok.len / 4,
+            text.len ? text.p : NULL, text.len,
+            table, (int32_t)maxn,
+        };
+        adpr_route_result out = {ranks, order, offsets, 0, 0};
+        int32_t status;
+        Py_BEGIN_ALLOW_THREADS
+        status = ((adpr_route_fn)fn)((uint64_t)handle, &batch, &out, err.buf, (size_t)err.len);
+        Py_END_ALLOW_THREADS
+        PyObject *assign = NULL, *left = NULL;
+        if (status != ADPR_OK)
+            result = Py_BuildValue("(iiOO)", (int)status, (int)out.expected, Py_None, Py_None);
+        else if (!offsets_ok(offsets, ns, nr))
+            PyErr_SetString(PyExc_SystemError, "adpr_route wrote rank offsets outside its result");
+        else if (decode_items(items, &m, ranks, order, offsets, nr, ns, &assign, &left) == 0)
+            result = Py_BuildValue("(iiNN)", (int)status, (int)out.expected, assign, left); /* N steals */
+    } else if (rc == FALLBACK) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    if (have_err)
+        PyBuffer_Release(&err);
+    if (have_map)
+        idmap_free(&m);
+    Py_DECREF(sts);
+    Py_DECREF(its);
+    Py_XDECREF(rows);
+    PyMem_Free(st);
+    PyMem_Free(reqs);
+    PyMem_Free(ranks);
+    PyMem_Free(order);
+    PyMem_Free(offsets);
+    PyMem_Free(table);
+    PyMem_Free(tok.p);
+    PyMem_Free(text.p);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(Request, request_slots, RankState, state_slots): the slot layout to read."},
@@ -1394,6 +1890,10 @@ static PyMethodDef methods[] = {
      "match_table(match_lens, requests, pairs) -> int32 bytes, row-major by request, or None."},
     {"assignment", assignment, METH_VARARGS,
      "assignment(order, offsets) -> {rank: [ids]} for every rank, or None."},
+    {"trtllm_route", (PyCFunction)(void (*)(void))trtllm_route, METH_FASTCALL,
+     "trtllm_route(adpr_route address, handle, states, items, send_tokens, flags, match_rows, max_active, "
+     "errbuf) -> (status, expected, {rank: [items]}, [items left over]), or None where adprouter.trtllm's "
+     "Python path must run."},
     {"route", (PyCFunction)(void (*)(void))route, METH_FASTCALL,
      "route(adpr_route address, handle, states, requests, send_tokens, match_lens, pairs, max_active, "
      "errbuf) -> (status, expected, assignment, unassigned, ranks), or None where the Python path must run."},
@@ -1414,6 +1914,12 @@ PyMODINIT_FUNC PyInit__speedups(void)
         if (rq_interned[i] == NULL && (rq_interned[i] = PyUnicode_InternFromString(rq_names[i])) == NULL)
             goto fail;
     if (rq_zero == NULL && (rq_zero = PyLong_FromLong(0)) == NULL)
+        goto fail;
+    for (int i = 0; i < A_NAMES; i++)
+        if (attr_name[i] == NULL && (attr_name[i] = PyUnicode_InternFromString(attr_names[i])) == NULL)
+            goto fail;
+    if (PyModule_AddIntConstant(m, "T_CONVERSATIONS", T_CONVERSATIONS) < 0 ||
+        PyModule_AddIntConstant(m, "T_SCOPES", T_SCOPES) < 0)
         goto fail;
     PyTypeObject *rq = (PyTypeObject *)PyType_FromSpec(&rq_spec);
     if (rq == NULL)

@@ -99,7 +99,7 @@ from array import array
 from collections import OrderedDict
 from itertools import repeat
 
-from . import ConfigError, InvalidArgumentError, Request, Router, abi_version, version
+from . import ConfigError, InvalidArgumentError, Request, Router, _accel, abi_version, version
 from ._abi import call
 from ._errors import CONFIG, INVALID_ARGUMENT
 from _adprouter_startup import TRTLLM_MODULES
@@ -314,6 +314,7 @@ _STATE_FIELDS = 4
 _PAYLOAD_FIELDS = len(dataclasses.fields(RankIterStatsPayload))
 _WIRE = _STATE_FIELDS + _PAYLOAD_FIELDS
 _KV_FIELDS = 3
+_INT_TYPES = {int, bool}
 
 
 @dataclasses.dataclass(eq=False)
@@ -363,10 +364,12 @@ class RankState:
         if not values or (_WIRE < len(values) and len(values) != _WIRE + _KV_FIELDS):
             raise ValueError("RankState payload has %d values, want 1..%d (TensorRT-LLM's) or %d (with the KV "
                              "fields of capacity_aware)" % (len(values), _WIRE, _WIRE + _KV_FIELDS))
-        if not all(isinstance(v, int) for v in values):
+        if set(map(type, values)) - _INT_TYPES and not all(isinstance(v, int) for v in values):
             raise ValueError("RankState payload %r holds a value that is not an int: did the ranks make "
                              "different collective calls (the check_ranks option on some ranks only)?"
                              % (values[:4] if len(values) > 4 else values,))
+        if len(values) == _WIRE:  # TensorRT-LLM's whole payload: every rank, every iteration
+            return cls(values[0], values[1], values[2], values[3], RankIterStatsPayload(*values[_STATE_FIELDS:]))
         head = values[:_STATE_FIELDS]
         head += [_default(f) for f in dataclasses.fields(cls)[len(head):_STATE_FIELDS]]
         out = cls(*head, iter_stats=RankIterStatsPayload.deserialize(values[_STATE_FIELDS:_WIRE]))
@@ -774,19 +777,44 @@ class ADPRouter:
         else it is carried into the next call."""
         items = self._carry + list(new_requests) if self._carry else list(new_requests)
         lib = self._library(len(all_rank_states))
-        reqs = self._requests(items)
-        ids = [q.id for q in reqs]
-        matches = self._match_rows(ids, items, lib.dp_size)
-        res = lib.route(all_rank_states, reqs, max_num_active_requests, matches)
-        self._routed = True
-        by_id = dict(zip(ids, items))
-        get = by_id.__getitem__
-        out = {r: list(map(get, placed)) for r, placed in res.assignment.items()}
-        left = list(map(get, res.unassigned))
+        got = None
+        if not self.route_trace_enabled:
+            # The C path: the same reading of every item, the library call
+            # and the decoding in one; None where the Python path must run.
+            got = lib._route_items(all_rank_states, items, self._item_flags, self._match_source(),
+                                   max_num_active_requests)
+        if got is not None:
+            expected, out, left = got
+            self._routed = True
+        else:
+            reqs = self._requests(items)
+            ids = [q.id for q in reqs]
+            matches = self._match_rows(ids, items, lib.dp_size)
+            res = lib.route(all_rank_states, reqs, max_num_active_requests, matches)
+            self._routed = True
+            by_id = dict(zip(ids, items))
+            get = by_id.__getitem__
+            out = {r: list(map(get, placed)) for r, placed in res.assignment.items()}
+            left = list(map(get, res.unassigned))
+            expected = res.expected
+            if self.route_trace_enabled:
+                self._trace(all_rank_states, reqs, matches, len(left), by_id)
         self._carry = [] if left and self._requeue(left) else left
-        if self.route_trace_enabled:
-            self._trace(all_rank_states, reqs, matches, len(left), by_id)
-        return out, res.expected
+        return out, expected
+
+    @property
+    def _item_flags(self):
+        """What the C path reads of each item beyond TensorRT-LLM's fields
+        every policy reads (_speedups' T_* flags)."""
+        sp = _accel.speedups
+        if sp is None or not hasattr(sp, "T_CONVERSATIONS"):
+            return 0
+        return (sp.T_CONVERSATIONS if self._send_conversations else 0) | (sp.T_SCOPES if self._scoped else 0)
+
+    def _match_source(self):
+        """The match lengths as the C path takes them: None, or per rank an
+        allgathered [id, match, ...] list or an {id: match} dict."""
+        return None
 
     def _requeue(self, items):
         """Puts items back at the front of the executor's waiting queue, in
@@ -1049,6 +1077,13 @@ class KVCacheAwareADPRouter(ADPRouter):
     def _all_ranks_prefix_matches(self, dicts):
         self._dicts = list(dicts)
         self._gathered = None
+
+    def _match_source(self):
+        if not self._use_matches:
+            return None
+        if self._dicts is not None:
+            return self._dicts or None
+        return self._gathered[1] if self._gathered is not None else None
 
     def _match_rows(self, ids, items, ranks):
         """Match lengths per rank aligned with the batch: slices of the

@@ -1326,3 +1326,125 @@ class InstallExecutorTest(BareEnvCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# ---- the C path of route_requests against the Python path --------------------------------
+
+class CPathTest(BareEnvCase):
+    """route_requests through adprouter._speedups.trtllm_route (one C call:
+    reading the items, packing, the decision, the dict of items) equals the
+    Python path on the same calls, call after call: the same items on the
+    same ranks in the same order, the same expected, the same carry-over and
+    the same library state; and the C path is taken for plain batches,
+    the Python path for what it leaves there (conversation ids that need
+    the Python key, digested salts, odd token lists)."""
+
+    def setUp(self):
+        super().setUp()
+        from adprouter import _accel
+        self.accel = _accel
+        self.sp = _accel.speedups
+        if self.sp is None or not hasattr(self.sp, "trtllm_route"):
+            self.skipTest("adprouter._speedups is not built")
+        self.addCleanup(_accel.use, self.sp)
+        real = self.sp.trtllm_route
+        self.taken = [0, 0]  # C decisions, fallbacks
+
+        def counted(*args):
+            got = real(*args)
+            self.taken[got is None] += 1
+            return got
+        self.sp.trtllm_route = counted
+        self.addCleanup(setattr, self.sp, "trtllm_route", real)
+
+    def batches(self, seed, dp, calls, odd=False):
+        rng = random.Random(seed)
+        counter = iter(range(1, 10 ** 9))
+        prompts = [[f * 1000 + i for i in range(rng.randrange(40, 200))] for f in range(4)]
+        convs = ["a", "b", "c", "d", None] + ([7, "", "\x00x", "z" * 300] if odd else [])
+        for _ in range(calls):
+            maxn = rng.choice([2, 3, 8])
+            batch = random_batch(rng, lambda: next(counter), dp, rng.randrange(0, 14), prompts, convs)
+            for it in batch:
+                if it.request is not None and rng.random() < 0.3:
+                    it.request.lora_config = F.LoraConfig(rng.choice([None, 3, -1, True]))
+                    it.request.cache_salt = rng.choice([None, 5, -7] + (["tenant", True] if odd else []))
+                if odd and it.request is not None and rng.random() < 0.1:
+                    it.request.input_token_ids = tuple(it.request.input_token_ids)
+            flat = [[x for it in batch for x in (it.id, rng.choice([0, 0, 32, 64]))] +
+                    ([10 ** 9, 7] if rng.random() < 0.3 else []) for _ in range(dp)]
+            yield random_states(rng, dp, maxn), batch, maxn, flat
+
+    def run_both(self, make, seed, dp=4, calls=40, odd=False):
+        c, py = make(F.Dist(0, dp)), make(F.Dist(0, dp))
+        for call, (states, batch, maxn, flat) in enumerate(self.batches(seed, dp, calls, odd)):
+            outs = []
+            for router, mod in ((c, self.sp), (py, None)):
+                self.accel.use(mod)
+                if router.needs_prefix_matches:
+                    if call % 3:
+                        router._gathered = ([it.id for it in router.carried + tuple(batch)], flat)
+                        router._dicts = None
+                    else:
+                        router._all_ranks_prefix_matches = [dict(zip(f[0::2], f[1::2])) for f in flat]
+                out, expected = router.route_requests(states, batch, maxn)
+                outs.append((ids(out), expected, [it.id for it in router.carried],
+                             router.router.state_digest()))
+            self.accel.use(self.sp)
+            self.assertEqual(outs[0], outs[1], "call %d" % call)
+
+    def configurations(self):
+        kv = F.KVCacheManager()
+        return [
+            ("default", lambda d: T.DefaultADPRouter(d)),
+            ("kv", lambda d: T.KVCacheAwareADPRouter(d, kv, match_rate_threshold=0.05)),
+            ("kv warmup", lambda d: T.KVCacheAwareADPRouter(d, kv, cold_start_warmup=True)),
+            ("kv index", lambda d: T.KVCacheAwareADPRouter(d, kv, options={"prefix_source": "index"})),
+            ("kv ttft", lambda d: T.KVCacheAwareADPRouter(d, kv, options={"preset": "recommended"})),
+            ("conversation", lambda d: T.ConversationAwareADPRouter(d, max_sessions=3)),
+            ("conversation least_tokens", lambda d: T.ConversationAwareADPRouter(
+                d, new_conv_placement="least_tokens")),
+        ]
+
+    def test_plain_batches_take_the_c_path(self):
+        for name, make in self.configurations():
+            for seed in range(3):
+                with self.subTest(name, seed=seed):
+                    self.taken[:] = [0, 0]
+                    self.run_both(make, seed)
+                    self.assertGreater(self.taken[0], 30)
+                    self.assertEqual(self.taken[1], 0, "plain batches left to the Python path")
+
+    def test_odd_batches_equal_either_way(self):
+        for name, make in self.configurations():
+            with self.subTest(name):
+                self.taken[:] = [0, 0]
+                self.run_both(make, 11, odd=True)
+                self.assertGreater(self.taken[0] + self.taken[1], 30)
+
+    def test_same_errors(self):
+        """What the library or the Python path refuses is refused either way,
+        with the same exception type, and nothing changes."""
+        states = [T.RankState(0), T.RankState(1)]
+        bad = [
+            ("target out of range", [F.item(1, [1] * 8, target=5)]),
+            ("duplicate id", [F.item(1, [1] * 8), F.item(1, [2] * 8)]),
+            ("negative target", [F.item(1, [1] * 8, target=-1)]),
+            ("no id", [object()]),
+            ("None tokens without a count", [F.RequestQueueItem(3, types.SimpleNamespace(input_token_ids=None))]),
+        ]
+        for name, batch in bad:
+            for mod in (self.sp, None):
+                with self.subTest(name, c=mod is not None):
+                    self.accel.use(mod)
+                    r = T.DefaultADPRouter(F.Dist(0, 2))
+                    before = r.router.state_digest()
+                    with self.assertRaises((adprouter.InvalidArgumentError, TypeError)) as cm:
+                        r.route_requests(states, batch, 8)
+                    self.assertEqual(r.router.state_digest(), before)
+                    kind = type(cm.exception)
+                    if mod is not None:
+                        c_kind = kind
+                    else:
+                        self.assertIs(kind, c_kind)
+            self.accel.use(self.sp)
