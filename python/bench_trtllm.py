@@ -1,141 +1,800 @@
-"""adprouter.trtllm end to end against a pure-Python router of the same rules.
+"""adprouter.trtllm against TensorRT-LLM's own ADP routers, on identical objects.
 
-    PYTHONPATH=python python3 python/bench_trtllm.py            # full run
-    PYTHONPATH=python python3 python/bench_trtllm.py --quick    # a few seconds
+    PYTHONPATH=python python3 python/bench_trtllm.py --trtllm PATH   # against TensorRT-LLM
+    PYTHONPATH=python python3 python/bench_trtllm.py                 # against the oracle
+    ... --quick      a few seconds (few runs)
+    ... --runs N     N timed calls per row and size (default: 151 at 256 x 16, 51 at 1024 x 64)
+    ... --size NxR   one size only (repeatable): 256x16, 1024x64
+    ... --profile    where ours' KV-aware route_requests spends its time (256 x 16)
 
-What one rank of an ADP engine does per iteration with the KV-aware router,
-on RequestQueueItems whose prompts are ~2k-token Python lists (4 shared system
-prompts plus a suffix) and dense allgathered matches (every rank reports a
-block-aligned match for every request):
+PATH (or the environment variable ADPR_TRTLLM_SRC) is a folder holding
+tensorrt_llm/_torch/pyexecutor/scheduler/adp_router.py and stubs of what it
+imports (a TensorRT-LLM checkout works too); it goes first on sys.path, and
+TensorRT-LLM's DefaultADPRouter, KVCacheAwareADPRouter,
+ConversationAwareADPRouter and RankState (its gather_all_rank_states and
+gather_prefix_matches included) are what we are timed against. Without it the
+other side is this project's pure-Python oracle
+(python/tests/trtllm_fakes.ReferenceADPRouter: the same rules, not
+TensorRT-LLM's code), behind TensorRT-LLM's method names, with TensorRT-LLM's
+state and probe loops written out here. The header says which side ran.
 
-* "gather": gather_prefix_matches: the probe loop (the prompt minus its last
-  token to a probe that returns at once, as TensorRT-LLM does) and parsing
-  the allgathered [id, match, ...] lists (the allgather itself returns
-  prepared lists);
-* "route": route_requests: building the batch, the decision, mapping ids
-  back to the engine's items.
+Both sides get the same RequestQueueItem/LlmRequest objects (trtllm_fakes),
+the same fake allgather and the same fake KV cache manager, and are called
+alternately, call by call, in one process (which goes first alternates too),
+with gc off while timing. Every timed call's decisions are compared: the same
+ids on the same ranks in the same order and the same expected, every request
+placed; any difference exits non-zero. Row 5's decisions differ by design
+(ours predicts matches from its own prefix index): ours is checked to be
+consistent instead (every request placed once, strict targets kept, no rank
+past expected, expected within max_num_active_requests).
 
-"pure Python" is trtllm_fakes.ReferenceADPRouter: TensorRT-LLM's parse into
-per-rank dicts and relax sort, then adprouter's pure-Python reference router
-(python/tests/reference.py, CPython's own seeded shuffle), i.e. what
-TensorRT-LLM's own KVCacheAwareADPRouter computes. Runs alternate between the
-two; medians in microseconds (time.perf_counter_ns); the machine is shared, so
-read ratios, not absolutes.
+Workload per size (requests x ranks), built once, outside the timed region:
+
+* prompts: Python lists of 1536..2560 tokens (vocabulary 128000); 7 in 8
+  start with one of 4 shared system prompts (384..1536 tokens), the rest
+  unique; the second-to-last token is unique per request (the probe's key);
+* dense allgathered matches: every rank reports a block-aligned (32-token)
+  match for every request: the ranks holding a request's system prompt
+  report it, the others 0..64 tokens, and a returning conversation's home
+  rank most of its prompt;
+* loaded ranks: 0..2n/r+4 active requests, 200..3000 uncached tokens each;
+  rank 0 (the rank timed) also has two retiring requests
+  (GENERATION_TO_COMPLETE), the other ranks' payloads carry iteration stats;
+* scheduling params on a few requests: ~3% strict attention_dp_rank
+  targets, ~3% relaxed targets, ~2% attention_dp_relax=False without one;
+* conversation ids (strings): half the batch returns to a conversation of an
+  earlier batch (routed first, untimed, by both sides), 40% start one, 10%
+  carry none;
+* max_num_active_requests = the busiest rank + the batch: nothing is dropped.
+
+Rows (median microseconds, time.perf_counter_ns; the machine is shared, so
+read ratios more than absolutes):
+
+1. KV-aware route_requests, after each side's own gather_prefix_matches
+   (untimed);
+2. default route_requests;
+3. conversation route_requests: a fresh pair of routers per run, both
+   routing the earlier batch first (untimed), then the timed batch;
+4. the KV-aware iteration as TensorRT-LLM's executor runs it:
+   gather_all_rank_states (each side builds, serializes and deserializes the
+   states; the fake allgather returns every rank's payload) +
+   gather_prefix_matches (each side's probe loop calls the same probe with
+   prompt[:-1], which returns a precomputed value; the allgather returns the
+   precomputed [id, match, ...] lists) + route_requests;
+5. the same iteration with ours in index mode (options={"prefix_source":
+   "index"}: no probes, no second allgather) against the other side's row-4
+   iteration; every call brings fresh prompts (new blocks after the system
+   prompts), ours' router lives across calls and its index fills (3 untimed
+   calls before timing).
+
+The KV-aware and default routers of rows 1, 2 and 4 live across calls, as in
+an engine (warmup off: nothing they keep changes a decision), after 2
+untimed calls.
 """
 
 import argparse
 import gc
+import hashlib
+import importlib
 import os
 import platform
 import random
 import statistics
+import subprocess
 import sys
 import time
+from types import SimpleNamespace
+
+# The binding timed is the one on PYTHONPATH, so that this script can time
+# another checkout (PYTHONPATH=OTHER/python python3 python/bench_trtllm.py).
+if os.environ.get("PYTHONPATH") and sys.path and sys.path[0] == os.path.dirname(os.path.abspath(__file__)):
+    sys.path.append(sys.path.pop(0))
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests"))
 import trtllm_fakes as F  # noqa: E402
 
 import adprouter  # noqa: E402
+from adprouter import _abi, _accel  # noqa: E402
 from adprouter import trtllm as T  # noqa: E402
 
-PROMPT_LEN = 2048
-SYSTEM_PROMPTS = 4
+ROUTER_MODULE = "tensorrt_llm._torch.pyexecutor.scheduler.adp_router"
+REQUEST_MODULE = "tensorrt_llm._torch.pyexecutor.llm_request"
+ROUTER_FILE = os.path.join(*ROUTER_MODULE.split(".")) + ".py"
+
+VOCAB = 128_000
 BLOCK = 32
+SYSTEM_LENS = (384, 768, 1200, 1536)
+SIZES = ((256, 16), (1024, 64))
+DEFAULT_RUNS = {(256, 16): 151, (1024, 64): 51}
+QUICK_RUNS = 3
+WARM = 2
+INDEX_WARM = 3
+INDEX_FILL_MAX = 400
+
+_now = time.perf_counter_ns
 
 
-def workload(nreq, dp, seed=1):
-    rng = random.Random(seed)
-    systems = [[s * 1_000_000 + i for i in range(1500)] for s in range(SYSTEM_PROMPTS)]
-    items = []
-    for rid in range(1000, 1000 + nreq):
-        head = systems[rng.randrange(SYSTEM_PROMPTS)]
-        n = rng.randrange(PROMPT_LEN - 256, PROMPT_LEN + 256)
-        items.append(F.item(rid, head + [rid * 10_000 + i for i in range(n - len(head))]))
-    flat = []
-    for _ in range(dp):
-        row = []
-        for it in items:
-            row += [it.id, rng.randrange(0, 1500 // BLOCK) * BLOCK]
-        flat.append(row)
-    states = [T.RankState(r, rng.randrange(0, 8), rng.randrange(0, 40_000)) for r in range(dp)]
-    return items, flat, states
+# ---- the other side -------------------------------------------------------------------
+
+class TrtllmSide:
+    """TensorRT-LLM's routers, imported from path."""
+
+    def __init__(self, path):
+        path = os.path.abspath(path)
+        if not os.path.isfile(os.path.join(path, ROUTER_FILE)):
+            raise SystemExit("--trtllm %s: no %s there" % (path, ROUTER_FILE))
+        if ROUTER_MODULE in sys.modules:
+            raise SystemExit("TensorRT-LLM's router module is already imported")
+        sys.path.insert(0, path)
+        self.mod = importlib.import_module(ROUTER_MODULE)
+        where = os.path.abspath(self.mod.__file__)
+        if where != os.path.join(path, ROUTER_FILE):
+            raise SystemExit("imported %s from %s, not from %s" % (ROUTER_MODULE, where, path))
+        self.request_states = importlib.import_module(REQUEST_MODULE).LlmRequestState
+        self.path = path
+        self.label = "TensorRT-LLM"
+        with open(where, "rb") as f:
+            self.digest = hashlib.sha256(f.read()).hexdigest()[:16]
+        self.commit = _git_commit(path)
+
+    def describe(self):
+        commit = ("commit %s" % self.commit[:12]) if self.commit else "commit unknown (not a git checkout)"
+        return ("TensorRT-LLM's own routers: %s from %s (sha256 %s), %s; adprouter.trtllm follows TensorRT-LLM %s"
+                % (ROUTER_FILE, self.path, self.digest, commit, T.TRTLLM_COMMIT[:12]))
+
+    def default(self, dist):
+        return self.mod.DefaultADPRouter(dist=dist)
+
+    def kv(self, dist, kv):
+        return self.mod.KVCacheAwareADPRouter(dist=dist, kv_cache_manager=kv)
+
+    def conversation(self, dist):
+        return self.mod.ConversationAwareADPRouter(dist=dist)
+
+    def states(self, loads):
+        RankState = self.mod.RankState
+        return [RankState(rank=r, num_active_requests=a, num_active_tokens=t) for r, (a, t) in enumerate(loads)]
 
 
-class _ProbeFree:
-    enable_block_reuse = True
-
-    @staticmethod
-    def probe_prefix_match_length(tokens, lora_task_id=None, cache_salt=None):
-        return 0
-
-
-def _pure_gather(items, kv, allgather):
-    """TensorRT-LLM's gather_prefix_matches, written out (the oracle only parses)."""
-    local = []
-    for it in items:
-        toks = it.request.input_token_ids
-        local += [it.id, kv.probe_prefix_match_length(toks[:-1] if len(toks) > 1 else [], None)]
-    return allgather(local)
-
-
-def bench(nreq, dp, runs, maxn=512):
-    items, flat, states = workload(nreq, dp)
-    dist = F.Dist(0, dp, allgather=lambda _: flat)
-    kv = _ProbeFree()
-    ours = T.KVCacheAwareADPRouter(dist, kv)
-    pure = F.ReferenceADPRouter("kv_cache_aware", dp)
-    times = {k: [] for k in ("ours gather", "ours route", "pure gather", "pure route")}
-    check = None
-    gc.disable()
+def _git_commit(path):
+    """HEAD of path when path is the top of a git checkout, else None."""
     try:
-        for i in range(runs):
-            for who in (("ours", "pure") if i % 2 == 0 else ("pure", "ours")):
-                t0 = time.perf_counter_ns()
-                if who == "ours":
-                    ours.gather_prefix_matches(items)
-                    t1 = time.perf_counter_ns()
-                    out, _ = ours.route_requests(states, items, maxn)
-                    assert not ours.drain_carried()
-                else:
-                    pure.gather(_pure_gather(items, kv, dist.tp_allgather))
-                    t1 = time.perf_counter_ns()
-                    out, _ = pure.route(states, items, maxn)
-                    assert not pure.carry
-                t2 = time.perf_counter_ns()
-                times[who + " gather"].append((t1 - t0) / 1000)
-                times[who + " route"].append((t2 - t1) / 1000)
-                got = {r: [x.id for x in v] for r, v in out.items()}
-                if check is None:
-                    check = got
-                elif got != check:
-                    raise SystemExit("decisions differ between runs or implementations (%d x %d)" % (nreq, dp))
-            gc.collect()
-    finally:
-        gc.enable()
-    return {k: statistics.median(v) for k, v in times.items()}
+        top = subprocess.run(["git", "-C", path, "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=10)
+        if top.returncode or os.path.realpath(top.stdout.strip()) != os.path.realpath(path):
+            return None
+        head = subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        return head.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
 
+
+class OracleState:
+    """The four fields of a RankState the oracle reads."""
+
+    __slots__ = ("rank", "num_active_requests", "num_active_tokens", "num_retiring_requests")
+
+    def __init__(self, rank, num_active_requests=0, num_active_tokens=0, num_retiring_requests=0):
+        self.rank = rank
+        self.num_active_requests = num_active_requests
+        self.num_active_tokens = num_active_tokens
+        self.num_retiring_requests = num_retiring_requests
+
+
+class OracleRouter:
+    """trtllm_fakes.ReferenceADPRouter behind TensorRT-LLM's method names;
+    gather_all_rank_states and gather_prefix_matches as TensorRT-LLM's
+    (retiring requests left out of the load, its probe loop and parse)."""
+
+    def __init__(self, policy, dist, kv=None):
+        self.policy = policy
+        self.dist = dist
+        self.kv_cache_manager = kv
+        self.needs_prefix_matches = policy == "kv_cache_aware"
+        self.o = F.ReferenceADPRouter(policy, dist.tp_size)
+
+    def gather_all_rank_states(self, active_requests, new_requests=None, iter_stats_payload=None):
+        n, tokens, retiring = F.reference_rank_state(self.policy, self.dist.tp_rank, active_requests)
+        local = [self.dist.tp_rank, n, tokens, retiring, 0, -1, 0, 0, 0, 0, 0, 0, 0]
+        return [OracleState(*d[:4]) for d in self.dist.tp_allgather(local)]
+
+    def gather_prefix_matches(self, new_requests):
+        probe = self.kv_cache_manager.probe_prefix_match_length
+        local = []
+        for it in new_requests:
+            req = it.request
+            if req is None:
+                local.extend([it.id, 0])
+                continue
+            toks = getattr(req, "input_token_ids", None) or []
+            lora = getattr(req, "lora_config", None)
+            match = probe(toks[:-1] if len(toks) > 1 else [], lora.task_id if lora is not None else None,
+                          cache_salt=getattr(req, "cache_salt", None))
+            local.extend([it.id, match])
+        self.o.gather(self.dist.tp_allgather(local))
+
+    def route_requests(self, all_rank_states, new_requests, max_num_active_requests):
+        out, expected = self.o.route(all_rank_states, new_requests, max_num_active_requests)
+        if self.o.carry:
+            raise SystemExit("the oracle left %d requests over: raise max_num_active_requests" % len(self.o.carry))
+        return out, expected
+
+
+class OracleSide:
+    def __init__(self):
+        self.request_states = F.LlmRequestState
+        self.label = "oracle"
+
+    def describe(self):
+        return ("the pure-Python oracle (python/tests/trtllm_fakes.ReferenceADPRouter: TensorRT-LLM's rules at "
+                "%s, not its code); run with --trtllm PATH to time TensorRT-LLM's own routers"
+                % T.TRTLLM_COMMIT[:12])
+
+    def default(self, dist):
+        return OracleRouter("default", dist)
+
+    def kv(self, dist, kv):
+        return OracleRouter("kv_cache_aware", dist, kv)
+
+    def conversation(self, dist):
+        return OracleRouter("conversation", dist)
+
+    def states(self, loads):
+        return [OracleState(r, a, t) for r, (a, t) in enumerate(loads)]
+
+
+class OursSide:
+    label = "ours"
+
+    def default(self, dist):
+        return T.DefaultADPRouter(dist)
+
+    def kv(self, dist, kv, options=None):
+        return T.KVCacheAwareADPRouter(dist, kv, options=options)
+
+    def conversation(self, dist):
+        return T.ConversationAwareADPRouter(dist)
+
+    def states(self, loads):
+        return [T.RankState(r, a, t) for r, (a, t) in enumerate(loads)]
+
+
+# ---- the fakes both sides share ---------------------------------------------------------
+
+class BenchDist:
+    """Rank 0 of dp ranks. tp_allgather answers as the other ranks would: a
+    rank state payload (at most 16 ints) with the other ranks' serialized
+    states, a prefix match list with their precomputed [id, match, ...]
+    lists; this rank's own object first, as it is."""
+
+    def __init__(self, dp, state_payloads, match_lists):
+        self.tp_rank = 0
+        self.tp_size = dp
+        self.mapping = SimpleNamespace(dp_size=dp)
+        self.has_cp_helix = False
+        self._states = state_payloads[1:]
+        self._matches = match_lists[1:]
+
+    def tp_allgather(self, obj):
+        if len(obj) <= 16:
+            return [obj] + self._states
+        return [obj] + self._matches
+
+
+class ProbeKV:
+    """A KV cache manager whose probe takes prompt[:-1] (a list) as
+    TensorRT-LLM passes it and answers rank 0's precomputed match, looked up
+    by the list's last token (unique per request)."""
+
+    enable_block_reuse = True
+    tokens_per_block = BLOCK
+
+    def __init__(self, by_key):
+        self._by_key = by_key
+
+    def probe_prefix_match_length(self, input_tokens, lora_task_id=None, cache_salt=None):
+        return self._by_key[input_tokens[-1]]
+
+
+# ---- the workload -------------------------------------------------------------------------
+
+class Workload:
+    """One size's batches, rank loads, allgather payloads and matches."""
+
+    def __init__(self, nreq, dp, request_states, seed=1):
+        rng = random.Random(seed * 1_000_003 + nreq * 1009 + dp)
+        self.nreq, self.dp = nreq, dp
+        self.systems = [rng.choices(range(VOCAB), k=n) for n in SYSTEM_LENS]
+        holders = [set(rng.sample(range(dp), max(1, dp // 8))) for _ in self.systems]
+        # The earlier batch: the conversations half of the timed batch returns to.
+        prime_convs = ["chat-%012x" % rng.getrandbits(48) for _ in range(nreq)]
+        self.prime, _, _ = self._batch(rng, 1_000_000, prime_convs, holders)
+        returning = set(rng.sample(range(nreq), nreq // 2))
+        back = iter(rng.sample(prime_convs, nreq // 2))
+        convs = []
+        for i in range(nreq):
+            if i in returning:
+                convs.append(next(back))
+            else:
+                convs.append("chat-%012x" % rng.getrandbits(48) if rng.random() < 0.8 else None)
+        self.items, self.rows, self.sys_len = self._batch(rng, 2_000_000, convs, holders,
+                                                          returning=returning)
+        self.ids = [it.id for it in self.items]
+        self.flat = []
+        for row in self.rows:
+            flat = [0] * (2 * nreq)
+            flat[0::2] = self.ids
+            flat[1::2] = row
+            self.flat.append(flat)
+        self.kv = ProbeKV({it.request.input_token_ids[-2]: m for it, m in zip(self.items, self.rows[0])})
+        # Rank loads.
+        counts = [rng.randrange(0, 2 * nreq // dp + 5) for _ in range(dp)]
+        self.loads = [(a, sum(rng.randrange(200, 3000) for _ in range(a))) for a in counts]
+        self.maxn = max(counts) + nreq + 4
+        # Rank 0's active requests (two retiring) and the other ranks' payloads.
+        S = request_states
+        self.active = []
+        for _ in range(counts[0]):
+            r = F.LlmRequest([1], state=S.GENERATION_IN_PROGRESS)
+            r.py_orig_prompt_len = rng.randrange(1536, 2561)
+            r.cached_tokens = rng.choice((0, 0, r.py_orig_prompt_len // BLOCK * BLOCK // 2, 1024))
+            self.active.append(r)
+        for _ in range(2):
+            r = F.LlmRequest([1], state=S.GENERATION_TO_COMPLETE)
+            r.py_orig_prompt_len = 2000
+            self.active.append(r)
+        tok0 = sum(max(r.py_orig_prompt_len - r.cached_tokens, 0) for r in self.active[:counts[0]])
+        self.payloads = [[0, counts[0], tok0, 2] + [0, -1] + [0] * 7]
+        for r in range(1, dp):
+            a, t = self.loads[r]
+            retiring = rng.randrange(0, 3)
+            self.payloads.append([r, a, t, retiring, 1, 1000, rng.randrange(0, 4), rng.randrange(0, 8192),
+                                  rng.randrange(0, 4096), a, t, 0, 0])
+        self.gathered = [tuple(p[:4]) for p in self.payloads]
+        self.dist = BenchDist(dp, self.payloads, self.flat)
+
+    def _batch(self, rng, first_id, convs, holders, returning=()):
+        """nreq items and each rank's match for each of them."""
+        items, sys_len = [], []
+        rows = [[0] * self.nreq for _ in range(self.dp)]
+        sentinels = rng.sample(range(VOCAB), self.nreq)
+        for i in range(self.nreq):
+            n = rng.randrange(1536, 2561)
+            s = rng.randrange(len(self.systems)) if rng.randrange(8) else None
+            head = self.systems[s] if s is not None else []
+            n = max(n, len(head) + 128)  # a unique suffix of at least 4 blocks
+            prompt = head + rng.choices(range(VOCAB), k=n - len(head))
+            prompt[-2] = sentinels[i]
+            u = rng.random()
+            target = relax = None
+            if u < 0.03:
+                target, relax = rng.randrange(self.dp), False
+            elif u < 0.06:
+                target, relax = rng.randrange(self.dp), True
+            elif u < 0.08:
+                relax = False
+            items.append(F.RequestQueueItem(first_id + i, F.LlmRequest(prompt, target=target, relax=relax,
+                                                                       conversation=convs[i])))
+            sys_len.append(len(head))
+            cap = (n - 1) // BLOCK * BLOCK
+            home = rng.randrange(self.dp) if i in returning else None
+            for r in range(self.dp):
+                if r == home:
+                    m = int(n * rng.uniform(0.5, 0.9)) // BLOCK * BLOCK
+                elif s is not None and r in holders[s]:
+                    m = len(head) // BLOCK * BLOCK
+                else:
+                    m = rng.choice((0, 0, 0, BLOCK, 2 * BLOCK))
+                rows[r][i] = min(m, cap)
+        return items, rows, sys_len
+
+    def fresh(self, call):
+        """The timed batch with new prompts: the first token after each system
+        prompt is unique to (call, request), so every block after the system
+        prompts is new to a prefix index; same ids, params and probe keys."""
+        out = []
+        for i, it in enumerate(self.items):
+            req = it.request
+            prompt = list(req.input_token_ids)
+            prompt[self.sys_len[i]] = VOCAB + call * self.nreq + i
+            new = F.LlmRequest(prompt)
+            new.py_scheduling_params = req.py_scheduling_params
+            new.py_conversation_params = req.py_conversation_params
+            out.append(F.RequestQueueItem(it.id, new))
+        return out
+
+
+# ---- checks -------------------------------------------------------------------------------
+
+class Mismatch(Exception):
+    pass
+
+
+def decisions(result):
+    out, expected = result
+    return {r: [it.id for it in v] for r, v in out.items()}, expected
+
+
+def check_same(what, ours, theirs):
+    a, b = decisions(ours), decisions(theirs)
+    if a != b:
+        diff = [r for r in sorted(set(a[0]) | set(b[0])) if a[0].get(r) != b[0].get(r)]
+        raise Mismatch("%s: decisions differ: expected %r vs %r; ranks %s differ (first: ours %r, theirs %r)"
+                       % (what, a[1], b[1], diff[:8], a[0].get(diff[0]) if diff else None,
+                          b[0].get(diff[0]) if diff else None))
+
+
+def check_consistent(what, result, items, active, maxn, targets=True):
+    """Every request placed once, strict targets kept (unless not targets: the
+    conversation router keeps a bound conversation on its rank instead), no
+    rank past expected, expected within maxn."""
+    out, expected = result
+    placed = [it.id for v in out.values() for it in v]
+    want = [it.id for it in items]
+    if len(placed) != len(want) or set(placed) != set(want):
+        raise Mismatch("%s: %d of %d requests placed (%d distinct)" % (what, len(placed), len(want), len(set(placed))))
+    where = {it.id: r for r, v in out.items() for it in v}
+    for it in items:
+        sp = it.request.py_scheduling_params
+        if targets and sp is not None and sp.attention_dp_rank is not None and sp.attention_dp_relax is False \
+                and where[it.id] != sp.attention_dp_rank:
+            raise Mismatch("%s: request %d wants rank %d, went to %d" % (what, it.id, sp.attention_dp_rank,
+                                                                         where[it.id]))
+    for r, v in out.items():
+        if active[r] + len(v) > expected:
+            raise Mismatch("%s: rank %d holds %d + %d > expected %d" % (what, r, active[r], len(v), expected))
+    if expected > maxn:
+        raise Mismatch("%s: expected %d > max_num_active_requests %d" % (what, expected, maxn))
+
+
+# ---- timing -------------------------------------------------------------------------------
+
+def timed(runs, warm, prepare, check):
+    """runs timed calls of each side (after warm untimed ones), alternating
+    which goes first; prepare(k) -> (ours(), theirs()) builds what call k
+    needs, untimed; check(k, ours_result, theirs_result) after each pair."""
+    t_ours, t_theirs = [], []
+    for k in range(warm + runs):
+        f_ours, f_theirs = prepare(k)
+        gc.collect()
+        gc.disable()
+        try:
+            if k % 2 == 0:
+                t0 = _now()
+                r_ours = f_ours()
+                t1 = _now()
+                r_theirs = f_theirs()
+                t2 = _now()
+                d_ours, d_theirs = t1 - t0, t2 - t1
+            else:
+                t0 = _now()
+                r_theirs = f_theirs()
+                t1 = _now()
+                r_ours = f_ours()
+                t2 = _now()
+                d_theirs, d_ours = t1 - t0, t2 - t1
+        finally:
+            gc.enable()
+        check(k, r_ours, r_theirs)
+        if k >= warm:
+            t_ours.append(d_ours / 1000.0)
+            t_theirs.append(d_theirs / 1000.0)
+    return t_ours, t_theirs
+
+
+def iteration(router, active, items, maxn):
+    """One KV-aware iteration as TensorRT-LLM's executor runs it."""
+    states = router.gather_all_rank_states(active, items)
+    if router.needs_prefix_matches:
+        router.gather_prefix_matches(items)
+    return router.route_requests(states, items, maxn)
+
+
+def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX):
+    """The five rows at one size: [(label, ours times, theirs times)]."""
+    w = Workload(nreq, dp, theirs.request_states)
+    gc.collect()
+    gc.freeze()  # the workload stays: collections between runs skip it
+    items, maxn, dist, kv = w.items, w.maxn, w.dist, w.kv
+    size = "%d x %d" % (nreq, dp)
+    rows = []
+
+    def same(label):
+        def check(k, a, b):
+            check_same("%s %s call %d" % (label, size, k), a, b)
+            check_consistent("%s %s call %d" % (label, size, k), a, items, active_of(label), maxn,
+                             targets=not label.startswith("(3)"))
+            counter["same"] += 1
+        return check
+
+    loads_active = [a for a, _ in w.loads]
+    gathered_active = [g[1] for g in w.gathered]
+    active_of = lambda label: gathered_active if label.startswith("(4)") else loads_active  # noqa: E731
+
+    # Both sides gather the same states and the same matches.
+    o_kv, t_kv = ours.kv(dist, kv), theirs.kv(dist, kv)
+    got_o = [(s.rank, s.num_active_requests, s.num_active_tokens, s.num_retiring_requests)
+             for s in o_kv.gather_all_rank_states(w.active, items)]
+    got_t = [(s.rank, s.num_active_requests, s.num_active_tokens, s.num_retiring_requests)
+             for s in t_kv.gather_all_rank_states(w.active, items)]
+    if got_o != got_t or got_o != w.gathered:
+        raise Mismatch("%s: gathered rank states differ:\n ours   %s\n theirs %s\n want   %s"
+                       % (size, got_o[:4], got_t[:4], w.gathered[:4]))
+
+    # (1) KV-aware route_requests after each side's own gather_prefix_matches.
+    o_kv.gather_prefix_matches(items)
+    t_kv.gather_prefix_matches(items)
+    so, st = ours.states(w.loads), theirs.states(w.loads)
+    label = "(1) KV-aware route_requests"
+    rows.append((label,) + timed(runs, WARM, lambda k: (lambda: o_kv.route_requests(so, items, maxn),
+                                                        lambda: t_kv.route_requests(st, items, maxn)),
+                                 same(label)))
+
+    # (2) default route_requests.
+    o_d, t_d = ours.default(dist), theirs.default(dist)
+    label = "(2) default route_requests"
+    rows.append((label,) + timed(runs, WARM, lambda k: (lambda: o_d.route_requests(so, items, maxn),
+                                                        lambda: t_d.route_requests(st, items, maxn)),
+                                 same(label)))
+
+    # (3) conversation route_requests: a fresh primed pair per call.
+    label = "(3) conversation route_requests"
+
+    def prepare_conv(k):
+        o_c, t_c = ours.conversation(dist), theirs.conversation(dist)
+        check_same("%s %s call %d, the earlier batch" % (label, size, k),
+                   o_c.route_requests(so, w.prime, maxn), t_c.route_requests(st, w.prime, maxn))
+        counter["same"] += 1
+        return lambda: o_c.route_requests(so, items, maxn), lambda: t_c.route_requests(st, items, maxn)
+    rows.append((label,) + timed(runs, WARM, prepare_conv, same(label)))
+
+    # (4) the whole KV-aware iteration.
+    o_it, t_it = ours.kv(dist, kv), theirs.kv(dist, kv)
+    label = "(4) KV-aware iteration"
+    rows.append((label,) + timed(runs, WARM, lambda k: (lambda: iteration(o_it, w.active, items, maxn),
+                                                        lambda: iteration(t_it, w.active, items, maxn)),
+                                 same(label)))
+
+    # (5) ours in index mode against the other side's row-4 iteration, fresh prompts each call.
+    o_ix = ours.kv(dist, kv, options={"prefix_source": "index"})
+    if o_ix.needs_prefix_matches:
+        raise Mismatch("prefix_source=index: needs_prefix_matches is still True")
+    label = "(5) index-mode iteration (ours)"
+    # Ours alone until its index is full and evicting (an engine's steady state).
+    calls = 0
+    while evicted(o_ix) == 0 and calls < fill_max:
+        fresh = w.fresh(calls)
+        check_consistent("%s %s filling call %d" % (label, size, calls),
+                         iteration(o_ix, w.active, fresh, maxn), fresh, gathered_active, maxn)
+        calls += 1
+    filled = calls
+    batches = {}
+
+    def prepare_index(k):
+        batches[k] = fresh = w.fresh(filled + k)
+        batches.pop(k - 1, None)
+        return (lambda: iteration(o_ix, w.active, fresh, maxn),
+                lambda: iteration(t_it, w.active, fresh, maxn))
+
+    def check_index(k, a, b):
+        check_consistent("%s %s call %d, ours" % (label, size, k), a, batches[k], gathered_active, maxn)
+        check_consistent("%s %s call %d, theirs" % (label, size, k), b, batches[k], gathered_active, maxn)
+        counter["index"] += 1
+    rows.append((label,) + timed(runs, INDEX_WARM, prepare_index, check_index))
+    st_ix = o_ix.stats()
+    counter["index_note"].append(
+        "%s: ours' index: evicting after %d untimed calls%s; after all %d: %d entries, %.0f MB, %d blocks evicted"
+        % (size, filled, "" if evicted(o_ix) else " (NOT full: timed while filling)", filled + INDEX_WARM + runs,
+           st_ix.get("index_entries", -1), st_ix.get("index_bytes", 0) / 1e6, evicted(o_ix)))
+    for r in (o_kv, o_d, o_it, o_ix):
+        r.close()
+    gc.unfreeze()
+    return [(lbl, size, o, t) for lbl, o, t in rows]
+
+
+def evicted(router):
+    """Blocks ours' prefix index has evicted, all ranks together."""
+    return sum(r.get("index_evicted_blocks", 0) for r in router.stats().get("ranks", []))
+
+
+def spread(xs):
+    """(p90 - p10) / median, in percent."""
+    s = sorted(xs)
+    q = lambda f: s[min(len(s) - 1, int(round(f * (len(s) - 1))))]  # noqa: E731
+    return 100.0 * (q(0.9) - q(0.1)) / statistics.median(s)
+
+
+# ---- --profile ----------------------------------------------------------------------------
+
+class _Timed:
+    """Wraps callables of an object: times named ones into acc, forwards the rest."""
+
+    def __init__(self, obj, names, acc, prefix):
+        self._obj = obj
+        for name in names:
+            fn = getattr(obj, name, None)
+            if fn is not None:
+                setattr(self, name, _timer(fn, acc, prefix + name))
+
+    def __getattr__(self, name):
+        return getattr(self._obj, name)
+
+
+def _timer(fn, acc, key):
+    def wrapper(*args, **kwargs):
+        t0 = _now()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            acc[key] = acc.get(key, 0) + _now() - t0
+    return wrapper
+
+
+def profile(calls):
+    """Ours' KV-aware route_requests at 256 x 16, split by perf_counter_ns
+    around the adapter's steps (instance attributes shadowing its methods)
+    and the binding's packer/library entry points (module attributes swapped
+    for timing wrappers; the code path taken is unchanged)."""
+    nreq, dp = 256, 16
+    w = Workload(nreq, dp, F.LlmRequestState)
+    router = T.KVCacheAwareADPRouter(w.dist, w.kv)
+    router.gather_prefix_matches(w.items)
+    states = [T.RankState(r, a, t) for r, (a, t) in enumerate(w.loads)]
+    items, maxn = w.items, w.maxn
+    gc.collect()
+    gc.freeze()  # as in the table: the collection between calls then skips the workload
+
+    def run(n):
+        out = []
+        for _ in range(n):
+            gc.collect()
+            gc.disable()
+            t0 = _now()
+            router.route_requests(states, items, maxn)
+            t1 = _now()
+            gc.enable()
+            out.append(t1 - t0)
+        return out
+
+    run(5)
+    plain = run(calls)
+    acc = {}
+    samples = []
+    router._requests = _timer(router._requests, acc, "requests")
+    router._match_rows = _timer(router._match_rows, acc, "match")
+    lib = router._lib
+    router._lib = _Timed(lib, ["route"], acc, "lib.")
+    sp = _accel.speedups
+    if sp is not None:
+        _accel.speedups = _Timed(sp, ["route", "pack_states", "pack_requests", "match_table", "assignment"],
+                                 acc, "sp.")
+    cdll = _abi.lib
+    c_route = cdll.adpr_route
+    cdll.adpr_route = _timer(c_route, acc, "adpr_route")
+    try:
+        for k in range(5 + calls):
+            acc.clear()
+            gc.collect()
+            gc.disable()
+            t0 = _now()
+            router.route_requests(states, items, maxn)
+            t1 = _now()
+            gc.enable()
+            if k >= 5:
+                sample = dict(acc, total=t1 - t0)
+                parts = ("requests", "match", "lib.route")
+                sample["decode"] = sample["total"] - sum(sample.get(p, 0) for p in parts)
+                inner = ("sp.route", "sp.pack_states", "sp.pack_requests", "sp.match_table", "adpr_route")
+                sample["lib.rest"] = sample.get("lib.route", 0) - sum(sample.get(p, 0) for p in inner)
+                samples.append(sample)
+    finally:
+        router.__dict__.pop("_requests", None)
+        router.__dict__.pop("_match_rows", None)
+        router._lib = lib
+        _accel.speedups = sp
+        cdll.adpr_route = c_route
+        gc.unfreeze()
+    router.close()
+
+    def med(key):
+        return statistics.median(s.get(key, 0) for s in samples) / 1000.0
+
+    used = lambda key: any(key in s for s in samples)  # noqa: E731
+    print("--profile: ours' KVCacheAwareADPRouter.route_requests, %d requests x %d ranks, ~2k-token prompts,"
+          % (nreq, dp))
+    print("dense gathered matches; median us of %d calls (time.perf_counter_ns around each step; gc off)"
+          % calls)
+    print("  %-62s %9.1f" % ("route_requests, uninstrumented", statistics.median(plain) / 1000.0))
+    print("  %-62s %9.1f" % ("route_requests, instrumented", med("total")))
+    print("    %-60s %9.1f" % ("build Request objects (_requests)", med("requests")))
+    print("    %-60s %9.1f" % ("match table (_match_rows: slices, array('i') stores)", med("match")))
+    print("    %-60s %9.1f" % ("library call (Router.route)", med("lib.route")))
+    if used("sp.route"):
+        print("      %-58s %9.1f" % ("_speedups.route: pack + adpr_route + decode, one C call", med("sp.route")))
+    if used("sp.pack_states") or used("sp.pack_requests"):
+        print("      %-58s %9.1f" % ("pack states (_speedups.pack_states)", med("sp.pack_states")))
+        print("      %-58s %9.1f" % ("pack requests (_speedups.pack_requests)", med("sp.pack_requests")))
+    if used("sp.match_table"):
+        print("      %-58s %9.1f" % ("match table conversion (_speedups.match_table)", med("sp.match_table")))
+    if used("adpr_route"):
+        print("      %-58s %9.1f" % ("adpr_route (ctypes call into the library)", med("adpr_route")))
+    print("      %-58s %9.1f" % ("the rest of Router.route (checks, buffers, result)", med("lib.rest")))
+    print("    %-60s %9.1f" % ("decode: result's assignment, ids -> items, adapter glue", med("decode")))
+    if used("sp.assignment"):
+        print("      %-58s %9.1f" % ("of which _speedups.assignment (lazy decode of the result)",
+                                      med("sp.assignment")))
+    print("(each figure is the median of its own per-call values, so the parts need not add up to the total;"
+          " instrumented minus uninstrumented is the wrappers' own cost; here ours runs alone, so its caches are "
+          "warmer than in the table, where the other side runs between calls)")
+
+
+# ---- main ---------------------------------------------------------------------------------
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="few runs")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trtllm", metavar="PATH", default=os.environ.get("ADPR_TRTLLM_SRC") or None,
+                    help="folder holding %s (default: $ADPR_TRTLLM_SRC; none: the oracle)" % ROUTER_FILE)
+    ap.add_argument("--quick", action="store_true",
+                    help="%d runs per row, row 5 timed while ours' index fills: a few seconds" % QUICK_RUNS)
+    ap.add_argument("--runs", type=int, help="timed calls per row and size")
+    ap.add_argument("--size", action="append", choices=["%dx%d" % s for s in SIZES], help="one size (repeatable)")
+    ap.add_argument("--profile", action="store_true",
+                    help="only: where ours' KV-aware route_requests spends its time at 256 x 16")
     args = ap.parse_args()
-    print("adprouter %s, Python %s, %s" % (adprouter.version(), platform.python_version(),
-                                           platform.machine()))
-    print("KV-aware router, one rank's iteration, ~2k-token prompts as lists, dense matches; "
-          "median us")
-    print("%-12s %10s %10s %10s | %10s %10s %10s | %8s %8s" % (
-        "reqs x ranks", "gather", "route", "total", "pure gath", "pure route", "pure tot",
-        "route x", "total x"))
-    for nreq, dp, runs in ((256, 16, 41), (1024, 64, 11)):
-        if args.quick:
-            runs = 5
-        m = bench(nreq, dp, runs)
-        ours = m["ours gather"] + m["ours route"]
-        pure = m["pure gather"] + m["pure route"]
-        print("%-12s %10.0f %10.0f %10.0f | %10.0f %10.0f %10.0f | %7.1fx %7.1fx" % (
-            "%d x %d" % (nreq, dp), m["ours gather"], m["ours route"], ours, m["pure gather"],
-            m["pure route"], pure, m["pure route"] / m["ours route"], pure / ours))
+    start = time.monotonic()
+    if args.profile:
+        profile(args.runs or (20 if args.quick else 200))
+        return 0
+
+    theirs = TrtllmSide(args.trtllm) if args.trtllm else OracleSide()
+    ours = OursSide()
+    print("adprouter.trtllm against %s" % theirs.describe())
+    sp = _accel.speedups
+    print("adprouter %s (ABI %d), %s; Python %s (%s), %s, %d CPUs, load average %.2f"
+          % (adprouter.version(), adprouter.abi_version(),
+             "_speedups from %s" % sp.__file__ if sp is not None else "no _speedups (pure-Python packing)",
+             platform.python_version(), sys.executable, platform.machine(), os.cpu_count() or 0, os.getloadavg()[0]))
+    env = sorted(k for k in os.environ if k.startswith(("TRTLLM_ADPROUTER_", "ADPROUTER_")))
+    if env:
+        print("NOTE: options from the environment apply to ours: %s" % ", ".join(env))
+    sizes = [s for s in SIZES if not args.size or "%dx%d" % s in args.size]
+    runs = {s: args.runs or (QUICK_RUNS if args.quick else DEFAULT_RUNS[s]) for s in sizes}
+    print("runs: %s per row (after %d untimed calls; row 5: ours alone until its index evicts%s, then %d untimed), "
+          "interleaved call by call, gc off while timing"
+          % (", ".join("%d x %d: %d" % (s + (runs[s],)) for s in sizes), WARM,
+             " (not with --quick)" if args.quick else "", INDEX_WARM))
+    counter = {"same": 0, "index": 0, "index_note": []}
+    results = []
+    try:
+        for s in sizes:
+            results += bench_size(s[0], s[1], runs[s], ours, theirs, counter,
+                                  fill_max=0 if args.quick else INDEX_FILL_MAX)
+    except Mismatch as e:
+        print("FAIL: %s" % e)
+        return 1
+
+    other = theirs.label
+    print()
+    print("median us per call (spread: p10..p90 as %% of the median); speed-up = %s / ours" % other)
+    head = "%-34s %-10s %12s %12s %9s %7s %7s" % ("row", "size", "ours", other, "speed-up", "spr.o", "spr.t")
+    print(head)
+    print("-" * len(head))
+    for label, size, o, t in results:
+        mo, mt = statistics.median(o), statistics.median(t)
+        print("%-34s %-10s %12.1f %12.1f %8.1fx %6.0f%% %6.0f%%" % (label, size, mo, mt, mt / mo, spread(o),
+                                                                     spread(t)))
+    print()
+    print("decisions: identical in all %d compared calls of rows 1-4 (timed, warm-up and the conversation "
+          "router's earlier batches untimed), every request placed" % counter["same"])
+    print("row 5: ours (index mode) consistent in all %d calls (every request placed once, strict targets kept, "
+          "no rank past expected); its decisions differ from %s's by design" % (counter["index"], other))
+    for note in counter["index_note"]:
+        print("  " + note)
+    print("wall time %.1f s" % (time.monotonic() - start))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""python/bench_trtllm.py runs: --quick against the pure-Python oracle (no
+TensorRT-LLM in this repository) prints its table with every row and size,
+every compared decision agreeing, and --profile prints its breakdown (timings
+are not checked: they are benchmarks, not tests)."""
+
+import os
+import re
+import subprocess
+import sys
+import unittest
+from types import SimpleNamespace
+
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(PYTHON_DIR, "bench_trtllm.py")
+
+ROWS = ("(1) KV-aware route_requests", "(2) default route_requests", "(3) conversation route_requests",
+        "(4) KV-aware iteration", "(5) index-mode iteration (ours)")
+
+
+def bench(*args):
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    env.pop("ADPR_TRTLLM_SRC", None)
+    for k in list(env):
+        if k.startswith(("TRTLLM_ADPROUTER_", "ADPROUTER_")):
+            del env[k]
+    proc = subprocess.run([sys.executable, BENCH, *args], env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode:
+        raise AssertionError("bench_trtllm.py %s exited %d:\n%s\n%s"
+                             % (" ".join(args), proc.returncode, proc.stdout, proc.stderr))
+    return proc.stdout
+
+
+@unittest.skipUnless(os.path.exists(BENCH), "no python/bench_trtllm.py beside the tests (an installed-package run)")
+class BenchTrtllmTest(unittest.TestCase):
+    def test_quick_against_oracle(self):
+        out = bench("--quick")
+        self.assertRegex(out, r"(?m)^adprouter\.trtllm against the pure-Python oracle")
+        self.assertRegex(out, r"(?m)^row\s+size\s+ours\s+oracle\s+speed-up")
+        for size in ("256 x 16", "1024 x 64"):
+            for row in ROWS:
+                with self.subTest(row=row, size=size):
+                    self.assertRegex(out, r"(?m)^%s\s+%s\s+[\d.]+\s+[\d.]+\s+[\d.]+x\s"
+                                     % (re.escape(row), re.escape(size)))
+        m = re.search(r"(?m)^decisions: identical in all (\d+) compared calls of rows 1-4", out)
+        self.assertIsNotNone(m, out)
+        # 2 sizes x 4 rows x (2 warm-up + 3 timed) calls, plus the conversation
+        # router's earlier batch before each of its calls.
+        self.assertEqual(int(m.group(1)), 2 * (4 * 5 + 5))
+        self.assertRegex(out, r"(?m)^row 5: ours \(index mode\) consistent in all 12 calls")
+        self.assertNotIn("FAIL", out)
+
+    def test_profile(self):
+        out = bench("--profile", "--runs", "5")
+        for step in ("route_requests, uninstrumented", "build Request objects", "match table",
+                     "library call (Router.route)", "decode"):
+            with self.subTest(step):
+                self.assertRegex(out, r"(?m)^\s+%s.*\s[\d.]+$" % re.escape(step))
+
+    def test_mismatch_is_caught(self):
+        sys.path.insert(0, PYTHON_DIR)
+        try:
+            import bench_trtllm as B
+        finally:
+            sys.path.remove(PYTHON_DIR)
+        it = [SimpleNamespace(id=i) for i in range(3)]
+        same = ({0: [it[0], it[1]], 1: [it[2]]}, 2)
+        B.check_same("same", same, ({0: [it[0], it[1]], 1: [it[2]]}, 2))
+        for other in (({0: [it[1], it[0]], 1: [it[2]]}, 2), ({0: [it[0], it[1]], 1: [it[2]]}, 3),
+                      ({0: [it[0]], 1: [it[1], it[2]]}, 2)):
+            with self.assertRaises(B.Mismatch):
+                B.check_same("differ", same, other)
+        with self.assertRaises(B.Mismatch):  # a request lost
+            B.check_consistent("lost", ({0: [it[0]], 1: [it[2]]}, 2), it, [0, 0], 8)
+
+
+if __name__ == "__main__":
+    unittest.main()
