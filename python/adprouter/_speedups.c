@@ -1416,6 +1416,8 @@ static PyObject *attr_name[A_NAMES]; /* interned at import */
 /* trtllm_route's flags: what the policy reads. */
 #define T_CONVERSATIONS 1 /* the conversation key */
 #define T_SCOPES 2        /* the LoRA task and cache salt (prefix index) */
+#define T_COUNTS 4        /* the token count (every policy but the plain
+                             conversation router reads it) */
 
 /* Whether o is an id this path compares by value: an exact int or a bool,
  * whose hashing and comparison in the Python path run no Python code. */
@@ -1539,14 +1541,22 @@ static int pack_item(PyObject *item, Py_ssize_t limit, int flags, adpr_request *
         rc = pack_fields(f, limit, out, tok, text);
         goto done;
     }
-    /* The token count: num_input_tokens when an int, else the list's length. */
-    PyObject *n = optional_attr(req, A_NUM_INPUT);
-    if (n == NULL && PyErr_Occurred())
+    /* The token count: num_input_tokens when an int, else the list's
+     * length; 0 where the policy reads none (as TensorRT-LLM's conversation
+     * router, the plain one reads neither). */
+    PyObject *n = NULL;
+    if (!(flags & T_COUNTS)) {
+        Py_INCREF(rq_zero);
+        n = rq_zero;
+    } else if ((n = optional_attr(req, A_NUM_INPUT)) == NULL && PyErr_Occurred()) {
         goto error_clear;
-    toks = optional_attr(req, A_INPUT_IDS);
-    if (toks == NULL && PyErr_Occurred()) {
-        Py_XDECREF(n);
-        goto error_clear;
+    }
+    if (limit != 0 || (flags & T_COUNTS)) {
+        toks = optional_attr(req, A_INPUT_IDS);
+        if (toks == NULL && PyErr_Occurred()) {
+            Py_XDECREF(n);
+            goto error_clear;
+        }
     }
     if (n == NULL || !PyLong_Check(n)) {
         Py_XDECREF(n);
@@ -1763,6 +1773,115 @@ static int decode_items(PyObject **items, const idmap *m, const int32_t *ranks,
     return 0;
 }
 
+/* Working memory of trtllm_route, kept between calls: a batch's buffers are
+ * as large as the batch (with the prefix index, whole prompts: megabytes),
+ * and allocating them afresh for every call cost a page fault per page. A
+ * call takes a scratch from the pool and gives it back when done, both
+ * under the GIL, so calls on other threads, which run while one has
+ * released the GIL, never share one. At most SCRATCH_POOL are kept, and a
+ * buffer larger than SCRATCH_KEEP bytes is freed rather than kept. */
+enum { SB_STATES, SB_REQS, SB_RANKS, SB_OFFSETS, SB_ORDER, SB_TABLE, SB_KEYS, SB_POS, SB_N };
+#define SCRATCH_POOL 4
+#define SCRATCH_KEEP ((size_t)64 << 20)
+
+typedef struct scratch {
+    void *buf[SB_N];
+    size_t cap[SB_N];
+    growbuf tok, text;
+    struct scratch *next;
+} scratch;
+
+static scratch *scratch_pool;
+static int scratch_pooled;
+
+static scratch *scratch_take(void)
+{
+    scratch *s = scratch_pool;
+    if (s != NULL) {
+        scratch_pool = s->next;
+        scratch_pooled--;
+    } else if ((s = PyMem_Calloc(1, sizeof *s)) == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    s->tok.len = s->text.len = 0;
+    return s;
+}
+
+static void scratch_give(scratch *s)
+{
+    for (int k = 0; k < SB_N; k++)
+        if (s->cap[k] > SCRATCH_KEEP) {
+            PyMem_Free(s->buf[k]);
+            s->buf[k] = NULL;
+            s->cap[k] = 0;
+        }
+    growbuf *g[2] = {&s->tok, &s->text};
+    for (int k = 0; k < 2; k++)
+        if ((size_t)g[k]->cap > SCRATCH_KEEP) {
+            PyMem_Free(g[k]->p);
+            g[k]->p = NULL;
+            g[k]->cap = 0;
+        }
+    if (scratch_pooled < SCRATCH_POOL) {
+        s->next = scratch_pool;
+        scratch_pool = s;
+        scratch_pooled++;
+        return;
+    }
+    for (int k = 0; k < SB_N; k++)
+        PyMem_Free(s->buf[k]);
+    PyMem_Free(s->tok.p);
+    PyMem_Free(s->text.p);
+    PyMem_Free(s);
+}
+
+/* Buffer k of s with room for n bytes (contents undefined), or NULL with
+ * MemoryError set. */
+static void *scratch_buf(scratch *s, int k, size_t n)
+{
+    if (n == 0)
+        n = 1;
+    if (s->cap[k] < n) {
+        size_t cap = 64;
+        while (cap < n)
+            cap *= 2;
+        PyMem_Free(s->buf[k]);
+        s->buf[k] = PyMem_Malloc(cap);
+        s->cap[k] = s->buf[k] != NULL ? cap : 0;
+        if (s->buf[k] == NULL)
+            PyErr_NoMemory();
+    }
+    return s->buf[k];
+}
+
+/* idmap_init for trtllm_route, in s's memory. 0 or -1 (error set). */
+static int idmap_scratch(idmap *m, const adpr_request *reqs, Py_ssize_t nr, scratch *s)
+{
+    Py_ssize_t size = 2;
+    int shift = 63;
+    while (size < 2 * nr) {
+        size *= 2;
+        shift--;
+    }
+    m->keys = scratch_buf(s, SB_KEYS, size * sizeof *m->keys);
+    m->pos = m->keys ? scratch_buf(s, SB_POS, size * sizeof *m->pos) : NULL;
+    if (m->pos == NULL)
+        return -1;
+    memset(m->pos, 0, size * sizeof *m->pos);
+    m->mask = (uint64_t)size - 1;
+    m->shift = shift;
+    m->refs = NULL;
+    for (Py_ssize_t i = 0; i < nr; i++) {
+        uint64_t id = reqs[i].id, slot = (id * IDMAP_K) >> shift;
+        while (m->pos[slot] != 0 && m->keys[slot] != id)
+            slot = (slot + 1) & m->mask;
+        m->keys[slot] = id; /* a repeated id keeps its last position: see trtllm_route */
+        m->pos[slot] = (int32_t)(i + 1);
+    }
+    return 0;
+}
+
 /* trtllm_route(adpr_route address, handle, states, items, send_tokens,
  * flags, match_rows, max_num_active_requests, errbuf) -> (status, expected,
  * {rank: [items]}, [items left over]) (the last two None when status is not
@@ -1805,30 +1924,33 @@ static PyObject *trtllm_route(PyObject *Py_UNUSED(self), PyObject *const *args, 
     }
     PyObject **items = &PyTuple_GET_ITEM(its, 0);
     Py_buffer err = {0};
-    adpr_rank_state *st = PyMem_Malloc(ns * sizeof *st + 1);
-    adpr_request *reqs = PyMem_Malloc(nr * sizeof *reqs + 1);
-    int32_t *ranks = PyMem_Malloc(4 * nr + 4), *offsets = PyMem_Malloc(4 * (ns + 1));
-    uint64_t *order = PyMem_Malloc(8 * nr + 8);
-    int32_t *table = rows != NULL && nr > 0 ? PyMem_Calloc(ns * nr + 1, 4) : NULL;
-    growbuf tok = {0}, text = {0};
+    scratch *sc = scratch_take();
+    if (sc == NULL) {
+        Py_DECREF(sts);
+        Py_DECREF(its);
+        Py_XDECREF(rows);
+        return NULL;
+    }
+    adpr_rank_state *st = scratch_buf(sc, SB_STATES, ns * sizeof *st);
+    adpr_request *reqs = st ? scratch_buf(sc, SB_REQS, nr * sizeof *reqs) : NULL;
+    int32_t *ranks = reqs ? scratch_buf(sc, SB_RANKS, 4 * nr) : NULL;
+    int32_t *offsets = ranks ? scratch_buf(sc, SB_OFFSETS, 4 * (ns + 1)) : NULL;
+    uint64_t *order = offsets ? scratch_buf(sc, SB_ORDER, 8 * nr) : NULL;
+    int32_t *table = NULL;
+    if (order != NULL && rows != NULL && nr > 0 && (table = scratch_buf(sc, SB_TABLE, 4 * ns * nr)) != NULL)
+        memset(table, 0, 4 * ns * nr);
+    growbuf *tok = &sc->tok, *text = &sc->text;
     idmap m = {NULL};
     PyObject *result = NULL;
-    int rc = 0, have_err = 0, have_map = 0;
-    if (st == NULL || reqs == NULL || ranks == NULL || offsets == NULL || order == NULL ||
-        (rows != NULL && nr > 0 && table == NULL)) {
-        PyErr_NoMemory();
-        rc = -1;
-    }
+    int rc = 0, have_err = 0;
+    if (order == NULL || (rows != NULL && nr > 0 && table == NULL))
+        rc = -1; /* MemoryError set */
     for (Py_ssize_t i = 0; rc == 0 && i < ns; i++)
         rc = pack_any_state(PyTuple_GET_ITEM(sts, i), &st[i]);
     for (Py_ssize_t i = 0; rc == 0 && i < nr; i++)
-        rc = pack_item(items[i], limit, (int)flags, &reqs[i], &tok, &text);
-    if (rc == 0) {
-        if (idmap_init(&m, reqs, nr, NULL) < 0)
-            rc = -1;
-        else
-            have_map = 1;
-    }
+        rc = pack_item(items[i], limit, (int)flags, &reqs[i], tok, text);
+    if (rc == 0 && idmap_scratch(&m, reqs, nr, sc) < 0)
+        rc = -1;
     /* A repeated id: the Python path raises the library's error for it. */
     for (Py_ssize_t i = 0; rc == 0 && i < nr; i++)
         if (idmap_find(&m, reqs[i].id) != i)
@@ -1841,8 +1963,8 @@ static PyObject *trtllm_route(PyObject *Py_UNUSED(self), PyObject *const *args, 
     if (rc == 0) {
         adpr_batch batch = {
             ns ? st : NULL, (int32_t)ns, (int32_t)nr, nr ? reqs : NULL,
-            tok.len ? (const int32_t *)tok.p : NULL, tok.len / 4,
-            text.len ? text.p : NULL, text.len,
+            tok->len ? (const int32_t *)tok->p : NULL, tok->len / 4,
+            text->len ? text->p : NULL, text->len,
             table, (int32_t)maxn,
         };
         adpr_route_result out = {ranks, order, offsets, 0, 0};
@@ -1863,20 +1985,107 @@ static PyObject *trtllm_route(PyObject *Py_UNUSED(self), PyObject *const *args, 
     }
     if (have_err)
         PyBuffer_Release(&err);
-    if (have_map)
-        idmap_free(&m);
+    scratch_give(sc);
     Py_DECREF(sts);
     Py_DECREF(its);
     Py_XDECREF(rows);
-    PyMem_Free(st);
-    PyMem_Free(reqs);
-    PyMem_Free(ranks);
-    PyMem_Free(order);
-    PyMem_Free(offsets);
-    PyMem_Free(table);
-    PyMem_Free(tok.p);
-    PyMem_Free(text.p);
     return result;
+}
+
+/* probe_items(items, probe) -> (ids, [id, match, id, match, ...]): the
+ * loop of adprouter.trtllm's gather_prefix_matches in C, step for step as
+ * the Python loop reads each item (item.id, item.request, its
+ * input_token_ids or [], prompt[:-1] when longer than 1, lora_config's
+ * task_id, cache_salt) and calls probe(head, task, cache_salt=salt), so
+ * that it calls the caller's code in the same order with the same values
+ * and raises what the Python loop would raise. items must be a list or
+ * tuple (else None: the Python loop runs). */
+static PyObject *probe_items(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    static PyObject *kwnames, *tail;
+    PyObject *items_arg, *probe;
+    if (!PyArg_ParseTuple(args, "OO", &items_arg, &probe))
+        return NULL;
+    if (!plain_seq(items_arg))
+        Py_RETURN_NONE;
+    if (kwnames == NULL && (kwnames = Py_BuildValue("(s)", "cache_salt")) == NULL)
+        return NULL;
+    if (tail == NULL) { /* slice(None, -1): what prompt[:-1] passes to __getitem__ */
+        PyObject *minus1 = PyLong_FromLong(-1);
+        tail = minus1 ? PySlice_New(NULL, minus1, NULL) : NULL;
+        Py_XDECREF(minus1);
+        if (tail == NULL)
+            return NULL;
+    }
+    PyObject *its = PySequence_Tuple(items_arg);
+    if (its == NULL)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(its);
+    PyObject *ids = PyList_New(n), *flat = ids ? PyList_New(2 * n) : NULL;
+    for (Py_ssize_t i = 0; flat != NULL && i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(its, i), *id = PyObject_GetAttr(item, attr_name[A_ID]), *req = NULL,
+                 *toks = NULL, *head = NULL, *lora = NULL, *task = NULL, *salt = NULL, *len = NULL;
+        int ok = 0;
+        if (id == NULL || (req = PyObject_GetAttr(item, attr_name[A_REQUEST])) == NULL)
+            goto next;
+        if (req == Py_None) {
+            Py_INCREF(rq_zero);
+            len = rq_zero;
+            ok = 1;
+            goto next;
+        }
+        if ((toks = optional_attr(req, A_INPUT_IDS)) == NULL && PyErr_Occurred())
+            goto next;
+        int truth = toks == NULL ? 0 : PyObject_IsTrue(toks);
+        if (truth < 0)
+            goto next;
+        Py_ssize_t size = 0;
+        if (truth && (size = PyObject_Size(toks)) < 0)
+            goto next;
+        head = size > 1 ? PyObject_GetItem(toks, tail) : PyList_New(0);
+        if (head == NULL || ((lora = optional_attr(req, A_LORA)) == NULL && PyErr_Occurred()))
+            goto next;
+        if (lora != NULL && lora != Py_None) {
+            if ((task = PyObject_GetAttr(lora, attr_name[A_TASK])) == NULL)
+                goto next;
+        } else {
+            Py_INCREF(Py_None);
+            task = Py_None;
+        }
+        if ((salt = optional_attr(req, A_SALT)) == NULL) {
+            if (PyErr_Occurred())
+                goto next;
+            Py_INCREF(Py_None);
+            salt = Py_None;
+        }
+        PyObject *argv[3] = {head, task, salt};
+        len = PyObject_Vectorcall(probe, argv, 2, kwnames);
+        ok = len != NULL;
+    next:
+        if (ok) {
+            Py_INCREF(id);
+            PyList_SET_ITEM(ids, i, id);
+            PyList_SET_ITEM(flat, 2 * i, id);
+            PyList_SET_ITEM(flat, 2 * i + 1, len);
+        } else {
+            Py_XDECREF(len);
+            Py_CLEAR(flat);
+        }
+        Py_XDECREF(req);
+        Py_XDECREF(toks);
+        Py_XDECREF(head);
+        Py_XDECREF(lora);
+        Py_XDECREF(task);
+        Py_XDECREF(salt);
+        if (!ok)
+            Py_XDECREF(id);
+    }
+    Py_DECREF(its);
+    if (flat == NULL) {
+        Py_XDECREF(ids);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", ids, flat);
 }
 
 static PyMethodDef methods[] = {
@@ -1894,6 +2103,8 @@ static PyMethodDef methods[] = {
      "trtllm_route(adpr_route address, handle, states, items, send_tokens, flags, match_rows, max_active, "
      "errbuf) -> (status, expected, {rank: [items]}, [items left over]), or None where adprouter.trtllm's "
      "Python path must run."},
+    {"probe_items", probe_items, METH_VARARGS,
+     "probe_items(items, probe) -> (ids, [id, match, ...]): adprouter.trtllm's probe loop, or None."},
     {"route", (PyCFunction)(void (*)(void))route, METH_FASTCALL,
      "route(adpr_route address, handle, states, requests, send_tokens, match_lens, pairs, max_active, "
      "errbuf) -> (status, expected, assignment, unassigned, ranks), or None where the Python path must run."},
@@ -1919,7 +2130,7 @@ PyMODINIT_FUNC PyInit__speedups(void)
         if (attr_name[i] == NULL && (attr_name[i] = PyUnicode_InternFromString(attr_names[i])) == NULL)
             goto fail;
     if (PyModule_AddIntConstant(m, "T_CONVERSATIONS", T_CONVERSATIONS) < 0 ||
-        PyModule_AddIntConstant(m, "T_SCOPES", T_SCOPES) < 0)
+        PyModule_AddIntConstant(m, "T_SCOPES", T_SCOPES) < 0 || PyModule_AddIntConstant(m, "T_COUNTS", T_COUNTS) < 0)
         goto fail;
     PyTypeObject *rq = (PyTypeObject *)PyType_FromSpec(&rq_spec);
     if (rq == NULL)

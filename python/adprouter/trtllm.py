@@ -473,6 +473,10 @@ class ADPRouter:
         self._check_ranks = _flag(self.options, "check_ranks")
         self._config = dict(config, **extras)
         self._explains = _truthy(self._config.get("explain", False))
+        # Token counts: read by every policy but the plain conversation
+        # router (TensorRT-LLM's reads none); both paths send 0 there.
+        self._counts = (self._policy != "conversation" or self._capacity_aware or self._explains
+                        or str(self._config.get("new_conv_placement", "")).strip() == "least_tokens")
         # The conversation key goes to the library where it reads it: the
         # conversation policy and the KV-aware "ttft" score.
         self._send_conversations = (self._policy == "conversation"
@@ -705,6 +709,7 @@ class ADPRouter:
         TensorRT-LLM's token count, the target rank and relax flag, the
         prompt (KV-aware), the conversation key, the index scopes."""
         tokens_needed = self._tokens_needed()
+        counts = self._counts
         convs = self._send_conversations
         scoped = self._scoped
         reqs = [None] * len(items)
@@ -740,7 +745,7 @@ class ADPRouter:
                     cp = getattr(req, "py_conversation_params", None)
                     cid = cp.conversation_id if cp is not None else None
                 cid = self._conversation(cid)
-            q = Request(rid, tokens=toks, num_tokens=_num_input_tokens(req), target_rank=target,
+            q = Request(rid, tokens=toks, num_tokens=_num_input_tokens(req) if counts else 0, target_rank=target,
                         relax=relax is None or bool(relax), conversation_id=cid)
             if scoped:
                 lora = getattr(req, "lora_config", None)
@@ -809,7 +814,8 @@ class ADPRouter:
         sp = _accel.speedups
         if sp is None or not hasattr(sp, "T_CONVERSATIONS"):
             return 0
-        return (sp.T_CONVERSATIONS if self._send_conversations else 0) | (sp.T_SCOPES if self._scoped else 0)
+        return ((sp.T_CONVERSATIONS if self._send_conversations else 0) | (sp.T_SCOPES if self._scoped else 0)
+                | (sp.T_COUNTS if self._counts else 0))
 
     def _match_source(self):
         """The match lengths as the C path takes them: None, or per rank an
@@ -1045,22 +1051,27 @@ class KVCacheAwareADPRouter(ADPRouter):
         [id, match, id, match, ...] list per rank."""
         items = self._carry + list(new_requests) if self._carry else list(new_requests)
         probe = self.kv_cache_manager.probe_prefix_match_length
-        n = len(items)
-        ids = [0] * n
-        lens = [0] * n
-        for i, item in enumerate(items):
-            ids[i] = item.id
-            req = item.request
-            if req is None:
-                continue
-            toks = getattr(req, "input_token_ids", None) or []
-            head = toks[:-1] if len(toks) > 1 else []
-            lora = getattr(req, "lora_config", None)
-            task = lora.task_id if lora is not None else None
-            lens[i] = probe(head, task, cache_salt=getattr(req, "cache_salt", None))
-        flat = [0] * (2 * n)
-        flat[0::2] = ids
-        flat[1::2] = lens
+        sp = _accel.speedups
+        got = sp.probe_items(items, probe) if sp is not None and hasattr(sp, "probe_items") else None
+        if got is not None:  # the same loop in C: the same calls, in the same order
+            ids, flat = got
+        else:
+            n = len(items)
+            ids = [0] * n
+            lens = [0] * n
+            for i, item in enumerate(items):
+                ids[i] = item.id
+                req = item.request
+                if req is None:
+                    continue
+                toks = getattr(req, "input_token_ids", None) or []
+                head = toks[:-1] if len(toks) > 1 else []
+                lora = getattr(req, "lora_config", None)
+                task = lora.task_id if lora is not None else None
+                lens[i] = probe(head, task, cache_salt=getattr(req, "cache_salt", None))
+            flat = [0] * (2 * n)
+            flat[0::2] = ids
+            flat[1::2] = lens
         self._gathered = (ids, list(self.dist.tp_allgather(flat)))
         self._dicts = None
 

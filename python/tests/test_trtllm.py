@@ -1324,9 +1324,6 @@ class InstallExecutorTest(BareEnvCase):
         self.assertIsNone(r._executor)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 # ---- the C path of route_requests against the Python path --------------------------------
 
@@ -1448,3 +1445,63 @@ class CPathTest(BareEnvCase):
                     else:
                         self.assertIs(kind, c_kind)
             self.accel.use(self.sp)
+
+    def test_probe_loop_equal(self):
+        """gather_prefix_matches probes through adprouter._speedups.probe_items
+        exactly as its Python loop does: the same probe calls (prompt[:-1],
+        the LoRA task, the cache salt) in the same order, the same gathered
+        lists, and the same exception where an item is malformed."""
+        rng = random.Random(5)
+        odd = [
+            F.RequestQueueItem(fresh_id(), None),
+            F.RequestQueueItem(fresh_id(), types.SimpleNamespace()),  # no fields: probes []
+            F.RequestQueueItem(fresh_id(), types.SimpleNamespace(input_token_ids=(4, 5, 6))),
+            F.RequestQueueItem(fresh_id(), types.SimpleNamespace(input_token_ids=[9])),
+            F.item(fresh_id(), [1, 2, 3], lora=-2, cache_salt="tenant"),
+            F.item(fresh_id(), [], lora=0, cache_salt=True),
+        ]
+        prompts = [[f * 1000 + i for i in range(rng.randrange(2, 90))] for f in range(4)]
+        for trial in range(30):
+            n = rng.randrange(0, 40)
+            batch = random_batch(rng, fresh_id, 4, n, prompts, ["a", None])
+            batch += rng.sample(odd, rng.randrange(0, len(odd) + 1))
+            rng.shuffle(batch)
+            got = []
+            for mod in (self.sp, None):
+                self.accel.use(mod)
+                kv = F.KVCacheManager(tokens_per_block=4)
+                for p in prompts[:2]:
+                    kv.add(p, lora=None)
+                r = T.KVCacheAwareADPRouter(F.Dist(0, 4, lambda flat: [flat] * 4), kv)
+                r.gather_prefix_matches(batch)
+                got.append((kv.probes, r._gathered))
+            self.accel.use(self.sp)
+            self.assertEqual(got[0], got[1], "trial %d" % trial)
+        bad = [
+            ("no request attribute", [F.item(1, [1, 2]), types.SimpleNamespace(id=2)], AttributeError),
+            ("no id", [types.SimpleNamespace(request=None)], AttributeError),
+            ("lora without task_id", [F.RequestQueueItem(1, types.SimpleNamespace(
+                input_token_ids=[1, 2], lora_config=object()))], AttributeError),
+            ("tokens without len", [F.RequestQueueItem(1, types.SimpleNamespace(input_token_ids=5))], TypeError),
+        ]
+        for name, batch, kind in bad:
+            for mod in (self.sp, None):
+                with self.subTest(name, c=mod is not None):
+                    self.accel.use(mod)
+                    kv = F.KVCacheManager()
+                    r = T.KVCacheAwareADPRouter(F.Dist(0, 2), kv)
+                    with self.assertRaises(kind):
+                        r.gather_prefix_matches(batch)
+                    self.assertIsNone(r._gathered)
+            self.accel.use(self.sp)
+
+
+_ids = iter(range(10 ** 7, 10 ** 9))
+
+
+def fresh_id():
+    return next(_ids)
+
+
+if __name__ == "__main__":
+    unittest.main()
