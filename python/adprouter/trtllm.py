@@ -1117,8 +1117,23 @@ class KVCacheAwareADPRouter(ADPRouter):
         # One request-major array('i') for the binding, a strided store per rank.
         table = array("i", bytes(4 * n * ranks))
         for r, row in enumerate(rows[:ranks]):
-            table[r::ranks] = array("i", row)
+            try:
+                table[r::ranks] = array("i", row)
+            except (TypeError, OverflowError):
+                bad = next(v for v in row if not _int32(v))
+                raise InvalidArgumentError(
+                    "rank %d's prefix match lengths must be ints (matched tokens, 0 to 2^31-1), "
+                    "got %r of type %s" % (r, bad, type(bad).__name__)) from None
         return table
+
+
+def _int32(v):
+    """Whether array("i") takes v."""
+    try:
+        array("i", [v])
+        return True
+    except (TypeError, OverflowError):
+        return False
 
 
 # ---- install into TensorRT-LLM ---------------------------------------------------------

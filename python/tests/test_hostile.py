@@ -41,6 +41,9 @@ from array import array
 
 import adprouter
 from adprouter import Error, InvalidHandleError, RankState, Request, Router, _accel
+from adprouter import trtllm as T
+
+import trtllm_fakes as F  # noqa: E402 - tests/, next to this file
 
 DP = 4
 # Ids above the small-int cache: each is its own object, freed with its owner.
@@ -824,6 +827,217 @@ def _(r):
     return threaded(r, closer, rounds=60)
 
 
+# adprouter.trtllm's routers (the C calls trtllm_route and probe_items) over
+# hostile RequestQueueItems: properties that run the caller's code while the
+# items are read, probes that mutate the batch, collections and re-entrant
+# calls mid-call. A case returns Routed, the outcome of its last
+# route_requests.
+
+class Routed(tuple):
+    """(placements {rank: [item ids]}, expected, carried item ids, the
+    library state digest) of an adprouter.trtllm router's last call."""
+
+
+def routed(t, got):
+    """Routed of route_requests' result got on router t; every item placed
+    once on a rank of 0..dp-1 or carried over."""
+    assignment, expected = got
+    if sorted(assignment) != list(range(t.dist.tp_size)) or type(expected) is not int:
+        raise AssertionError("assignment ranks %r, expected %r" % (sorted(assignment), expected))
+    every = [it for v in assignment.values() for it in v] + list(t.carried)
+    if len(set(map(id, every))) != len(every):
+        raise AssertionError("an item placed twice: %r" % every)
+    return Routed(({k: [it.id for it in v] for k, v in assignment.items()}, expected,
+                   [it.id for it in t.carried], digest(t.router)))
+
+
+class Prop:
+    """An attribute whose every read runs hook() first and returns value."""
+
+    def __init__(self, value, hook):
+        self.value, self.hook = value, hook
+
+    def __get__(self, obj, cls):
+        self.hook()
+        return self.value
+
+
+def hostile_item(rid, tokens, attr=None, value=None, hook=None, **kw):
+    """A RequestQueueItem whose request's attr (or the item's own: "id",
+    "request") is a property running hook() and returning value."""
+    req = F.LlmRequest(list(tokens), **kw)
+    item = F.RequestQueueItem(rid, req)
+    if attr in ("id", "request"):
+        item.__class__ = type("HostileItem", (F.RequestQueueItem,),
+                              {attr: Prop(getattr(item, attr), hook)})
+        del item.__dict__[attr]
+    elif attr is not None:
+        req.__class__ = type("HostileRequest", (F.LlmRequest,), {attr: Prop(value, hook)})
+        req.__dict__.pop(attr, None)
+    return item
+
+
+def trt_items(n, base=BASE, **kw):
+    shared = list(range(100, 164))
+    return [F.item(fresh(base + i), shared[: 8 + (i * 13) % 56] + [i], **kw) for i in range(n)]
+
+
+def trt_states(dp=DP):
+    return [T.RankState(k, k % 3, 100 * k) for k in range(dp)]
+
+
+def kv_router(**kw):
+    """A KV-cache-aware router on a one-rank Dist whose allgather hands every
+    rank the same probes."""
+    kv = F.KVCacheManager(tokens_per_block=8)
+    kv.add(list(range(100, 164)))
+    return T.KVCacheAwareADPRouter(F.Dist(0, DP, lambda flat: [flat] * DP), kv, **kw)
+
+
+def trt_route(t, items, maxn=8, sts=None):
+    """One iteration as the executor runs it: probe (where the router
+    reads matches), then route."""
+    if t.needs_prefix_matches:
+        t.gather_prefix_matches(items)
+    return routed(t, t.route_requests(trt_states() if sts is None else sts, items, maxn))
+
+
+@case("trtllm: item.id property clears the batch list", runs=True, same=False)
+def _(r):
+    t = kv_router()
+    items = trt_items(12)
+    items[3] = hostile_item(fresh(BASE + 3), range(100, 120), "id", hook=items.clear)
+    return trt_route(t, items)
+
+
+@case("trtllm: input_token_ids property collects garbage", runs=True, valgrind=True)
+def _(r):
+    t = kv_router()
+    items = trt_items(10) + [hostile_item(fresh(BASE + 50 + i), range(100, 140), "input_token_ids",
+                                          list(range(100, 140)), churn) for i in range(3)]
+    return trt_route(t, items)
+
+
+@case("trtllm: lora task_id property closes the router", runs=True, valgrind=True)
+def _(r):
+    t = kv_router(options={"prefix_source": "index"})  # reads the task again when routing
+    items = trt_items(8)
+    items[2].request.lora_config = type("Lora", (), {"task_id": Prop(5, Once(t.router.close))})()
+    return trt_route(t, items)
+
+
+@case("trtllm: cache_salt property routes on the same router", runs=True, same=False)
+def _(r):
+    t = kv_router()
+    inner = trt_items(3, base=BASE * 2)
+    busy = []
+
+    def again():
+        if not busy:
+            busy.append(1)
+            t.route_requests(trt_states(), inner, 8)
+    items = trt_items(8) + [hostile_item(fresh(BASE + 99), range(100, 130), "cache_salt", None, again)]
+    return trt_route(t, items)
+
+
+@case("trtllm: relax __bool__ clears the states list", runs=True, same=False)
+def _(r):
+    t = T.DefaultADPRouter(F.Dist(0, DP))
+    sts = trt_states()
+    items = trt_items(8, target=1, relax=Flag(True, sts.clear))
+    return trt_route(t, items, sts=sts)
+
+
+@case("trtllm: rank state property rebinds the batch's ids", runs=True, same=False)
+def _(r):
+    t = T.DefaultADPRouter(F.Dist(0, DP))
+    items = trt_items(8)
+
+    def rebind():
+        for it in items:
+            it.id = fresh(BASE * 5)
+    cls = type("State", (T.RankState,), {"num_active_tokens": Prop(7, Once(rebind))})
+    sts = [cls(k) for k in range(DP)]
+    return trt_route(t, items, sts=sts)
+
+
+@case("trtllm: conversation id property collects and calls the router", runs=True,
+      valgrind=True, router=dict(policy="conversation", dp_size=DP))
+def _(r):
+    t = T.ConversationAwareADPRouter(F.Dist(0, DP))
+    items = [F.item(fresh(BASE + i), [i, 1, 2], conversation="c%d" % (i % 3)) for i in range(9)]
+    conv = type("Conv", (), {"conversation_id": Prop("c1", lambda: (churn(), t.router.stats()))})()
+    items[4].request.py_conversation_params = conv
+    return trt_route(t, items)
+
+
+@case("trtllm: probe clears the batch and collects", runs=True, same=False, valgrind=True)
+def _(r):
+    t = kv_router()
+    items = trt_items(12)
+    real = t.kv_cache_manager.probe_prefix_match_length
+
+    def probe(head, task, cache_salt=None):
+        items.clear()
+        churn()
+        return real(head, task, cache_salt=cache_salt)
+    t.kv_cache_manager.probe_prefix_match_length = probe
+    return trt_route(t, items)
+
+
+@case("trtllm: probe returns int subclasses and floats", runs=True)
+def _(r):
+    t = kv_router()
+    H = hook_int_type(churn)
+    n = [0]
+
+    def probe(head, task, cache_salt=None):
+        n[0] += 1
+        return H(8) if n[0] % 2 else 8.0
+    t.kv_cache_manager.probe_prefix_match_length = probe
+    return trt_route(t, trt_items(10))
+
+
+@case("trtllm: probe raises midway", runs=True, allow={"KeyError"})
+def _(r):
+    t = kv_router()
+    n = [0]
+
+    def probe(head, task, cache_salt=None):
+        n[0] += 1
+        if n[0] == 4:
+            raise KeyError("probe")
+        return 0
+    t.kv_cache_manager.probe_prefix_match_length = probe
+    return trt_route(t, trt_items(10))
+
+
+@case("trtllm: token list whose slice collects and rebinds the request", runs=True, same=False)
+def _(r):
+    t = kv_router()
+    items = trt_items(8)
+
+    class Tokens(list):
+        def __getitem__(self, k):
+            churn()
+            items[1].request = None
+            return list.__getitem__(self, k)
+    items[1].request.input_token_ids = Tokens(range(100, 140))
+    return trt_route(t, items)
+
+
+@case("trtllm: __del__ in a cycle closes the router mid-call", runs=True, same=False, valgrind=True)
+def _(r):
+    t = T.DefaultADPRouter(F.Dist(0, DP))
+    items = trt_items(24)
+
+    def collect():
+        Cycle(t.router.close)
+        gc.collect()
+    items[20] = hostile_item(fresh(BASE + 20), range(9), "input_token_ids", list(range(9)), Once(collect))
+    return trt_route(t, items)
+
+
 # --- running a case ------------------------------------------------------------------
 
 
@@ -848,6 +1062,8 @@ def check_outcome(got, r, allow=()):
             raise AssertionError("raised %s: %s" % (got[1], got[2]))
         return
     res = got[1]
+    if isinstance(res, Routed):
+        return  # checked by routed()
     dp = r.dp_size
     if sorted(res.assignment) != list(range(dp)):
         raise AssertionError("assignment has ranks %r" % sorted(res.assignment))
@@ -863,6 +1079,8 @@ def normal(got):
     if got[0] == "raise":
         return ("raise", got[1])
     res = got[1]
+    if isinstance(res, Routed):
+        return ("ok",) + tuple(res)
     return ("ok", {k: list(v) for k, v in res.assignment.items()}, res.expected, list(res.unassigned),
             list(res.ranks))
 
@@ -881,7 +1099,7 @@ def run_on(c, path):
     try:
         if c.run is not None:
             got = outcome(lambda: c.run(r))
-            if got[0] == "ok" and isinstance(got[1], tuple):  # threaded(): its last route's outcome
+            if got[0] == "ok" and type(got[1]) is tuple:  # threaded(): its last route's outcome
                 got = got[1]
         else:
             got = outcome(lambda: r.route(*route_args(c.build(r))))
