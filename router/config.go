@@ -186,9 +186,11 @@ type Config struct {
 	// bindings are evicted first). >= 1. With conversation ids of at most
 	// MaxConversationIDBytes bytes, the map holds at most about
 	// MaxSessions × (MaxConversationIDBytes + 160) bytes: 74 MiB at the
-	// default 65536 sessions (each binding costs its id, rounded up to an
-	// allocation size class, plus about 100 bytes of map entry, slot,
-	// recency links and hash-table slack; ids of 36 bytes cost about 130).
+	// default 65536 sessions (each binding costs its id in 64-byte chunks,
+	// 4 bytes more per chunk past the first, and 40 to 56 bytes of entry,
+	// recency links and hash table; ids of 36 bytes cost about 100, ids of
+	// 1024 bytes about 1125). The map holds no pointers: however large, the
+	// garbage collector does not scan it.
 	MaxSessions int
 	// NewConvPlacement places new conversations: PlacementRoundRobin,
 	// PlacementLeastQueued or PlacementLeastTokens.
