@@ -42,9 +42,9 @@ Workload per size (requests x ranks), built once, outside the timed region:
   (GENERATION_TO_COMPLETE), the other ranks' payloads carry iteration stats;
 * scheduling params on a few requests: ~3% strict attention_dp_rank
   targets, ~3% relaxed targets, ~2% attention_dp_relax=False without one;
-* conversation ids (strings): half the batch returns to a conversation of an
-  earlier batch (routed first, untimed, by both sides), 40% start one, 10%
-  carry none;
+* conversations (row 3): each call's batch has the timed batch's prompts
+  and scheduling params under fresh ids; half its requests return to a
+  conversation started in the last 32 calls, 40% start one, 10% carry none;
 * max_num_active_requests = the busiest rank + the batch: nothing is dropped.
 
 Rows (median microseconds, time.perf_counter_ns; the machine is shared, so
@@ -53,8 +53,10 @@ read ratios more than absolutes):
 1. KV-aware route_requests, after each side's own gather_prefix_matches
    (untimed);
 2. default route_requests;
-3. conversation route_requests: a fresh pair of routers per run, both
-   routing the earlier batch first (untimed), then the timed batch;
+3. conversation route_requests in steady state: one pair of routers, fed
+   untimed batches until each has started 65536 conversations (TensorRT-LLM's
+   default max_sessions: both maps full and evicting, least recently used
+   first), then a new batch per timed call;
 4. the KV-aware iteration as TensorRT-LLM's executor runs it:
    gather_all_rank_states (each side builds, serializes and deserializes the
    states; the fake allgather returns every rank's payload) +
@@ -110,6 +112,9 @@ QUICK_RUNS = 3
 WARM = 2
 INDEX_WARM = 3
 INDEX_FILL_MAX = 400
+# Row 3 routes this many new conversations before timing (both sides' maps
+# then hold TensorRT-LLM's default max_sessions, 65536, and evict).
+CONV_FILL = 1 << 16
 
 _now = time.perf_counter_ns
 
@@ -332,6 +337,7 @@ class Workload:
         counts = [rng.randrange(0, 2 * nreq // dp + 5) for _ in range(dp)]
         self.loads = [(a, sum(rng.randrange(200, 3000) for _ in range(a))) for a in counts]
         self.maxn = max(counts) + nreq + 4
+        self.started, self.conversations = {}, 0  # row 3's conversations
         # Rank 0's active requests (two retiring) and the other ranks' payloads.
         S = request_states
         self.active = []
@@ -388,6 +394,31 @@ class Workload:
                     m = rng.choice((0, 0, 0, BLOCK, 2 * BLOCK))
                 rows[r][i] = min(m, cap)
         return items, rows, sys_len
+
+    def conversation_batch(self, call):
+        """Row 3's batch number call (calls come in order): the timed
+        batch's prompts and scheduling params with fresh ids; half the
+        requests return to a conversation started in the last 32 calls, 40%
+        start one, 10% carry none."""
+        rng = random.Random(call * 7919 + self.nreq)
+        recent = [c for k in range(max(0, call - 32), call) for c in self.started.get(k, ())]
+        self.started.pop(call - 32, None)
+        started, out = [], []
+        for i, it in enumerate(self.items):
+            u = rng.random()
+            if u < 0.5 and recent:
+                conv = rng.choice(recent)
+            elif u < 0.9:
+                conv = "chat-%d-%d" % (call, i)
+                started.append(conv)
+            else:
+                conv = None
+            new = F.LlmRequest(it.request.input_token_ids, conversation=conv)
+            new.py_scheduling_params = it.request.py_scheduling_params
+            out.append(F.RequestQueueItem(3_000_000 + call * self.nreq + i, new))
+        self.started[call] = started
+        self.conversations += len(started)
+        return out
 
     def fresh(self, call):
         """The timed batch with new prompts: the first token after each system
@@ -538,16 +569,29 @@ def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX):
                                                         lambda: t_d.route_requests(st, items, maxn)),
                                  same(label)))
 
-    # (3) conversation route_requests: a fresh primed pair per call.
+    # (3) conversation route_requests in steady state: one pair of routers
+    # whose conversation maps are full (LRU evicting) before timing starts.
     label = "(3) conversation route_requests"
+    o_c, t_c = ours.conversation(dist), theirs.conversation(dist)
+    conv_calls = 0
+    while w.conversations < (CONV_FILL if fill_max else 0) or conv_calls < 4:
+        batch = w.conversation_batch(conv_calls)
+        check_same("%s %s filling call %d" % (label, size, conv_calls),
+                   o_c.route_requests(so, batch, maxn), t_c.route_requests(st, batch, maxn))
+        counter["same"] += 1
+        conv_calls += 1
+    conv_batches = {}
 
     def prepare_conv(k):
-        o_c, t_c = ours.conversation(dist), theirs.conversation(dist)
-        check_same("%s %s call %d, the earlier batch" % (label, size, k),
-                   o_c.route_requests(so, w.prime, maxn), t_c.route_requests(st, w.prime, maxn))
+        conv_batches[k] = batch = w.conversation_batch(conv_calls + k)
+        conv_batches.pop(k - 1, None)
+        return lambda: o_c.route_requests(so, batch, maxn), lambda: t_c.route_requests(st, batch, maxn)
+
+    def check_conv(k, a, b):
+        check_same("%s %s call %d" % (label, size, k), a, b)
+        check_consistent("%s %s call %d" % (label, size, k), a, conv_batches[k], loads_active, maxn, targets=False)
         counter["same"] += 1
-        return lambda: o_c.route_requests(so, items, maxn), lambda: t_c.route_requests(st, items, maxn)
-    rows.append((label,) + timed(runs, WARM, prepare_conv, same(label)))
+    rows.append((label,) + timed(runs, WARM, prepare_conv, check_conv))
 
     # (4) the whole KV-aware iteration.
     o_it, t_it = ours.kv(dist, kv), theirs.kv(dist, kv)

@@ -43,9 +43,9 @@ class BenchTrtllmTest(unittest.TestCase):
                                      % (re.escape(row), re.escape(size)))
         m = re.search(r"(?m)^decisions: identical in all (\d+) compared calls of rows 1-4", out)
         self.assertIsNotNone(m, out)
-        # 2 sizes x 4 rows x (2 warm-up + 3 timed) calls, plus the conversation
-        # router's earlier batch before each of its calls.
-        self.assertEqual(int(m.group(1)), 2 * (4 * 5 + 5))
+        # 2 sizes x 4 rows x (2 warm-up + 3 timed) calls, plus the 4 batches
+        # that fill the conversation routers (--quick: no fill to 65536).
+        self.assertEqual(int(m.group(1)), 2 * (4 * 5 + 4))
         self.assertRegex(out, r"(?m)^row 5: ours \(index mode\) consistent in all 12 calls")
         self.assertNotIn("FAIL", out)
 
