@@ -57,6 +57,8 @@ type Router struct {
 	order    []int
 	rest     []int
 	eligible []int
+	heap     rankHeap // the default policy's open ranks
+	keys     []uint64 // sort keys (longestFirst)
 	shuffled []int
 	row      []int // one request's match length per rank
 	ready    []int // ScoreTTFT: the part of row known computed

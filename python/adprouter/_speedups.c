@@ -1551,7 +1551,7 @@ static int pack_item(PyObject *item, Py_ssize_t limit, int flags, adpr_request *
     } else if ((n = optional_attr(req, A_NUM_INPUT)) == NULL && PyErr_Occurred()) {
         goto error_clear;
     }
-    if (limit != 0 || (flags & T_COUNTS)) {
+    if (limit != 0 || ((flags & T_COUNTS) && (n == NULL || !PyLong_Check(n)))) {
         toks = optional_attr(req, A_INPUT_IDS);
         if (toks == NULL && PyErr_Occurred()) {
             Py_XDECREF(n);
