@@ -5,7 +5,7 @@
     ... --quick      a few seconds (few runs)
     ... --runs N     N timed calls per row and size (default: 151 at 256 x 16, 51 at 1024 x 64)
     ... --size NxR   one size only (repeatable): 256x16, 1024x64
-    ... --profile    where ours' KV-aware route_requests spends its time (256 x 16)
+    ... --profile    where ours' KV-aware route_requests spends its time (256 x 16, or each --size)
 
 PATH (or the environment variable ADPR_TRTLLM_SRC) is a folder holding
 tensorrt_llm/_torch/pyexecutor/scheduler/adp_router.py and stubs of what it
@@ -675,102 +675,64 @@ def _timer(fn, acc, key):
     return wrapper
 
 
-def profile(calls):
-    """Ours' KV-aware route_requests at 256 x 16, split by perf_counter_ns
-    around the adapter's steps (instance attributes shadowing its methods)
-    and the binding's packer/library entry points (module attributes swapped
-    for timing wrappers; the code path taken is unchanged)."""
-    nreq, dp = 256, 16
+def profile(calls, nreq=256, dp=16):
+    """Ours' KV-aware route_requests at nreq x dp, split by perf_counter_ns:
+    the whole call, the one C call of the compiled path inside it
+    (_speedups.trtllm_route: read the items, pack, decide, build the result).
+    The library's decision alone is BenchmarkRoute in router/bench_test.go."""
     w = Workload(nreq, dp, F.LlmRequestState)
     router = T.KVCacheAwareADPRouter(w.dist, w.kv)
     router.gather_prefix_matches(w.items)
     states = [T.RankState(r, a, t) for r, (a, t) in enumerate(w.loads)]
     items, maxn = w.items, w.maxn
+    sp = _accel.speedups
+    c_path = sp is not None and hasattr(sp, "trtllm_route")
+    acc = {}
+    if c_path:
+        real = sp.trtllm_route
+
+        def timed_route(*args):
+            t0 = _now()
+            got = real(*args)
+            acc["c"] = _now() - t0
+            return got
+        sp.trtllm_route = timed_route
     gc.collect()
     gc.freeze()  # as in the table: the collection between calls then skips the workload
 
-    def run(n):
+    def run(n, fn):
         out = []
         for _ in range(n):
             gc.collect()
             gc.disable()
+            acc.clear()
             t0 = _now()
-            router.route_requests(states, items, maxn)
+            fn()
             t1 = _now()
             gc.enable()
-            out.append(t1 - t0)
+            out.append((t1 - t0, acc.get("c", 0)))
         return out
 
-    run(5)
-    plain = run(calls)
-    acc = {}
-    samples = []
-    router._requests = _timer(router._requests, acc, "requests")
-    router._match_rows = _timer(router._match_rows, acc, "match")
-    lib = router._lib
-    router._lib = _Timed(lib, ["route"], acc, "lib.")
-    sp = _accel.speedups
-    if sp is not None:
-        _accel.speedups = _Timed(sp, ["route", "pack_states", "pack_requests", "match_table", "assignment"],
-                                 acc, "sp.")
-    cdll = _abi.lib
-    c_route = cdll.adpr_route
-    cdll.adpr_route = _timer(c_route, acc, "adpr_route")
     try:
-        for k in range(5 + calls):
-            acc.clear()
-            gc.collect()
-            gc.disable()
-            t0 = _now()
-            router.route_requests(states, items, maxn)
-            t1 = _now()
-            gc.enable()
-            if k >= 5:
-                sample = dict(acc, total=t1 - t0)
-                parts = ("requests", "match", "lib.route")
-                sample["decode"] = sample["total"] - sum(sample.get(p, 0) for p in parts)
-                inner = ("sp.route", "sp.pack_states", "sp.pack_requests", "sp.match_table", "adpr_route")
-                sample["lib.rest"] = sample.get("lib.route", 0) - sum(sample.get(p, 0) for p in inner)
-                samples.append(sample)
+        run(5, lambda: router.route_requests(states, items, maxn))
+        whole = run(calls, lambda: router.route_requests(states, items, maxn))
     finally:
-        router.__dict__.pop("_requests", None)
-        router.__dict__.pop("_match_rows", None)
-        router._lib = lib
-        _accel.speedups = sp
-        cdll.adpr_route = c_route
+        if c_path:
+            sp.trtllm_route = real
         gc.unfreeze()
     router.close()
-
-    def med(key):
-        return statistics.median(s.get(key, 0) for s in samples) / 1000.0
-
-    used = lambda key: any(key in s for s in samples)  # noqa: E731
+    med = lambda v: statistics.median(v) / 1000.0  # noqa: E731
     print("--profile: ours' KVCacheAwareADPRouter.route_requests, %d requests x %d ranks, ~2k-token prompts,"
           % (nreq, dp))
-    print("dense gathered matches; median us of %d calls (time.perf_counter_ns around each step; gc off)"
-          % calls)
-    print("  %-62s %9.1f" % ("route_requests, uninstrumented", statistics.median(plain) / 1000.0))
-    print("  %-62s %9.1f" % ("route_requests, instrumented", med("total")))
-    print("    %-60s %9.1f" % ("build Request objects (_requests)", med("requests")))
-    print("    %-60s %9.1f" % ("match table (_match_rows: slices, array('i') stores)", med("match")))
-    print("    %-60s %9.1f" % ("library call (Router.route)", med("lib.route")))
-    if used("sp.route"):
-        print("      %-58s %9.1f" % ("_speedups.route: pack + adpr_route + decode, one C call", med("sp.route")))
-    if used("sp.pack_states") or used("sp.pack_requests"):
-        print("      %-58s %9.1f" % ("pack states (_speedups.pack_states)", med("sp.pack_states")))
-        print("      %-58s %9.1f" % ("pack requests (_speedups.pack_requests)", med("sp.pack_requests")))
-    if used("sp.match_table"):
-        print("      %-58s %9.1f" % ("match table conversion (_speedups.match_table)", med("sp.match_table")))
-    if used("adpr_route"):
-        print("      %-58s %9.1f" % ("adpr_route (ctypes call into the library)", med("adpr_route")))
-    print("      %-58s %9.1f" % ("the rest of Router.route (checks, buffers, result)", med("lib.rest")))
-    print("    %-60s %9.1f" % ("decode: result's assignment, ids -> items, adapter glue", med("decode")))
-    if used("sp.assignment"):
-        print("      %-58s %9.1f" % ("of which _speedups.assignment (lazy decode of the result)",
-                                      med("sp.assignment")))
-    print("(each figure is the median of its own per-call values, so the parts need not add up to the total;"
-          " instrumented minus uninstrumented is the wrappers' own cost; here ours runs alone, so its caches are "
-          "warmer than in the table, where the other side runs between calls)")
+    print("dense gathered matches; median us of %d calls (time.perf_counter_ns; gc off)" % calls)
+    print("  %-62s %9.1f" % ("route_requests", med([t for t, _ in whole])))
+    if c_path:
+        print("    %-60s %9.1f" % ("_speedups.trtllm_route: read items, pack, decide, result (one C call)",
+                                    med([c for _, c in whole])))
+    else:
+        print("    (pure-Python path: adprouter._speedups is not built)")
+    print("(here ours runs alone, so its caches are warmer than in the table, where the other side runs "
+          "between calls)")
 
 
 # ---- main ---------------------------------------------------------------------------------
@@ -785,11 +747,13 @@ def main():
     ap.add_argument("--runs", type=int, help="timed calls per row and size")
     ap.add_argument("--size", action="append", choices=["%dx%d" % s for s in SIZES], help="one size (repeatable)")
     ap.add_argument("--profile", action="store_true",
-                    help="only: where ours' KV-aware route_requests spends its time at 256 x 16")
+                    help="only: where ours' KV-aware route_requests spends its time (256 x 16, or each --size)")
     args = ap.parse_args()
     start = time.monotonic()
     if args.profile:
-        profile(args.runs or (20 if args.quick else 200))
+        for size in args.size or ["256x16"]:
+            nreq, dp = map(int, size.split("x"))
+            profile(args.runs or (20 if args.quick else 200 if nreq < 1024 else 50), nreq, dp)
         return 0
 
     theirs = TrtllmSide(args.trtllm) if args.trtllm else OracleSide()

@@ -51,10 +51,10 @@ class BenchTrtllmTest(unittest.TestCase):
 
     def test_profile(self):
         out = bench("--profile", "--runs", "5")
-        for step in ("route_requests, uninstrumented", "build Request objects", "match table",
-                     "library call (Router.route)", "decode"):
-            with self.subTest(step):
-                self.assertRegex(out, r"(?m)^\s+%s.*\s[\d.]+$" % re.escape(step))
+        self.assertRegex(out, r"(?m)^\s+route_requests\s+[\d.]+$")
+        from adprouter import _accel
+        if _accel.speedups is not None:
+            self.assertRegex(out, r"(?m)^\s+_speedups\.trtllm_route: .*\s[\d.]+$")
 
     def test_mismatch_is_caught(self):
         sys.path.insert(0, PYTHON_DIR)
