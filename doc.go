@@ -16,7 +16,10 @@
 //	kvsize/            KV-cache arithmetic with no driver: bytes per token,
 //	                   start-up budgets, the run-time guard.
 //	nvml/              GPU memory through go-nvml (and its forwarding stubs),
-//	                   device selectors, the rate-limited monitor.
+//	                   device selectors, the rate-limited monitor. nvml/nvmltest
+//	                   holds every NVML fake of the tests: an in-memory
+//	                   nvml.Library and the fake libnvidia-ml.so.1 (C source
+//	                   embedded, with the Go recipe that builds it).
 //	capi/              the C ABI (package main, built with -buildmode=c-shared):
 //	                   abi.c defines the adpr_* functions of include/adprouter.h;
 //	                   the Go exports behind them check arguments, convert,
@@ -30,8 +33,7 @@
 //	                   pure-Python reference rules.
 //	cmd/adprouter-sim/ the deterministic ADP engine simulator.
 //	examples/          programs a user would write: quickstarts, MPI, NVML.
-//	internal/          test helpers shared across packages (fakenvml builds
-//	                   the fake NVML driver library of the tests).
+//	internal/          packages shared across the module but not its API.
 //	docs/ROUTING.md    the routing contract; testdata/routing/ holds its
 //	                   executable fixtures, read by the Go, C++ and Python tests.
 //	packaging/, pyproject.toml, python/build_backend/

@@ -2,8 +2,8 @@
 // nvml* symbols, and examples/cpp/nvml_budget.cpp, loading it with
 // dlopen(RTLD_NOW), reads GPU memory and sizes KV budgets through the real
 // go-nvml code path, against no driver at all and against a fake
-// libnvidia-ml.so.1 built from nvml/testdata/fakenvml/fake_nvml.c (found
-// through LD_LIBRARY_PATH). The expected figures come from package nvml.
+// libnvidia-ml.so.1 built by nvmltest.BuildDriver (found through
+// LD_LIBRARY_PATH). The expected figures come from package nvml.
 package adprouter_test
 
 import (
@@ -18,9 +18,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/adprouter/adprouter/internal/fakenvml"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/adprouter/adprouter/kvsize"
 	"github.com/adprouter/adprouter/nvml"
+	"github.com/adprouter/adprouter/nvml/nvmltest"
 )
 
 // The library resolves NVML's symbols itself (dlopen/dlsym), so loading it
@@ -174,16 +177,12 @@ func TestNVMLBudgetCpp(t *testing.T) {
 	fakes := map[string]string{}
 	for _, variant := range []string{"v2", "nov2"} {
 		d := filepath.Join(dir, variant)
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.Mkdir(d, 0o755))
 		var flags []string
 		if variant == "nov2" {
 			flags = []string{"-DFAKE_NVML_NO_V2"}
 		}
-		if err := fakenvml.Build(cc, d, flags...); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, nvmltest.BuildDriver(cc, d, flags...), "building the fake NVML (%s)", variant)
 		fakes[variant] = d
 	}
 
@@ -213,9 +212,7 @@ func TestNVMLBudgetCpp(t *testing.T) {
 			t.Run(fmt.Sprintf("%s %v", c.name, bind), func(t *testing.T) {
 				env := cleanEnv(append([]string{"LD_LIBRARY_PATH=" + fakes[c.variant], fakeDevicesEnv()}, bind...)...)
 				out, code := runExit(t, env, bin, append(append([]string{lib}, c.args...), "--csv")...)
-				if code != budgetOK {
-					t.Fatalf("exit %d, want 0:\n%s", code, out)
-				}
+				require.Equal(t, budgetOK, code, "exit status; output:\n%s", out)
 				got := budgetCSV(t, out)
 				d := fakeGPUs[c.index]
 				hasV2 := c.variant == "v2"
@@ -224,20 +221,14 @@ func TestNVMLBudgetCpp(t *testing.T) {
 					mem.UsedBytes, mem.ReservedBytes, mem.HasReserved = d.total-d.free-d.reserved, d.reserved, true
 				}
 				bpt, err := budgetModels[c.model].BytesPerToken()
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				b, err := kvsize.SizeKV(kvsize.SizeInput{FreeBytes: d.free, ReserveBytes: c.reserve, Fraction: c.frac, BytesPerToken: bpt})
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				capacity := b.Tokens
 				free := b.Blocks / 2 * b.TokensPerBlock
 				adm, err := kvsize.Guard(kvsize.GuardInput{CapacityTokens: capacity, FreeTokens: free, DeviceFreeBytes: d.free,
 					GuardBandBytes: c.guard, BytesPerToken: bpt})
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				want := map[string]uint64{
 					"total_bytes": mem.TotalBytes, "free_bytes": mem.FreeBytes, "used_bytes": mem.UsedBytes,
 					"reserved_bytes": mem.ReservedBytes, "has_reserved": b2u(mem.HasReserved),
@@ -250,16 +241,13 @@ func TestNVMLBudgetCpp(t *testing.T) {
 				}
 				for k, w := range want {
 					g, err := strconv.ParseUint(got[k], 10, 64)
-					if err != nil || g != w {
-						t.Errorf("%s = %q, want %d", k, got[k], w)
-					}
+					assert.NoError(t, err, "csv field %s = %q", k, got[k])
+					assert.Equal(t, w, g, "csv field %s", k)
 				}
-				if f, err := strconv.ParseFloat(got["fraction"], 64); err != nil || f != b.Fraction {
-					t.Errorf("fraction = %q, want %v", got["fraction"], b.Fraction)
-				}
-				if got["model"] != c.model {
-					t.Errorf("model = %q, want %q", got["model"], c.model)
-				}
+				f, err := strconv.ParseFloat(got["fraction"], 64)
+				assert.NoError(t, err, "csv field fraction = %q", got["fraction"])
+				assert.Equal(t, b.Fraction, f, "csv field fraction")
+				assert.Equal(t, c.model, got["model"], "csv field model")
 				// The human-readable figures are the same numbers.
 				for _, s := range []string{fmt.Sprintf("devices: %d", len(fakeGPUs)),
 					fmt.Sprintf("total %16d bytes", mem.TotalBytes), fmt.Sprintf("free %16d bytes", mem.FreeBytes),
@@ -271,8 +259,8 @@ func TestNVMLBudgetCpp(t *testing.T) {
 				if b.Reason != "" && !strings.Contains(out, "reason: "+b.Reason) {
 					t.Errorf("output lacks the reason %q:\n%s", b.Reason, out)
 				}
-				if c.name == "uuid 70b pressure" && !adm.MemoryPressure {
-					t.Errorf("case %q should be under memory pressure: %v", c.name, adm)
+				if c.name == "uuid 70b pressure" {
+					assert.True(t, adm.MemoryPressure, "case %q should be under memory pressure: %v", c.name, adm)
 				}
 			})
 		}

@@ -15,20 +15,17 @@ import "C"
 
 import (
 	"fmt"
-	"sync"
+
+	"go.uber.org/atomic"
 )
 
-var inject struct {
-	sync.Mutex
-	point string
-}
+// injectPoint is the fault point armed by adpr_test_inject_panic; "" when
+// none is.
+var injectPoint atomic.String
 
 // faultPoint panics when point is the one armed by adpr_test_inject_panic.
 func faultPoint(point string) {
-	inject.Lock()
-	armed := inject.point == point
-	inject.Unlock()
-	if armed {
+	if injectPoint.Load() == point {
 		panic(fmt.Sprintf("injected panic at %s", point))
 	}
 }
@@ -39,10 +36,9 @@ func faultPoint(point string) {
 //
 //export adpr_test_inject_panic
 func adpr_test_inject_panic(point *C.char) {
-	inject.Lock()
-	defer inject.Unlock()
-	inject.point = ""
+	p := ""
 	if point != nil {
-		inject.point = C.GoString(point)
+		p = C.GoString(point)
 	}
+	injectPoint.Store(p)
 }

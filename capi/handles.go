@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 
+	"go.uber.org/atomic"
+
 	"github.com/adprouter/adprouter/router"
 )
 
@@ -20,19 +22,19 @@ type entry struct {
 // handleTable maps integer handles to routers. Handles are never reused, so a
 // stale handle cannot reach a newer router; C callers never see a Go pointer.
 type handleTable struct {
-	mu   sync.RWMutex
-	next uint64
+	last atomic.Uint64 // the last handle given out; handles start at 1
+	mu   sync.RWMutex  // guards m
 	m    map[uint64]*entry
 }
 
 var handles = handleTable{m: make(map[uint64]*entry)}
 
 func (t *handleTable) add(r *router.Router) uint64 {
+	h := t.last.Inc()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.next++
-	t.m[t.next] = &entry{r: r}
-	return t.next
+	t.m[h] = &entry{r: r}
+	return h
 }
 
 // acquire returns h's entry with its lock held, so that calls on one router

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/adprouter/adprouter/nvml"
 )
 
@@ -19,31 +22,22 @@ func TestMonitorCacheBounded(t *testing.T) {
 		opens++
 		return nvml.NewMonitor(nil, time.Second), nil
 	}
-	first, _ := c.get(monitorKey{"GPU-0", time.Second}, open)
-	again, _ := c.get(monitorKey{"GPU-0", time.Second}, open)
-	if first != again || opens != 1 {
-		t.Errorf("a hit made a new monitor (opens %d)", opens)
-	}
+	first, err := c.get(monitorKey{"GPU-0", time.Second}, open)
+	require.NoError(t, err)
+	again, err := c.get(monitorKey{"GPU-0", time.Second}, open)
+	require.NoError(t, err)
+	assert.Same(t, first, again, "a hit returns the cached monitor")
+	assert.Equal(t, 1, opens, "opens after a miss and a hit")
 	for i := range 1000 {
-		if _, err := c.get(monitorKey{fmt.Sprint("GPU-", i%7), time.Duration(i) * time.Millisecond}, open); err != nil {
-			t.Fatal(err)
-		}
-		if n := c.len(); n > 4 {
-			t.Fatalf("after %d keys the cache holds %d monitors, want at most 4", i+1, n)
-		}
+		_, err := c.get(monitorKey{fmt.Sprint("GPU-", i%7), time.Duration(i) * time.Millisecond}, open)
+		require.NoError(t, err)
+		require.LessOrEqual(t, c.len(), 4, "monitors cached after %d keys", i+1)
 	}
 	boom := errors.New("no such GPU")
-	if _, err := c.get(monitorKey{"GPU-x", 0}, func() (*nvml.Monitor, error) { return nil, boom }); err != boom {
-		t.Errorf("get = %v, want the open error", err)
-	}
-	if _, ok := c.m[monitorKey{"GPU-x", 0}]; ok {
-		t.Error("a failed open was cached")
-	}
+	_, err = c.get(monitorKey{"GPU-x", 0}, func() (*nvml.Monitor, error) { return nil, boom })
+	assert.Same(t, boom, err, "get returns the open error")
+	assert.NotContains(t, c.m, monitorKey{"GPU-x", 0}, "a failed open was cached")
 	c.clear()
-	if c.len() != 0 {
-		t.Errorf("clear left %d monitors", c.len())
-	}
-	if monitors.limit != maxMonitors {
-		t.Errorf("the library's cache has limit %d, want maxMonitors %d", monitors.limit, maxMonitors)
-	}
+	assert.Zero(t, c.len(), "monitors left by clear")
+	assert.Equal(t, maxMonitors, monitors.limit, "the library's cache's limit")
 }

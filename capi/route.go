@@ -33,7 +33,30 @@ const maxRequests = 1 << 22
 // memory is viewed in place for the duration of the call only: every view is
 // dropped before returning.
 func (e *entry) route(b *C.adpr_batch, out *C.adpr_route_result) error {
-	ns, nr := int(b.num_states), int(b.num_requests)
+	ns, nr := int(b.num_states), int(b.num_requests) // read once: checked, then used
+	if err := e.checkBatch(b, out, ns, nr); err != nil {
+		return err
+	}
+	tokens, text, matches := batchViews(b, ns, nr)
+	if err := e.readStates(unsafe.Slice(b.states, ns)); err != nil {
+		return err
+	}
+	e.reqs = e.reqs[:0]
+	defer e.dropViews()
+	if err := e.readRequests(unsafe.Slice(b.requests, nr), tokens, text); err != nil {
+		return err
+	}
+	if err := e.r.RouteInto(&e.res, e.states, e.reqs, int(b.max_num_active_requests), matches); err != nil {
+		return err
+	}
+	e.writeResult(out, ns, nr)
+	return nil
+}
+
+// checkBatch validates the batch's counts (ns states, nr requests, as read
+// by route) and buffer pointers, and the result's, before anything is read
+// through them.
+func (e *entry) checkBatch(b *C.adpr_batch, out *C.adpr_route_result, ns, nr int) error {
 	switch {
 	case ns < 0 || (ns > 0 && b.states == nil):
 		return argError("batch.states = %p with num_states = %d, want a non-NULL array of num_states >= 0 states", b.states, ns)
@@ -50,22 +73,29 @@ func (e *entry) route(b *C.adpr_batch, out *C.adpr_route_result) error {
 	case out.order != nil && out.rank_offsets == nil:
 		return argError("result.order is set but result.rank_offsets is NULL; both are needed to read the placement order")
 	}
+	return nil
+}
 
-	var tokens []int32
+// batchViews views the batch's flat buffers (checked by checkBatch) in
+// place: the token buffer, the conversation-id bytes and the match lengths,
+// each nil when absent.
+func batchViews(b *C.adpr_batch, ns, nr int) (tokens []int32, text []byte, matches []int32) {
 	if b.tokens_len > 0 {
 		tokens = unsafe.Slice((*int32)(unsafe.Pointer(b.tokens)), int(b.tokens_len))
 	}
-	var text []byte
 	if b.text_len > 0 {
 		text = unsafe.Slice((*byte)(unsafe.Pointer(b.text)), int(b.text_len))
 	}
-	var matches []int32
 	if b.match_lens != nil {
 		matches = unsafe.Slice((*int32)(unsafe.Pointer(b.match_lens)), ns*nr)
 	}
+	return tokens, text, matches
+}
 
+// readStates validates and converts the rank states into e.states.
+func (e *entry) readStates(states []C.adpr_rank_state) error {
 	e.states = e.states[:0]
-	for i, s := range unsafe.Slice(b.states, ns) {
+	for i, s := range states {
 		if s.flags&^C.ADPR_RANK_MEMORY_PRESSURE != 0 || s.reserved != 0 {
 			return argError("states[%d]: flags = %#x, reserved = %d, want only ADPR_RANK_* flags and reserved = 0 (zero the struct before filling it)",
 				i, uint32(s.flags), uint32(s.reserved))
@@ -79,52 +109,68 @@ func (e *entry) route(b *C.adpr_batch, out *C.adpr_route_result) error {
 			MemoryPressure:    s.flags&C.ADPR_RANK_MEMORY_PRESSURE != 0,
 		})
 	}
-	e.reqs = e.reqs[:0]
-	defer e.dropViews()
-	for i, q := range unsafe.Slice(b.requests, nr) {
-		off, cnt := int64(q.token_offset), int64(q.token_count)
-		if off < 0 || cnt < 0 || cnt > int64(len(tokens))-off {
-			return argError("requests[%d] (id %d): tokens [%d, %d+%d) lie outside the token buffer of %d tokens",
-				i, uint64(q.id), off, off, cnt, len(tokens))
-		}
-		coff, clen := int64(q.conversation_offset), int64(q.conversation_len)
-		if coff < 0 || clen < 0 || clen > int64(len(text))-coff {
-			return argError("requests[%d] (id %d): conversation id bytes [%d, %d+%d) lie outside the text buffer of %d bytes",
-				i, uint64(q.id), coff, coff, clen, len(text))
-		}
-		if q.relax != 0 && q.relax != 1 {
-			return argError("requests[%d] (id %d): relax = %d, want 0 (strict) or 1 (relaxed)", i, uint64(q.id), int32(q.relax))
-		}
-		if q.num_tokens < 0 {
-			return argError("requests[%d] (id %d): num_tokens = %d, want >= 0", i, uint64(q.id), int64(q.num_tokens))
-		}
-		target := int(q.target_rank)
-		if target < 0 {
-			if target != C.ADPR_NO_TARGET {
-				return argError("requests[%d] (id %d): target_rank = %d, want ADPR_NO_TARGET (-1) or 0..dp_size-1", i, uint64(q.id), target)
-			}
-			target = router.NoTarget
-		}
-		var conv string
-		if clen > 0 {
-			conv = unsafe.String(&text[coff], int(clen))
-		}
-		e.reqs = append(e.reqs, router.Request{
-			ID:             uint64(q.id),
-			Tokens:         tokens[off : off+cnt : off+cnt],
-			NumTokens:      int(q.num_tokens),
-			TargetRank:     target,
-			Strict:         q.relax == 0,
-			ConversationID: conv,
-			LoRAID:         uint64(q.lora_id),
-			CacheSalt:      uint64(q.cache_salt),
-		})
-	}
+	return nil
+}
 
-	if err := e.r.RouteInto(&e.res, e.states, e.reqs, int(b.max_num_active_requests), matches); err != nil {
-		return err
+// readRequests validates and converts the requests, appending them to
+// e.reqs. Their tokens and conversation ids are views into tokens and text,
+// which the caller must drop (dropViews) before returning to C.
+func (e *entry) readRequests(reqs []C.adpr_request, tokens []int32, text []byte) error {
+	for i, q := range reqs {
+		r, err := readRequest(i, q, tokens, text)
+		if err != nil {
+			return err
+		}
+		e.reqs = append(e.reqs, r)
 	}
+	return nil
+}
 
+// readRequest validates and converts requests[i], q (a copy: each field is
+// read from caller memory once).
+func readRequest(i int, q C.adpr_request, tokens []int32, text []byte) (router.Request, error) {
+	off, cnt := int64(q.token_offset), int64(q.token_count)
+	if off < 0 || cnt < 0 || cnt > int64(len(tokens))-off {
+		return router.Request{}, argError("requests[%d] (id %d): tokens [%d, %d+%d) lie outside the token buffer of %d tokens",
+			i, uint64(q.id), off, off, cnt, len(tokens))
+	}
+	coff, clen := int64(q.conversation_offset), int64(q.conversation_len)
+	if coff < 0 || clen < 0 || clen > int64(len(text))-coff {
+		return router.Request{}, argError("requests[%d] (id %d): conversation id bytes [%d, %d+%d) lie outside the text buffer of %d bytes",
+			i, uint64(q.id), coff, coff, clen, len(text))
+	}
+	if q.relax != 0 && q.relax != 1 {
+		return router.Request{}, argError("requests[%d] (id %d): relax = %d, want 0 (strict) or 1 (relaxed)", i, uint64(q.id), int32(q.relax))
+	}
+	if q.num_tokens < 0 {
+		return router.Request{}, argError("requests[%d] (id %d): num_tokens = %d, want >= 0", i, uint64(q.id), int64(q.num_tokens))
+	}
+	target := int(q.target_rank)
+	if target < 0 {
+		if target != C.ADPR_NO_TARGET {
+			return router.Request{}, argError("requests[%d] (id %d): target_rank = %d, want ADPR_NO_TARGET (-1) or 0..dp_size-1", i, uint64(q.id), target)
+		}
+		target = router.NoTarget
+	}
+	var conv string
+	if clen > 0 {
+		conv = unsafe.String(&text[coff], int(clen))
+	}
+	return router.Request{
+		ID:             uint64(q.id),
+		Tokens:         tokens[off : off+cnt : off+cnt],
+		NumTokens:      int(q.num_tokens),
+		TargetRank:     target,
+		Strict:         q.relax == 0,
+		ConversationID: conv,
+		LoRAID:         uint64(q.lora_id),
+		CacheSalt:      uint64(q.cache_salt),
+	}, nil
+}
+
+// writeResult writes e.res into the outputs the caller asked for (each
+// non-NULL pointer of out, sized by the batch's ns states and nr requests).
+func (e *entry) writeResult(out *C.adpr_route_result, ns, nr int) {
 	res := &e.res
 	if out.request_rank != nil {
 		ranks := unsafe.Slice((*int32)(unsafe.Pointer(out.request_rank)), nr)
@@ -151,7 +197,6 @@ func (e *entry) route(b *C.adpr_batch, out *C.adpr_route_result) error {
 	}
 	out.expected = C.int32_t(res.Expected)
 	out.num_unassigned = C.int32_t(len(res.Unassigned))
-	return nil
 }
 
 // dropViews forgets every slice and string that points into caller memory.

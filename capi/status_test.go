@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/adprouter/adprouter/kvsize"
 	"github.com/adprouter/adprouter/nvml"
 	"github.com/adprouter/adprouter/router"
@@ -29,8 +31,6 @@ func TestStatusOf(t *testing.T) {
 		{fmt.Errorf("wrapped twice: %w", fmt.Errorf("%w", router.ErrInvalidInput)), int(statusInvalidArgument)},
 		{errors.New("anything else"), int(statusInternal)},
 	} {
-		if got := int(statusOf(tc.err)); got != tc.want {
-			t.Errorf("statusOf(%v) = %d, want %d", tc.err, got, tc.want)
-		}
+		assert.Equal(t, tc.want, int(statusOf(tc.err)), "statusOf(%v)", tc.err)
 	}
 }

@@ -1,9 +1,10 @@
 package kvsize_test
 
 import (
-	"errors"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/adprouter/adprouter/kvsize"
 )
@@ -14,28 +15,17 @@ import (
 
 // wantValue fails t unless call (its text, for the message) returned want
 // and no error.
-func wantValue[T comparable](t *testing.T, call string, got T, err error, want T) {
+func wantValue[T any](t *testing.T, call string, got T, err error, want T) {
 	t.Helper()
-	if err != nil {
-		t.Fatalf("%s: %v", call, err)
-	}
-	if got != want {
-		t.Errorf("%s =\n%+v\nwant\n%+v", call, got, want)
-	}
+	require.NoError(t, err, call)
+	assert.Equal(t, want, got, call)
 }
 
 // wantInvalid fails t unless call returned an error that wraps
 // kvsize.ErrInvalid and mentions want, with the zero value beside it.
-func wantInvalid[T comparable](t *testing.T, call string, got T, err error, want string) {
+func wantInvalid[T any](t *testing.T, call string, got T, err error, want string) {
 	t.Helper()
-	if !errors.Is(err, kvsize.ErrInvalid) {
-		t.Fatalf("%s = %+v, %v; want an error wrapping ErrInvalid", call, got, err)
-	}
-	if !strings.Contains(err.Error(), want) {
-		t.Errorf("%s: error %q does not mention %q", call, err, want)
-	}
-	var zero T
-	if got != zero {
-		t.Errorf("%s returned %+v with its error, want the zero value", call, got)
-	}
+	require.ErrorIs(t, err, kvsize.ErrInvalid, "%s = %+v, %v", call, got, err)
+	assert.ErrorContains(t, err, want, call)
+	assert.Zero(t, got, "%s returned a value with its error, want the zero value", call)
 }

@@ -1,9 +1,10 @@
 package kvsize_test
 
 import (
-	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/adprouter/adprouter/kvsize"
 )
@@ -87,17 +88,15 @@ func TestParseDType(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, err := kvsize.ParseDType(tt.in)
-		if err != nil || got != tt.want {
-			t.Errorf("ParseDType(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
-		}
-		if back, err := kvsize.ParseDType(got.String()); err != nil || back != got {
-			t.Errorf("ParseDType(%v.String()) = %v, %v", got, back, err)
-		}
+		assert.NoError(t, err, "ParseDType(%q)", tt.in)
+		assert.Equal(t, tt.want, got, "ParseDType(%q)", tt.in)
+		back, err := kvsize.ParseDType(got.String())
+		assert.NoError(t, err, "ParseDType(%v.String())", got)
+		assert.Equal(t, got, back, "ParseDType(%v.String())", got)
 	}
 	for _, bad := range []string{"", "int8", "fp4", "auto"} {
-		if got, err := kvsize.ParseDType(bad); !errors.Is(err, kvsize.ErrInvalid) {
-			t.Errorf("ParseDType(%q) = %v, %v; want ErrInvalidArgument", bad, got, err)
-		}
+		got, err := kvsize.ParseDType(bad)
+		assert.ErrorIs(t, err, kvsize.ErrInvalid, "ParseDType(%q) = %v", bad, got)
 	}
 }
 

@@ -5,6 +5,9 @@ import (
 	"math"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/adprouter/adprouter/kvsize"
 )
 
@@ -98,9 +101,7 @@ func TestSizeKV(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := kvsize.SizeKV(tt.in)
 			wantValue(t, fmt.Sprintf("SizeKV(%+v)", tt.in), got, err, tt.want)
-			if got.Tokens != got.Blocks*got.TokensPerBlock {
-				t.Errorf("Tokens %d is not Blocks %d x TokensPerBlock %d", got.Tokens, got.Blocks, got.TokensPerBlock)
-			}
+			assert.Equal(t, got.Blocks*got.TokensPerBlock, got.Tokens, "Tokens against Blocks %d x TokensPerBlock %d", got.Blocks, got.TokensPerBlock)
 		})
 	}
 }
@@ -128,13 +129,9 @@ func TestSizeKVInvalid(t *testing.T) {
 
 func TestBudgetString(t *testing.T) {
 	b, err := kvsize.SizeKV(kvsize.SizeInput{FreeBytes: 6 * gib, ReserveBytes: 8 * gib, BytesPerToken: 131072})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := "KV budget 0 tokens (0 blocks of 32): free 6.00 GiB - reserve 8.00 GiB < 0 (reserve 8.00 GiB exceeds free memory 6.00 GiB: no memory left for the KV cache)"
-	if got := b.String(); got != want {
-		t.Errorf("String() =\n%s\nwant\n%s", got, want)
-	}
+	assert.Equal(t, want, b.String(), "Budget.String()")
 }
 
 func ExampleSizeKV() {

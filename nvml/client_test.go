@@ -1,10 +1,11 @@
 package nvml_test
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/adprouter/adprouter/nvml"
 	"github.com/adprouter/adprouter/nvml/nvmltest"
@@ -22,63 +23,45 @@ func TestClientRefcount(t *testing.T) {
 	lib := twoGPUs()
 	c := nvml.NewClient(lib)
 
-	if err := c.Shutdown(); !errors.Is(err, nvml.ErrUnavailable) {
-		t.Errorf("Shutdown before Init: %v, want ErrUnavailable", err)
-	}
-	for _, call := range []func() error{
-		func() error { _, err := c.DeviceCount(); return err },
-		func() error { _, err := c.Device(nvml.ByIndex(0)); return err },
-		func() error { _, err := c.ReadMemory(nvml.ByIndex(0)); return err },
+	assert.ErrorIs(t, c.Shutdown(), nvml.ErrUnavailable, "Shutdown before Init")
+	for name, call := range map[string]func() error{
+		"DeviceCount": func() error { _, err := c.DeviceCount(); return err },
+		"Device":      func() error { _, err := c.Device(nvml.ByIndex(0)); return err },
+		"ReadMemory":  func() error { _, err := c.ReadMemory(nvml.ByIndex(0)); return err },
 	} {
-		if err := call(); !errors.Is(err, nvml.ErrUnavailable) || !strings.Contains(err.Error(), "call Init first") {
-			t.Errorf("query before Init: %v, want ErrUnavailable saying to call Init first", err)
-		}
+		err := call()
+		assert.ErrorIs(t, err, nvml.ErrUnavailable, "%s before Init", name)
+		assert.ErrorContains(t, err, "call Init first", "%s before Init", name)
 	}
 
 	for i := 0; i < 3; i++ {
-		if err := c.Init(); err != nil {
-			t.Fatalf("Init %d: %v", i, err)
-		}
+		require.NoError(t, c.Init(), "Init %d", i)
 	}
-	if lib.Inits() != 1 {
-		t.Errorf("3 nested Inits initialised the library %d times, want 1", lib.Inits())
-	}
+	assert.Equal(t, 1, lib.Inits(), "library initialisations after 3 nested Inits")
 	for i := 0; i < 2; i++ {
-		if err := c.Shutdown(); err != nil {
-			t.Fatalf("Shutdown %d: %v", i, err)
-		}
-		if !lib.Initialized() || !c.Initialized() {
-			t.Fatalf("library shut down after %d of 3 Shutdowns", i+1)
-		}
+		require.NoError(t, c.Shutdown(), "Shutdown %d", i)
+		require.True(t, lib.Initialized() && c.Initialized(), "library shut down after %d of 3 Shutdowns", i+1)
 	}
-	if err := c.Shutdown(); err != nil || lib.Initialized() || c.Initialized() {
-		t.Fatalf("last Shutdown: %v; library initialised %v, client %v; want both false", err, lib.Initialized(), c.Initialized())
-	}
+	require.NoError(t, c.Shutdown(), "last Shutdown")
+	require.False(t, lib.Initialized(), "library initialised after the last Shutdown")
+	require.False(t, c.Initialized(), "client initialised after the last Shutdown")
 
 	// A failed Init is not counted and can be retried.
 	lib.InitErr = &nvml.Error{Op: "nvmlInit", Return: 12, Text: "not found", Err: nvml.ErrUnavailable}
-	if err := c.Init(); !errors.Is(err, nvml.ErrUnavailable) {
-		t.Fatalf("failing Init: %v", err)
-	}
-	if c.Initialized() {
-		t.Fatal("failed Init counted")
-	}
+	require.ErrorIs(t, c.Init(), nvml.ErrUnavailable, "failing Init")
+	require.False(t, c.Initialized(), "failed Init counted")
 	lib.InitErr = nil
-	if err := c.Init(); err != nil {
-		t.Fatalf("retried Init: %v", err)
-	}
+	require.NoError(t, c.Init(), "retried Init")
 }
 
 func TestClientLookup(t *testing.T) {
 	c := nvml.NewClient(twoGPUs())
-	if err := c.Init(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Init())
 	defer c.Shutdown()
 
-	if n, err := c.DeviceCount(); n != 2 || err != nil {
-		t.Errorf("DeviceCount() = %d, %v; want 2", n, err)
-	}
+	n, err := c.DeviceCount()
+	assert.NoError(t, err, "DeviceCount")
+	assert.Equal(t, 2, n, "DeviceCount")
 	tests := []struct {
 		ref      nvml.DeviceRef
 		wantUUID string
@@ -99,23 +82,19 @@ func TestClientLookup(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.ref.String(), func(t *testing.T) {
 			d, err := c.Device(tt.ref)
-			if !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
-				t.Fatalf("Device(%v): error %v, want %v", tt.ref, err, tt.wantErr)
-			}
-			if err != nil {
-				if _, rerr := c.ReadMemory(tt.ref); !errors.Is(rerr, tt.wantErr) {
-					t.Errorf("ReadMemory(%v): error %v, want %v", tt.ref, rerr, tt.wantErr)
-				}
+			if tt.wantErr != nil {
+				require.ErrorIs(t, err, tt.wantErr, "Device(%v)", tt.ref)
+				_, err = c.ReadMemory(tt.ref)
+				assert.ErrorIs(t, err, tt.wantErr, "ReadMemory(%v)", tt.ref)
 				return
 			}
-			if u, _ := d.UUID(); u != tt.wantUUID {
-				t.Errorf("Device(%v) is %s, want %s", tt.ref, u, tt.wantUUID)
-			}
+			require.NoError(t, err, "Device(%v)", tt.ref)
+			u, _ := d.UUID()
+			assert.Equal(t, tt.wantUUID, u, "UUID of Device(%v)", tt.ref)
 			m, err := c.ReadMemory(tt.ref)
 			want, _ := d.MemoryInfo()
-			if err != nil || m != want {
-				t.Errorf("ReadMemory(%v) = %+v, %v; want %+v", tt.ref, m, err, want)
-			}
+			assert.NoError(t, err, "ReadMemory(%v)", tt.ref)
+			assert.Equal(t, want, m, "ReadMemory(%v)", tt.ref)
 		})
 	}
 }
@@ -131,9 +110,7 @@ func TestDeviceRefString(t *testing.T) {
 		{nvml.DeviceRef{}, "DeviceRef{Kind: 0}"},
 	}
 	for _, tt := range tests {
-		if got := tt.ref.String(); got != tt.want {
-			t.Errorf("%#v.String() = %q, want %q", tt.ref, got, tt.want)
-		}
+		assert.Equal(t, tt.want, tt.ref.String(), "%#v.String()", tt.ref)
 	}
 }
 
@@ -153,14 +130,11 @@ func TestDeviceRefValidate(t *testing.T) {
 	for _, tt := range tests {
 		err := tt.ref.Validate()
 		if tt.want == "" {
-			if err != nil {
-				t.Errorf("%v.Validate() = %v, want nil", tt.ref, err)
-			}
+			assert.NoError(t, err, "%v.Validate()", tt.ref)
 			continue
 		}
-		if !errors.Is(err, nvml.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%v.Validate() = %v; want ErrInvalidArgument mentioning %q", tt.ref, err, tt.want)
-		}
+		assert.ErrorIs(t, err, nvml.ErrInvalidArgument, "%v.Validate()", tt.ref)
+		assert.ErrorContains(t, err, tt.want, "%v.Validate()", tt.ref)
 	}
 }
 

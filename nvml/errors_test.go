@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestSentinelFor(t *testing.T) {
@@ -31,9 +33,7 @@ func TestSentinelFor(t *testing.T) {
 		{12345, false, ErrUnknown},
 	}
 	for _, tt := range tests {
-		if got := sentinelFor(tt.ret, tt.duringInit); got != tt.want {
-			t.Errorf("sentinelFor(%d, init=%v) = %v, want %v", tt.ret, tt.duringInit, got, tt.want)
-		}
+		assert.Same(t, tt.want, sentinelFor(tt.ret, tt.duringInit), "sentinelFor(%d, init=%v)", tt.ret, tt.duringInit)
 	}
 }
 
@@ -54,9 +54,7 @@ func TestErrorsWrapOneSentinel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, s := range sentinels {
-			if errors.Is(tt.err, s) != (s == tt.want) {
-				t.Errorf("errors.Is(%v, %v) = %v", tt.err, s, errors.Is(tt.err, s))
-			}
+			assert.Equal(t, s == tt.want, errors.Is(tt.err, s), "errors.Is(%v, %v)", tt.err, s)
 		}
 	}
 }
@@ -73,8 +71,6 @@ func TestErrorText(t *testing.T) {
 		{&Error{Op: "x", Err: ErrUnknown}, "nvml: x: NVML error"},
 	}
 	for _, tt := range tests {
-		if got := tt.err.Error(); got != tt.want {
-			t.Errorf("Error() =\n%s\nwant\n%s", got, tt.want)
-		}
+		assert.Equal(t, tt.want, tt.err.Error(), "Error() of a failed %s", tt.err.Op)
 	}
 }

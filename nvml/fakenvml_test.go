@@ -1,15 +1,15 @@
 //go:build linux && cgo
 
-package nvml
+package nvml_test
 
 // Tests of the production path (package nvml -> go-nvml -> cgo -> forwarding
-// stubs -> libnvidia-ml.so.1) against testdata/fakenvml/fake_nvml.c, built
-// with gcc into a temporary directory. Each scenario runs in a child process
-// of the test binary, with LD_LIBRARY_PATH pointing at the fake, because a
-// process can load libnvidia-ml.so.1 only once.
+// stubs -> libnvidia-ml.so.1) against the fake driver library of package
+// nvmltest (nvmltest/testdata/fake_nvml.c), built with gcc into a temporary
+// directory. Each scenario runs in a child process of the test binary, with
+// LD_LIBRARY_PATH pointing at the fake, because a process can load
+// libnvidia-ml.so.1 only once.
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,8 +17,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/adprouter/adprouter/internal/fakenvml"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/adprouter/adprouter/kvsize"
+	"github.com/adprouter/adprouter/nvml"
+	"github.com/adprouter/adprouter/nvml/nvmltest"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -35,101 +39,103 @@ const (
 )
 
 var (
-	memA = MemoryInfo{TotalBytes: 85899345920, FreeBytes: 80530636800, UsedBytes: 85899345920 - 80530636800 - 536870912, ReservedBytes: 536870912, HasReserved: true}
-	memB = MemoryInfo{TotalBytes: 150323855360, FreeBytes: 100000000000, UsedBytes: 150323855360 - 100000000000 - 1073741824, ReservedBytes: 1073741824, HasReserved: true}
+	fakeMemA = nvml.MemoryInfo{TotalBytes: 85899345920, FreeBytes: 80530636800, UsedBytes: 85899345920 - 80530636800 - 536870912, ReservedBytes: 536870912, HasReserved: true}
+	fakeMemB = nvml.MemoryInfo{TotalBytes: 150323855360, FreeBytes: 100000000000, UsedBytes: 150323855360 - 100000000000 - 1073741824, ReservedBytes: 1073741824, HasReserved: true}
 	// v1 readings: no reservation, which counts as used.
-	memAv1 = MemoryInfo{TotalBytes: memA.TotalBytes, FreeBytes: memA.FreeBytes, UsedBytes: memA.TotalBytes - memA.FreeBytes}
+	fakeMemAv1 = nvml.MemoryInfo{TotalBytes: fakeMemA.TotalBytes, FreeBytes: fakeMemA.FreeBytes, UsedBytes: fakeMemA.TotalBytes - fakeMemA.FreeBytes}
 )
+
+// requireNVMLError requires err to wrap sentinel and to be an *nvml.Error,
+// which it returns for further checks.
+func requireNVMLError(t *testing.T, err, sentinel error, msgAndArgs ...any) *nvml.Error {
+	t.Helper()
+	require.ErrorIs(t, err, sentinel, msgAndArgs...)
+	var e *nvml.Error
+	require.ErrorAs(t, err, &e, msgAndArgs...)
+	return e
+}
 
 // scenarios run in the child process, against whatever libnvidia-ml.so.1
 // the parent put on LD_LIBRARY_PATH (if any).
 var scenarios = map[string]func(t *testing.T){
 	"lookup": func(t *testing.T) {
 		lib := initLib(t)
-		if n, err := lib.DeviceCount(); n != 2 || err != nil {
-			t.Fatalf("DeviceCount() = %d, %v; want 2", n, err)
-		}
+		n, err := lib.DeviceCount()
+		require.NoError(t, err, "DeviceCount")
+		require.Equal(t, 2, n, "DeviceCount")
 		tests := []struct {
-			ref  DeviceRef
+			ref  nvml.DeviceRef
 			uuid string
 			name string
-			mem  MemoryInfo
+			mem  nvml.MemoryInfo
 		}{
-			{ByUUID(uuidA), uuidA, "Fake H100", memA},
-			{ByUUID(uuidB), uuidB, "Fake H200", memB},
-			{ByIndex(0), uuidA, "Fake H100", memA},
-			{ByIndex(1), uuidB, "Fake H200", memB},
-			{ByPCIBusID("00000000:02:00.0"), uuidB, "Fake H200", memB},
-			{ByPCIBusID("0000:01:00.0"), uuidA, "Fake H100", memA},
+			{nvml.ByUUID(uuidA), uuidA, "Fake H100", fakeMemA},
+			{nvml.ByUUID(uuidB), uuidB, "Fake H200", fakeMemB},
+			{nvml.ByIndex(0), uuidA, "Fake H100", fakeMemA},
+			{nvml.ByIndex(1), uuidB, "Fake H200", fakeMemB},
+			{nvml.ByPCIBusID("00000000:02:00.0"), uuidB, "Fake H200", fakeMemB},
+			{nvml.ByPCIBusID("0000:01:00.0"), uuidA, "Fake H100", fakeMemA},
 		}
 		for _, tt := range tests {
-			d, err := Lookup(lib, tt.ref)
-			if err != nil {
-				t.Errorf("Lookup(%v): %v", tt.ref, err)
+			d, err := nvml.Lookup(lib, tt.ref)
+			if !assert.NoError(t, err, "Lookup(%v)", tt.ref) {
 				continue
 			}
-			u, uerr := d.UUID()
-			n, nerr := d.Name()
-			m, merr := d.MemoryInfo()
-			if u != tt.uuid || n != tt.name || m != tt.mem || uerr != nil || nerr != nil || merr != nil {
-				t.Errorf("%v: %q %q %+v (%v %v %v); want %q %q %+v", tt.ref, u, n, m, uerr, nerr, merr, tt.uuid, tt.name, tt.mem)
-			}
+			u, err := d.UUID()
+			assert.NoError(t, err, "%v: UUID", tt.ref)
+			assert.Equal(t, tt.uuid, u, "%v: UUID", tt.ref)
+			n, err := d.Name()
+			assert.NoError(t, err, "%v: Name", tt.ref)
+			assert.Equal(t, tt.name, n, "%v: Name", tt.ref)
+			m, err := d.MemoryInfo()
+			assert.NoError(t, err, "%v: MemoryInfo", tt.ref)
+			assert.Equal(t, tt.mem, m, "%v: MemoryInfo", tt.ref)
 		}
 		for _, tt := range []struct {
-			ref  DeviceRef
+			ref  nvml.DeviceRef
 			want error
 		}{
-			{ByUUID("GPU-none"), ErrNotFound},
-			{ByIndex(2), ErrNotFound},
-			{ByPCIBusID("00000000:09:00.0"), ErrNotFound},
-			{ByPCIBusID("not a bus id"), ErrInvalidArgument},
+			{nvml.ByUUID("GPU-none"), nvml.ErrNotFound},
+			{nvml.ByIndex(2), nvml.ErrNotFound},
+			{nvml.ByPCIBusID("00000000:09:00.0"), nvml.ErrNotFound},
+			{nvml.ByPCIBusID("not a bus id"), nvml.ErrInvalidArgument},
 		} {
-			if _, err := Lookup(lib, tt.ref); !errors.Is(err, tt.want) {
-				t.Errorf("Lookup(%v): %v, want %v", tt.ref, err, tt.want)
-			}
+			_, err := nvml.Lookup(lib, tt.ref)
+			assert.ErrorIs(t, err, tt.want, "Lookup(%v)", tt.ref)
 		}
 	},
 
 	"v2-absent": func(t *testing.T) {
 		lib := initLib(t)
 		d, err := lib.DeviceByUUID(uuidA)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m, err := d.MemoryInfo(); m != memAv1 || err != nil {
-			t.Errorf("MemoryInfo() = %+v, %v; want the v1 reading %+v", m, err, memAv1)
-		}
-		if !stubsBuilt {
+		require.NoError(t, err)
+		m, err := d.MemoryInfo()
+		assert.NoError(t, err, "MemoryInfo")
+		assert.Equal(t, fakeMemAv1, m, "MemoryInfo: want the v1 reading")
+		if !nvml.StubsBuilt {
 			return
 		}
 		// Calling the missing function anyway, through go-nvml directly,
 		// reaches the stub, which reports it missing instead of crashing.
 		h, ret := gonvml.DeviceGetHandleByIndex(0) // go-nvml's package-level library
 		if ret == gonvml.ERROR_UNINITIALIZED {
-			if ret = gonvml.Init(); ret != gonvml.SUCCESS {
-				t.Fatalf("gonvml.Init: %v", ret)
-			}
+			require.Equal(t, gonvml.SUCCESS, gonvml.Init(), "gonvml.Init")
 			defer gonvml.Shutdown()
 			h, ret = gonvml.DeviceGetHandleByIndex(0)
 		}
-		if ret != gonvml.SUCCESS {
-			t.Fatalf("DeviceGetHandleByIndex: %v", ret)
-		}
-		if _, ret := h.GetMemoryInfo_v2(); ret != gonvml.ERROR_FUNCTION_NOT_FOUND {
-			t.Errorf("GetMemoryInfo_v2 on a driver without it = %d, want ERROR_FUNCTION_NOT_FOUND (13)", int(ret))
-		}
+		require.Equal(t, gonvml.SUCCESS, ret, "DeviceGetHandleByIndex")
+		_, ret = h.GetMemoryInfo_v2()
+		assert.Equal(t, gonvml.ERROR_FUNCTION_NOT_FOUND, ret, "GetMemoryInfo_v2 on a driver without it")
 	},
 
 	"v2-not-supported": func(t *testing.T) {
 		lib := initLib(t)
 		d, err := lib.DeviceByIndex(0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for i := 0; i < 2; i++ {
-			if m, err := d.MemoryInfo(); m != memAv1 || err != nil {
-				t.Errorf("read %d: MemoryInfo() = %+v, %v; want the v1 reading %+v", i, m, err, memAv1)
-			}
+			m, err := d.MemoryInfo()
+			assert.NoError(t, err, "read %d", i)
+			assert.Equal(t, fakeMemAv1, m, "read %d: want the v1 reading", i)
 		}
 	},
 
@@ -137,82 +143,60 @@ var scenarios = map[string]func(t *testing.T){
 		// FAKE_NVML_LOST_AFTER=3: the handle lookup and two reads succeed.
 		lib := initLib(t)
 		d, err := lib.DeviceByUUID(uuidB)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for i := 0; i < 2; i++ {
-			if _, err := d.MemoryInfo(); err != nil {
-				t.Fatalf("read %d before the loss: %v", i, err)
-			}
+			_, err := d.MemoryInfo()
+			require.NoError(t, err, "read %d before the loss", i)
 		}
 		_, err = d.MemoryInfo()
-		var e *Error
-		if !errors.Is(err, ErrGPULost) || !errors.As(err, &e) || e.Return != 15 || e.Text != "GPU is lost" || e.Device != `uuid "GPU-bbbb"` {
-			t.Fatalf("read after the loss: %v; want ErrGPULost with NVML code 15, its text and the device", err)
-		}
-		if _, err := lib.DeviceByIndex(0); !errors.Is(err, ErrGPULost) {
-			t.Errorf("lookup after the loss: %v, want ErrGPULost", err)
-		}
+		e := requireNVMLError(t, err, nvml.ErrGPULost, "read after the loss")
+		assert.Equal(t, 15, e.Return, "NVML code of the read after the loss")
+		assert.Equal(t, "GPU is lost", e.Text, "NVML text of the read after the loss")
+		assert.Equal(t, `uuid "GPU-bbbb"`, e.Device, "device of the read after the loss")
+		_, err = lib.DeviceByIndex(0)
+		assert.ErrorIs(t, err, nvml.ErrGPULost, "lookup after the loss")
 	},
 
 	"init-error": func(t *testing.T) {
-		err := NewLibrary().Init()
-		var e *Error
-		if !errors.Is(err, ErrUnavailable) || !errors.As(err, &e) || e.Op != "nvmlInit" || e.Return == 0 {
-			t.Fatalf("Init() = %v; want ErrUnavailable from nvmlInit with NVML's code", err)
-		}
+		err := nvml.NewLibrary().Init()
+		e := requireNVMLError(t, err, nvml.ErrUnavailable, "Init")
+		assert.Equal(t, "nvmlInit", e.Op, "Init's failing call")
+		assert.NotZero(t, e.Return, "Init: want NVML's code")
 		t.Logf("Init: %v", err)
 	},
 
 	"no-permission": func(t *testing.T) {
 		lib := initLib(t)
 		d, err := lib.DeviceByIndex(0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := d.MemoryInfo(); !errors.Is(err, ErrNoPermission) {
-			t.Errorf("MemoryInfo() error %v, want ErrNoPermission", err)
-		}
+		require.NoError(t, err)
+		_, err = d.MemoryInfo()
+		assert.ErrorIs(t, err, nvml.ErrNoPermission, "MemoryInfo")
 	},
 
 	"not-supported": func(t *testing.T) {
 		lib := initLib(t)
 		d, err := lib.DeviceByIndex(0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		_, err = d.MemoryInfo()
-		var e *Error
-		if !errors.Is(err, ErrNotSupported) || !errors.As(err, &e) || e.Op != "nvmlDeviceGetMemoryInfo" {
-			t.Errorf("MemoryInfo() error %v; want ErrNotSupported from the v1 fallback", err)
-		}
+		e := requireNVMLError(t, err, nvml.ErrNotSupported, "MemoryInfo")
+		assert.Equal(t, "nvmlDeviceGetMemoryInfo", e.Op, "MemoryInfo: want the error of the v1 fallback")
 	},
 
 	"shutdown-reinit": func(t *testing.T) {
-		c := NewClient(NewLibrary())
-		if err := c.Init(); err != nil {
-			t.Fatal(err)
-		}
-		d, err := c.Device(ByUUID(uuidA))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Shutdown(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := d.MemoryInfo(); !errors.Is(err, ErrUnavailable) {
-			t.Errorf("read after Shutdown: %v, want ErrUnavailable", err)
-		}
-		if _, err := c.ReadMemory(ByUUID(uuidA)); !errors.Is(err, ErrUnavailable) {
-			t.Errorf("ReadMemory after Shutdown: %v, want ErrUnavailable", err)
-		}
-		if err := c.Init(); err != nil {
-			t.Fatalf("Init after Shutdown: %v", err)
-		}
+		c := nvml.NewClient(nvml.NewLibrary())
+		require.NoError(t, c.Init())
+		d, err := c.Device(nvml.ByUUID(uuidA))
+		require.NoError(t, err)
+		require.NoError(t, c.Shutdown())
+		_, err = d.MemoryInfo()
+		assert.ErrorIs(t, err, nvml.ErrUnavailable, "read after Shutdown")
+		_, err = c.ReadMemory(nvml.ByUUID(uuidA))
+		assert.ErrorIs(t, err, nvml.ErrUnavailable, "ReadMemory after Shutdown")
+		require.NoError(t, c.Init(), "Init after Shutdown")
 		defer c.Shutdown()
-		if m, err := c.ReadMemory(ByUUID(uuidA)); m != memA || err != nil {
-			t.Errorf("ReadMemory after re-Init = %+v, %v; want %+v", m, err, memA)
-		}
+		m, err := c.ReadMemory(nvml.ByUUID(uuidA))
+		assert.NoError(t, err, "ReadMemory after re-Init")
+		assert.Equal(t, fakeMemA, m, "ReadMemory after re-Init")
 	},
 
 	"concurrent": func(t *testing.T) {
@@ -234,7 +218,7 @@ var scenarios = map[string]func(t *testing.T){
 						return
 					}
 					m, err := d.MemoryInfo()
-					if err != nil || m != memB {
+					if err != nil || m != fakeMemB {
 						errs <- fmt.Errorf("MemoryInfo() = %+v, %v", m, err)
 						return
 					}
@@ -254,88 +238,59 @@ var scenarios = map[string]func(t *testing.T){
 	},
 
 	"package-level": func(t *testing.T) {
-		if _, err := ReadMemory(ByUUID(uuidA)); !errors.Is(err, ErrUnavailable) {
-			t.Errorf("ReadMemory before Init: %v, want ErrUnavailable", err)
-		}
-		if err := Init(); err != nil {
-			t.Fatal(err)
-		}
-		if err := Init(); err != nil {
-			t.Fatal(err)
-		}
-		if n, err := DeviceCount(); n != 2 || err != nil {
-			t.Errorf("DeviceCount() = %d, %v", n, err)
-		}
-		if m, err := ReadMemory(ByPCIBusID("00000000:01:00.0")); m != memA || err != nil {
-			t.Errorf("ReadMemory = %+v, %v; want %+v", m, err, memA)
-		}
-		d, err := DeviceFor(ByIndex(1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := kvsize.SizeKV(kvsize.SizeInput{FreeBytes: mustMem(t, d).FreeBytes, ReserveBytes: 2 << 30, BytesPerToken: 131072})
-		if err != nil || b.Tokens == 0 {
-			t.Errorf("SizeKV from the fake's reading: %v, %v", b, err)
-		}
+		_, err := nvml.ReadMemory(nvml.ByUUID(uuidA))
+		assert.ErrorIs(t, err, nvml.ErrUnavailable, "ReadMemory before Init")
+		require.NoError(t, nvml.Init())
+		require.NoError(t, nvml.Init())
+		n, err := nvml.DeviceCount()
+		assert.NoError(t, err, "DeviceCount")
+		assert.Equal(t, 2, n, "DeviceCount")
+		m, err := nvml.ReadMemory(nvml.ByPCIBusID("00000000:01:00.0"))
+		assert.NoError(t, err, "ReadMemory")
+		assert.Equal(t, fakeMemA, m, "ReadMemory")
+		d, err := nvml.DeviceFor(nvml.ByIndex(1))
+		require.NoError(t, err)
+		m, err = d.MemoryInfo()
+		require.NoError(t, err)
+		b, err := kvsize.SizeKV(kvsize.SizeInput{FreeBytes: m.FreeBytes, ReserveBytes: 2 << 30, BytesPerToken: 131072})
+		assert.NoError(t, err, "SizeKV from the fake's reading")
+		assert.NotZero(t, b.Tokens, "SizeKV from the fake's reading: %v", b)
 		t.Log(b)
 		for i := 0; i < 2; i++ {
-			if err := Shutdown(); err != nil {
-				t.Fatalf("Shutdown %d: %v", i, err)
-			}
+			require.NoError(t, nvml.Shutdown(), "Shutdown %d", i)
 		}
-		if err := Shutdown(); !errors.Is(err, ErrUnavailable) {
-			t.Errorf("extra Shutdown: %v, want ErrUnavailable", err)
-		}
+		assert.ErrorIs(t, nvml.Shutdown(), nvml.ErrUnavailable, "extra Shutdown")
 	},
 
 	"no-driver": func(t *testing.T) {
-		err := NewLibrary().Init()
+		err := nvml.NewLibrary().Init()
 		if err == nil {
 			t.Skip("a real libnvidia-ml.so.1 is installed on this machine")
 		}
-		var e *Error
-		if !errors.Is(err, ErrUnavailable) || !errors.As(err, &e) || e.Return != 12 {
-			t.Fatalf("Init() = %v; want ErrUnavailable with NVML_ERROR_LIBRARY_NOT_FOUND (12)", err)
-		}
+		e := requireNVMLError(t, err, nvml.ErrUnavailable, "Init")
+		require.Equal(t, 12, e.Return, "Init: want NVML_ERROR_LIBRARY_NOT_FOUND")
 		t.Logf("Init: %v", err)
 	},
 
 	"before-init": func(t *testing.T) {
-		if !stubsBuilt {
+		if !nvml.StubsBuilt {
 			t.Skip("no forwarding stubs on this platform: a call before Init would kill the process")
 		}
 		// go-nvml's own library object, never initialised: the cgo call
 		// reaches the stub, which finds no libnvidia-ml.so.1 loaded.
-		if n, ret := gonvml.New().DeviceGetCount(); ret != gonvml.ERROR_UNINITIALIZED {
-			t.Errorf("DeviceGetCount before Init = %d, %d; want ERROR_UNINITIALIZED (1)", n, int(ret))
-		}
-		if _, ret := gonvml.New().DeviceGetHandleByUUID(uuidA); ret != gonvml.ERROR_UNINITIALIZED {
-			t.Errorf("DeviceGetHandleByUUID before Init = %d; want ERROR_UNINITIALIZED (1)", int(ret))
-		}
+		n, ret := gonvml.New().DeviceGetCount()
+		assert.Equal(t, gonvml.ERROR_UNINITIALIZED, ret, "DeviceGetCount before Init (count %d)", n)
+		_, ret = gonvml.New().DeviceGetHandleByUUID(uuidA)
+		assert.Equal(t, gonvml.ERROR_UNINITIALIZED, ret, "DeviceGetHandleByUUID before Init")
 	},
 }
 
-func mustMem(t *testing.T, d Device) MemoryInfo {
-	t.Helper()
-	m, err := d.MemoryInfo()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 // initLib returns an initialised real Library, shut down at the end of t.
-func initLib(t *testing.T) Library {
+func initLib(t *testing.T) nvml.Library {
 	t.Helper()
-	lib := NewLibrary()
-	if err := lib.Init(); err != nil {
-		t.Fatalf("Init: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := lib.Shutdown(); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
+	lib := nvml.NewLibrary()
+	require.NoError(t, lib.Init(), "Init")
+	t.Cleanup(func() { assert.NoError(t, lib.Shutdown(), "Shutdown") })
 	return lib
 }
 
@@ -347,9 +302,7 @@ func TestHelperProcess(t *testing.T) {
 		t.Skip("runs only as a child process of TestFakeNVML and TestNoDriver")
 	}
 	run, ok := scenarios[name]
-	if !ok {
-		t.Fatalf("unknown scenario %q", name)
-	}
+	require.True(t, ok, "unknown scenario %q", name)
 	run(t)
 }
 
@@ -371,9 +324,7 @@ func needGCC(t *testing.T) string {
 func buildFake(t *testing.T, cc string, cflags ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := fakenvml.Build(cc, dir, cflags...); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, nvmltest.BuildDriver(cc, dir, cflags...))
 	return dir
 }
 

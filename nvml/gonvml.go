@@ -4,9 +4,9 @@ package nvml
 
 import (
 	"strconv"
-	"sync/atomic"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"go.uber.org/atomic"
 )
 
 // NewLibrary returns the [Library] backed by the NVIDIA driver's

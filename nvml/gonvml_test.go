@@ -10,6 +10,9 @@ import (
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/adprouter/adprouter/nvml"
 )
 
@@ -77,12 +80,10 @@ var (
 
 func TestGoNVMLLookup(t *testing.T) {
 	lib := nvml.WrapGoNVML(mockLib(true, mockGPU("GPU-a", memA, memA2), mockGPU("GPU-b", memB, memB2)))
-	if err := lib.Init(); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := lib.DeviceCount(); n != 2 || err != nil {
-		t.Fatalf("DeviceCount() = %d, %v", n, err)
-	}
+	require.NoError(t, lib.Init())
+	n, err := lib.DeviceCount()
+	require.NoError(t, err, "DeviceCount")
+	require.Equal(t, 2, n, "DeviceCount")
 	tests := []struct {
 		ref  nvml.DeviceRef
 		want nvml.MemoryInfo
@@ -94,21 +95,21 @@ func TestGoNVMLLookup(t *testing.T) {
 	}
 	for _, tt := range tests {
 		d, err := nvml.Lookup(lib, tt.ref)
-		if err != nil {
-			t.Errorf("Lookup(%v): %v", tt.ref, err)
+		if !assert.NoError(t, err, "Lookup(%v)", tt.ref) {
 			continue
 		}
-		if m, err := d.MemoryInfo(); m != tt.want || err != nil {
-			t.Errorf("%v: MemoryInfo() = %+v, %v; want %+v", tt.ref, m, err, tt.want)
-		}
+		m, err := d.MemoryInfo()
+		assert.NoError(t, err, "%v: MemoryInfo", tt.ref)
+		assert.Equal(t, tt.want, m, "%v: MemoryInfo", tt.ref)
 	}
-	d, _ := lib.DeviceByUUID("GPU-a")
-	if u, err := d.UUID(); u != "GPU-a" || err != nil {
-		t.Errorf("UUID() = %q, %v", u, err)
-	}
-	if n, err := d.Name(); n != "Mock H100" || err != nil {
-		t.Errorf("Name() = %q, %v", n, err)
-	}
+	d, err := lib.DeviceByUUID("GPU-a")
+	require.NoError(t, err)
+	u, err := d.UUID()
+	assert.NoError(t, err, "UUID")
+	assert.Equal(t, "GPU-a", u, "UUID")
+	name, err := d.Name()
+	assert.NoError(t, err, "Name")
+	assert.Equal(t, "Mock H100", name, "Name")
 }
 
 func TestGoNVMLFallbackToV1(t *testing.T) {
@@ -119,13 +120,12 @@ func TestGoNVMLFallbackToV1(t *testing.T) {
 			return gonvml.Memory_v2{}, gonvml.ERROR_FUNCTION_NOT_FOUND
 		}
 		lib := nvml.WrapGoNVML(mockLib(false, gpu))
-		if err := lib.Init(); err != nil {
-			t.Fatal(err)
-		}
-		d, _ := lib.DeviceByIndex(0)
-		if m, err := d.MemoryInfo(); m != wantA1 || err != nil {
-			t.Errorf("MemoryInfo() = %+v, %v; want %+v", m, err, wantA1)
-		}
+		require.NoError(t, lib.Init())
+		d, err := lib.DeviceByIndex(0)
+		require.NoError(t, err)
+		m, err := d.MemoryInfo()
+		assert.NoError(t, err, "MemoryInfo")
+		assert.Equal(t, wantA1, m, "MemoryInfo: want the v1 reading")
 	})
 	for _, ret := range []gonvml.Return{gonvml.ERROR_NOT_SUPPORTED, gonvml.ERROR_FUNCTION_NOT_FOUND, gonvml.ERROR_ARGUMENT_VERSION_MISMATCH} {
 		t.Run(ret.String(), func(t *testing.T) {
@@ -136,18 +136,15 @@ func TestGoNVMLFallbackToV1(t *testing.T) {
 				return gonvml.Memory_v2{}, ret
 			}
 			lib := nvml.WrapGoNVML(mockLib(true, gpu))
-			if err := lib.Init(); err != nil {
-				t.Fatal(err)
-			}
-			d, _ := lib.DeviceByUUID("GPU-a")
+			require.NoError(t, lib.Init())
+			d, err := lib.DeviceByUUID("GPU-a")
+			require.NoError(t, err)
 			for i := 0; i < 3; i++ {
-				if m, err := d.MemoryInfo(); m != wantA1 || err != nil {
-					t.Errorf("read %d: MemoryInfo() = %+v, %v; want %+v", i, m, err, wantA1)
-				}
+				m, err := d.MemoryInfo()
+				assert.NoError(t, err, "read %d", i)
+				assert.Equal(t, wantA1, m, "read %d: want the v1 reading", i)
 			}
-			if v2calls != 1 {
-				t.Errorf("v2 called %d times; want once, then v1 only", v2calls)
-			}
+			assert.Equal(t, 1, v2calls, "v2 calls: want one, then v1 only")
 		})
 	}
 }
@@ -211,9 +208,7 @@ func TestGoNVMLErrors(t *testing.T) {
 			lib := nvml.WrapGoNVML(m)
 			err := lib.Init()
 			if tt.op != "init" {
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				switch tt.op {
 				case "count":
 					_, err = lib.DeviceCount()
@@ -227,9 +222,7 @@ func TestGoNVMLErrors(t *testing.T) {
 					err = lib.Shutdown()
 				default:
 					d, lerr := lib.DeviceByUUID("GPU-a")
-					if lerr != nil {
-						t.Fatal(lerr)
-					}
+					require.NoError(t, lerr)
 					switch tt.op {
 					case "memory":
 						_, err = d.MemoryInfo()
@@ -240,17 +233,13 @@ func TestGoNVMLErrors(t *testing.T) {
 					}
 				}
 			}
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("error %v, want %v", err, tt.want)
-			}
+			require.ErrorIs(t, err, tt.want)
 			var e *nvml.Error
-			if !errors.As(err, &e) {
-				t.Fatalf("error %v is not an *nvml.Error", err)
-			}
-			if e.Op != tt.wantOp || e.Device != tt.wantDev || e.Return != int(tt.ret) || e.Text == "" {
-				t.Errorf("got Op %q Device %q Return %d Text %q; want Op %q Device %q Return %d and NVML's text",
-					e.Op, e.Device, e.Return, e.Text, tt.wantOp, tt.wantDev, int(tt.ret))
-			}
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, tt.wantOp, e.Op, "the failing NVML function")
+			assert.Equal(t, tt.wantDev, e.Device, "the device")
+			assert.Equal(t, int(tt.ret), e.Return, "NVML's code")
+			assert.NotEmpty(t, e.Text, "NVML's text")
 		})
 	}
 }
@@ -259,13 +248,12 @@ func TestGoNVMLRejectsBadRefs(t *testing.T) {
 	// The arguments are checked before NVML is called: the mock has no
 	// lookup funcs set and would panic if called.
 	lib := nvml.WrapGoNVML(&mock.Interface{})
-	for _, call := range []func() (nvml.Device, error){
-		func() (nvml.Device, error) { return lib.DeviceByIndex(-1) },
-		func() (nvml.Device, error) { return lib.DeviceByUUID("") },
-		func() (nvml.Device, error) { return lib.DeviceByPCIBusID("") },
+	for name, call := range map[string]func() (nvml.Device, error){
+		"DeviceByIndex(-1)":    func() (nvml.Device, error) { return lib.DeviceByIndex(-1) },
+		`DeviceByUUID("")`:     func() (nvml.Device, error) { return lib.DeviceByUUID("") },
+		`DeviceByPCIBusID("")`: func() (nvml.Device, error) { return lib.DeviceByPCIBusID("") },
 	} {
-		if _, err := call(); !errors.Is(err, nvml.ErrInvalidArgument) {
-			t.Errorf("error %v, want ErrInvalidArgument", err)
-		}
+		_, err := call()
+		assert.ErrorIs(t, err, nvml.ErrInvalidArgument, name)
 	}
 }

@@ -1,8 +1,9 @@
 package nvml
 
 import (
-	"errors"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestParseDeviceRef(t *testing.T) {
@@ -31,13 +32,10 @@ func TestParseDeviceRef(t *testing.T) {
 	} {
 		got, err := ParseDeviceRef(tc.in)
 		if tc.err {
-			if !errors.Is(err, ErrInvalidArgument) {
-				t.Errorf("ParseDeviceRef(%q) error = %v, want ErrInvalidArgument", tc.in, err)
-			}
+			assert.ErrorIs(t, err, ErrInvalidArgument, "ParseDeviceRef(%q)", tc.in)
 			continue
 		}
-		if err != nil || got != tc.want {
-			t.Errorf("ParseDeviceRef(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
-		}
+		assert.NoError(t, err, "ParseDeviceRef(%q)", tc.in)
+		assert.Equal(t, tc.want, got, "ParseDeviceRef(%q)", tc.in)
 	}
 }

@@ -3,6 +3,8 @@ package nvml
 import (
 	"sync"
 	"time"
+
+	"go.uber.org/atomic"
 )
 
 // DefaultMinInterval is the shortest time between two NVML reads of one
@@ -40,11 +42,11 @@ type Monitor struct {
 	// Now is the clock; nil means time.Now. Tests inject a fake clock here.
 	Now func() time.Time
 
-	mu     sync.Mutex
-	polled bool // a read has been made
+	mu     sync.Mutex // serialises reads; guards polled, last and err
+	polled bool       // a read has been made
 	last   Reading
 	err    error
-	polls  uint64
+	polls  atomic.Uint64 // reads of Source, counted under mu, read without it
 }
 
 // NewMonitor returns a Monitor of src that reads it at most once per
@@ -79,16 +81,13 @@ func (m *Monitor) Read() (Reading, error) {
 		}
 	}
 	info, err := m.Source.MemoryInfo()
-	m.polls++
+	m.polls.Inc()
 	m.polled = true
 	m.last = Reading{Memory: info, At: t}
 	m.err = err
 	return m.last, err
 }
 
-// Polls returns how many times Source has been read.
-func (m *Monitor) Polls() uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.polls
-}
+// Polls returns how many times Source has been read. It never waits for a
+// Read in progress.
+func (m *Monitor) Polls() uint64 { return m.polls.Load() }

@@ -1,11 +1,13 @@
 package nvml_test
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/adprouter/adprouter/kvsize"
 	"github.com/adprouter/adprouter/nvml"
@@ -58,20 +60,15 @@ func TestMonitorRateLimit(t *testing.T) {
 			dev.SetMemory(nvml.MemoryInfo{TotalBytes: 100, FreeBytes: s.setFree})
 		}
 		r, err := m.Read()
-		if err != nil {
-			t.Fatalf("step %d: Read: %v", i, err)
-		}
-		if r.Memory.FreeBytes != s.wantFree || r.Cached != s.wantCached || m.Polls() != s.wantPolls {
-			t.Errorf("step %d: free %d cached %v polls %d; want %d %v %d",
-				i, r.Memory.FreeBytes, r.Cached, m.Polls(), s.wantFree, s.wantCached, s.wantPolls)
-		}
-		if !s.wantCached && !r.At.Equal(clock.Now()) {
-			t.Errorf("step %d: fresh reading At %v, want now %v", i, r.At, clock.Now())
+		require.NoError(t, err, "step %d: Read", i)
+		assert.Equal(t, s.wantFree, r.Memory.FreeBytes, "step %d: free bytes", i)
+		assert.Equal(t, s.wantCached, r.Cached, "step %d: cached", i)
+		assert.Equal(t, s.wantPolls, m.Polls(), "step %d: polls", i)
+		if !s.wantCached {
+			assert.WithinDuration(t, clock.Now(), r.At, 0, "step %d: a fresh reading is taken now", i)
 		}
 	}
-	if dev.Reads() != int(m.Polls()) {
-		t.Errorf("device read %d times, monitor counted %d polls", dev.Reads(), m.Polls())
-	}
+	assert.Equal(t, dev.Reads(), int(m.Polls()), "device reads against the monitor's polls")
 }
 
 func TestMonitorCachesErrors(t *testing.T) {
@@ -81,19 +78,16 @@ func TestMonitorCachesErrors(t *testing.T) {
 
 	dev.SetError(nvml.ErrGPULost)
 	for i := 0; i < 3; i++ {
-		if _, err := m.Read(); !errors.Is(err, nvml.ErrGPULost) {
-			t.Fatalf("read %d: error %v, want ErrGPULost", i, err)
-		}
+		_, err := m.Read()
+		require.ErrorIs(t, err, nvml.ErrGPULost, "read %d", i)
 	}
-	if dev.Reads() != 1 {
-		t.Errorf("a failing device was read %d times within one interval, want 1", dev.Reads())
-	}
+	assert.Equal(t, 1, dev.Reads(), "reads of a failing device within one interval")
 	dev.SetError(nil)
 	clock.Advance(time.Second)
 	r, err := m.Read()
-	if err != nil || r.Memory.FreeBytes != 7 || r.Cached {
-		t.Errorf("after recovery: %+v, %v; want a fresh reading of 7 free bytes", r, err)
-	}
+	assert.NoError(t, err, "read after recovery")
+	assert.Equal(t, uint64(7), r.Memory.FreeBytes, "free bytes after recovery")
+	assert.False(t, r.Cached, "the reading after recovery is fresh")
 }
 
 func TestMonitorNoLimit(t *testing.T) {
@@ -101,13 +95,11 @@ func TestMonitorNoLimit(t *testing.T) {
 	dev := nvmltest.NewDevice("GPU-0", nvml.MemoryInfo{})
 	m := &nvml.Monitor{Source: dev, MinInterval: -1, Now: clock.Now}
 	for i := 0; i < 5; i++ {
-		if r, err := m.Read(); err != nil || r.Cached {
-			t.Fatalf("read %d: %+v, %v; want fresh", i, r, err)
-		}
+		r, err := m.Read()
+		require.NoError(t, err, "read %d", i)
+		require.False(t, r.Cached, "read %d: want fresh", i)
 	}
-	if m.Polls() != 5 {
-		t.Errorf("Polls() = %d, want 5", m.Polls())
-	}
+	assert.Equal(t, uint64(5), m.Polls(), "Polls")
 }
 
 func TestMonitorConcurrent(t *testing.T) {
@@ -120,17 +112,14 @@ func TestMonitorConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 100; i++ {
-				if _, err := m.Read(); err != nil {
-					t.Error(err)
+				if _, err := m.Read(); !assert.NoError(t, err) {
 					return
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if m.Polls() != 1 {
-		t.Errorf("800 concurrent reads at one instant polled %d times, want 1", m.Polls())
-	}
+	assert.Equal(t, uint64(1), m.Polls(), "polls of 800 concurrent reads at one instant")
 }
 
 func ExampleMonitor() {

@@ -1,12 +1,14 @@
 //go:build cgo
 
-package nvml
+package nvml_test
 
 import (
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestStubsForwardAllRegisters builds the generated stubs into a C program
@@ -21,9 +23,8 @@ func TestStubsForwardAllRegisters(t *testing.T) {
 	dir := t.TempDir()
 	build := func(args ...string) {
 		t.Helper()
-		if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-			t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, out)
-		}
+		out, err := exec.Command(cc, args...).CombinedOutput()
+		require.NoError(t, err, "%s %s\n%s", cc, strings.Join(args, " "), out)
 	}
 	build("-shared", "-fPIC", "-Wall", "-Wl,-soname,libnvidia-ml.so.1", "-o", filepath.Join(dir, "libnvidia-ml.so.1"),
 		filepath.Join("testdata", "stubcheck", "target.c"))
@@ -34,7 +35,6 @@ func TestStubsForwardAllRegisters(t *testing.T) {
 	cmd := exec.Command(bin)
 	cmd.Env = []string{"LD_LIBRARY_PATH=" + dir}
 	out, err := cmd.CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "ok" {
-		t.Fatalf("stubcheck: %v\n%s", err, out)
-	}
+	require.NoError(t, err, "stubcheck\n%s", out)
+	require.Equal(t, "ok", strings.TrimSpace(string(out)), "stubcheck's output")
 }

@@ -1,6 +1,9 @@
-// Package nvmltest provides an in-memory fake of [nvml.Library] for tests of
-// code that reads GPU memory, so that they run without a GPU, a driver or
-// cgo. Its devices' memory figures and errors can be changed while in use.
+// Package nvmltest holds the NVML fakes of the tests, so that code that
+// reads GPU memory is tested without a GPU or a driver: [Library], an
+// in-memory fake of [nvml.Library] (no cgo needed), whose devices' memory
+// figures and errors can be changed while in use; and [BuildDriver], which
+// builds a fake libnvidia-ml.so.1 from C ([DriverSource]) for tests of the
+// real go-nvml path.
 package nvmltest
 
 import (

@@ -2,7 +2,7 @@
 libadprouter.so: the pure arithmetic (kv_bytes_per_token, size_kv,
 fill_rank_state without a device), the behaviour without an NVIDIA driver,
 and the production NVML code path (go-nvml inside the library) against a fake
-libnvidia-ml.so.1 built from nvml/testdata/fakenvml/fake_nvml.c.
+libnvidia-ml.so.1 built from nvml/nvmltest/testdata/fake_nvml.c.
 
 Run from the repository root, after ./build.sh:
     PYTHONPATH=python python3 -m unittest python/tests/test_nvml.py -v
@@ -45,7 +45,7 @@ from adprouter import (
 )
 
 REPO = os.path.dirname(os.path.dirname(TESTS_DIR))
-FAKE_SOURCE = os.path.join(REPO, "nvml", "testdata", "fakenvml", "fake_nvml.c")
+FAKE_SOURCE = os.path.join(REPO, "nvml", "nvmltest", "testdata", "fake_nvml.c")
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(adprouter.__file__)))
 
 GIB = 1 << 30
