@@ -35,15 +35,23 @@ CXX=${CXX:-g++}
 # warnings are noise for us.
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations"
 
+# soname prints the library's soname, libadprouter.so.N for N =
+# ADPR_ABI_VERSION of include/adprouter.h (the one home of both).
+soname() {
+  echo "libadprouter.so.$(sed -n 's/^#define ADPR_ABI_VERSION \([0-9]*\)$/\1/p' "$ROOT/include/adprouter.h")"
+}
+
 build_lib() {
   mkdir -p "$BUILD"
+  local so
+  so=$(soname)
   # -trimpath and -s -w: reproducible, stripped release build. The soname and
   # the version script (export only adpr_*) are passed to the external linker.
   CGO_ENABLED=1 "$GO" build -buildmode=c-shared -trimpath -tags "${ADPROUTER_BUILD_TAGS:-}" \
-    -ldflags "-s -w -extldflags '-Wl,-soname,libadprouter.so.1 -Wl,--version-script=$ROOT/capi/exports.map'" \
-    -o "$BUILD/libadprouter.so.1" ./capi
+    -ldflags "-s -w -extldflags '-Wl,-soname,$so -Wl,--version-script=$ROOT/capi/exports.map'" \
+    -o "$BUILD/$so" ./capi
   rm -f "$BUILD/libadprouter.so.h" # cgo's generated header; include/adprouter.h is the public one
-  ln -sf libadprouter.so.1 "$BUILD/libadprouter.so"
+  ln -sf "$so" "$BUILD/libadprouter.so"
 }
 
 # The Python binding's optional C packer (python/adprouter/_speedups.c), built
@@ -80,11 +88,12 @@ install_to() {
   v=$(version)
   [ -n "$v" ] || { echo "no ADPR_VERSION in include/adprouter.h" >&2; exit 1; }
   install -d "$prefix/lib/pkgconfig" "$prefix/lib/cmake/adprouter" "$prefix/include"
-  install -m 0755 "$BUILD/libadprouter.so.1" "$prefix/lib/libadprouter.so.1"
-  ln -sfn libadprouter.so.1 "$prefix/lib/libadprouter.so"
+  install -m 0755 "$BUILD/$(soname)" "$prefix/lib/$(soname)"
+  ln -sfn "$(soname)" "$prefix/lib/libadprouter.so"
   install -m 0644 include/adprouter.h include/adprouter.hpp "$prefix/include/"
   sed "s/@VERSION@/$v/g" packaging/adprouter.pc.in >"$prefix/lib/pkgconfig/adprouter.pc"
-  sed "s/@VERSION@/$v/g" packaging/adprouterConfig.cmake.in >"$prefix/lib/cmake/adprouter/adprouterConfig.cmake"
+  sed "s/@VERSION@/$v/g; s/@SONAME@/$(soname)/g" packaging/adprouterConfig.cmake.in \
+    >"$prefix/lib/cmake/adprouter/adprouterConfig.cmake"
   sed "s/@VERSION@/$v/g" packaging/adprouterConfigVersion.cmake.in \
     >"$prefix/lib/cmake/adprouter/adprouterConfigVersion.cmake"
 }
@@ -103,7 +112,7 @@ case "$cmd" in
   build)
     build_lib
     build_speedups
-    echo "library: $BUILD/libadprouter.so (soname libadprouter.so.1)"
+    echo "library: $BUILD/libadprouter.so (soname $(soname))"
     echo "header:  $ROOT/include/adprouter.h"
     echo "python:  PYTHONPATH=$ROOT/python python3 -c 'import adprouter'"
     ;;

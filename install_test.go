@@ -179,8 +179,8 @@ func TestWheelInstalled(t *testing.T) {
 	if err := os.WriteFile(libPath, files["adprouter/libadprouter.so"], 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if d := run(t, nil, "readelf", "-d", libPath); !strings.Contains(d, "[libadprouter.so.1]") {
-		t.Errorf("the wheel's adprouter/libadprouter.so has no soname libadprouter.so.1:\n%s", d)
+	if d := run(t, nil, "readelf", "-d", libPath); !strings.Contains(d, "["+soname(t)+"]") {
+		t.Errorf("the wheel's adprouter/libadprouter.so has no soname %s:\n%s", soname(t), d)
 	}
 
 	// The tag: pure Python unless the tree has the optional extension.
@@ -414,8 +414,8 @@ func TestInstallPrefix(t *testing.T) {
 	if err := os.Rename(filepath.Join(dir, "staged"), prefix); err != nil {
 		t.Fatal(err)
 	}
-	if target, err := os.Readlink(filepath.Join(prefix, "lib", "libadprouter.so")); err != nil || target != "libadprouter.so.1" {
-		t.Errorf("lib/libadprouter.so -> %q (%v), want -> libadprouter.so.1", target, err)
+	if target, err := os.Readlink(filepath.Join(prefix, "lib", "libadprouter.so")); err != nil || target != soname(t) {
+		t.Errorf("lib/libadprouter.so -> %q (%v), want -> %s", target, err, soname(t))
 	}
 	for _, f := range []string{"include/adprouter.h", "include/adprouter.hpp", "lib/pkgconfig/adprouter.pc",
 		"lib/cmake/adprouter/adprouterConfig.cmake", "lib/cmake/adprouter/adprouterConfigVersion.cmake"} {

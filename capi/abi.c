@@ -59,10 +59,21 @@ adpr_status adpr_router_create(const adpr_option *options, int32_t num_options,
     return adprgo_router_create((adpr_option *)options, num_options, out, err, err_len);
 }
 
-adpr_status adpr_preset_options(const char *preset, const char *policy, char *out, size_t out_len,
+adpr_status adpr_preset_options(const char *preset, const char *policy, char *out, int64_t capacity,
+                                int64_t *total, char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_preset_options((char *)preset, (char *)policy, out, capacity, total, err, err_len);
+}
+
+adpr_status adpr_option_schema(char *out, int64_t capacity, int64_t *total, char *err, size_t err_len) {
+    FORK_GUARD(err, err_len);
+    return adprgo_option_schema(out, capacity, total, err, err_len);
+}
+
+adpr_status adpr_router_options(adpr_router router, char *out, int64_t capacity, int64_t *total,
                                 char *err, size_t err_len) {
     FORK_GUARD(err, err_len);
-    return adprgo_preset_options((char *)preset, (char *)policy, out, out_len, err, err_len);
+    return adprgo_router_options(router, out, capacity, total, err, err_len);
 }
 
 adpr_status adpr_router_destroy(adpr_router router) {
@@ -88,25 +99,26 @@ adpr_status adpr_router_tokens_read(adpr_router router, int32_t *out) {
 
 adpr_status adpr_router_stats(adpr_router router, adpr_stats *stats,
                               adpr_rank_stats *ranks, int32_t num_ranks,
-                              adpr_hot_group *groups, int32_t max_groups,
-                              char *err, size_t err_len) {
+                              adpr_hot_group *groups, int64_t groups_capacity,
+                              int64_t *total_groups, char *err, size_t err_len) {
     FORK_GUARD(err, err_len);
-    return adprgo_router_stats(router, stats, ranks, num_ranks, groups, max_groups, err, err_len);
+    return adprgo_router_stats(router, stats, ranks, num_ranks, groups, groups_capacity, total_groups,
+                               err, err_len);
 }
 
-adpr_status adpr_router_receipts(adpr_router router, adpr_receipt *receipts, int64_t max_receipts,
-                                 adpr_candidate *candidates, int64_t max_candidates,
-                                 int64_t *num_receipts, int64_t *num_candidates,
+adpr_status adpr_router_receipts(adpr_router router, adpr_receipt *receipts, int64_t receipts_capacity,
+                                 adpr_candidate *candidates, int64_t candidates_capacity,
+                                 int64_t *total_receipts, int64_t *total_candidates,
                                  char *err, size_t err_len) {
     FORK_GUARD(err, err_len);
-    return adprgo_router_receipts(router, receipts, max_receipts, candidates, max_candidates,
-                                  num_receipts, num_candidates, err, err_len);
+    return adprgo_router_receipts(router, receipts, receipts_capacity, candidates, candidates_capacity,
+                                  total_receipts, total_candidates, err, err_len);
 }
 
-adpr_status adpr_router_receipt_text(adpr_router router, int64_t index, char *buf, size_t len,
-                                     size_t *needed, char *err, size_t err_len) {
+adpr_status adpr_router_receipt_text(adpr_router router, int64_t index, char *buf, int64_t capacity,
+                                     int64_t *total, char *err, size_t err_len) {
     FORK_GUARD(err, err_len);
-    return adprgo_router_receipt_text(router, index, buf, len, needed, err, err_len);
+    return adprgo_router_receipt_text(router, index, buf, capacity, total, err, err_len);
 }
 
 adpr_status adpr_router_pending_warmup(adpr_router router, int32_t *ranks, int64_t capacity,
@@ -132,11 +144,11 @@ adpr_status adpr_router_conversations(adpr_router router, adpr_binding *bindings
 
 adpr_status adpr_block_hashes(const int32_t *tokens, int64_t num_tokens,
                               int32_t tokens_per_block, uint64_t lora_id,
-                              uint64_t cache_salt, uint64_t *out, int64_t out_cap,
-                              int64_t *num_out, char *err, size_t err_len) {
+                              uint64_t cache_salt, uint64_t *out, int64_t capacity,
+                              int64_t *total, char *err, size_t err_len) {
     FORK_GUARD(err, err_len);
     return adprgo_block_hashes((int32_t *)tokens, num_tokens, tokens_per_block, lora_id,
-                               cache_salt, out, out_cap, num_out, err, err_len);
+                               cache_salt, out, capacity, total, err, err_len);
 }
 
 adpr_status adpr_nvml_init(char *err, size_t err_len) {

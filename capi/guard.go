@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"unsafe"
+
+	"github.com/adprouter/adprouter/internal/limits"
 )
 
 // errPoisoned refuses calls on a router whose state a recovered panic may
@@ -72,8 +74,9 @@ func guardRouter(name string, h C.adpr_router, ebuf *C.char, elen C.size_t, body
 	})
 }
 
-// writeError copies msg, truncated and NUL-terminated, into the caller's
-// buffer of n bytes (at most 1 MiB of it is used). A buffer the caller
+// writeError copies msg, NUL-terminated, into the caller's buffer of n
+// bytes: at most ADPR_MESSAGE_MAX bytes of it (a longer message is cut there
+// and ends in "..."), truncated to fit a smaller buffer. A buffer the caller
 // declared but does not own is ignored rather than allowed to fault: this
 // runs while a recovered panic is being reported, where a second panic would
 // reach the host.
@@ -82,7 +85,10 @@ func writeError(buf *C.char, n C.size_t, msg string) {
 		return
 	}
 	defer func() { _ = recover() }()
-	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(min(n, 1<<20)))
+	if len(msg) > limits.MessageMax-1 { // the header's promise: ADPR_MESSAGE_MAX holds any message
+		msg = msg[:limits.MessageMax-4] + "..."
+	}
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(min(n, limits.MessageMax)))
 	k := copy(dst[:len(dst)-1], msg)
 	dst[k] = 0
 }

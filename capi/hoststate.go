@@ -20,16 +20,13 @@ const maxPendingRanks = 1 << 20
 func adprgo_router_pending_warmup(h C.adpr_router, out *C.int32_t, capacity C.int64_t, total *C.int64_t,
 	ebuf *C.char, elen C.size_t) C.adpr_status {
 	return guardRouter("adpr_router_pending_warmup", h, ebuf, elen, func(e *entry) error {
-		switch {
-		case total == nil:
-			return argError("total is NULL")
-		case capacity < 0 || (capacity > 0 && out == nil):
-			return argError("ranks = %p with capacity = %d, want a non-NULL array when capacity > 0", out, int64(capacity))
+		buf := outBuffer{"ranks", unsafe.Pointer(out), capacity, "total", total}
+		if err := checkBuffers(buf); err != nil {
+			return err
 		}
 		pending := e.r.PendingWarmup()
-		*total = C.int64_t(len(pending))
-		if int64(capacity) < int64(len(pending)) {
-			return shortError("capacity = %d, the router has %d pending warmup ranks", int64(capacity), len(pending))
+		if err := settle([]outBuffer{buf}, int64(len(pending))); err != nil {
+			return err
 		}
 		if len(pending) > 0 {
 			dst := unsafe.Slice((*int32)(unsafe.Pointer(out)), len(pending))
@@ -62,23 +59,20 @@ func adprgo_router_set_pending_warmup(h C.adpr_router, ranks *C.int32_t, n C.int
 func adprgo_router_conversations(h C.adpr_router, out *C.adpr_binding, capacity C.int64_t,
 	ids *C.char, idsCapacity C.int64_t, total, totalBytes *C.int64_t, ebuf *C.char, elen C.size_t) C.adpr_status {
 	return guardRouter("adpr_router_conversations", h, ebuf, elen, func(e *entry) error {
-		switch {
-		case total == nil || totalBytes == nil:
-			return argError("total_bindings = %p, total_id_bytes = %p, want both non-NULL", total, totalBytes)
-		case capacity < 0 || (capacity > 0 && out == nil):
-			return argError("bindings = %p with bindings_capacity = %d, want a non-NULL array when the capacity > 0", out, int64(capacity))
-		case idsCapacity < 0 || (idsCapacity > 0 && ids == nil):
-			return argError("ids = %p with ids_capacity = %d, want a non-NULL buffer when the capacity > 0", ids, int64(idsCapacity))
+		bufs := []outBuffer{
+			{"bindings", unsafe.Pointer(out), capacity, "total_bindings", total},
+			{"ids", unsafe.Pointer(ids), idsCapacity, "total_id_bytes", totalBytes},
+		}
+		if err := checkBuffers(bufs...); err != nil {
+			return err
 		}
 		bindings := e.r.Conversations()
 		bytes := 0
 		for _, b := range bindings {
 			bytes += len(b.ConversationID)
 		}
-		*total, *totalBytes = C.int64_t(len(bindings)), C.int64_t(bytes)
-		if int64(capacity) < int64(len(bindings)) || int64(idsCapacity) < int64(bytes) {
-			return shortError("bindings_capacity = %d, ids_capacity = %d: the map holds %d bindings of %d id bytes",
-				int64(capacity), int64(idsCapacity), len(bindings), bytes)
+		if err := settle(bufs, int64(len(bindings)), int64(bytes)); err != nil {
+			return err
 		}
 		if len(bindings) == 0 {
 			return nil

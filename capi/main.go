@@ -22,6 +22,7 @@ import "C"
 import (
 	"unsafe"
 
+	"github.com/adprouter/adprouter/internal/limits"
 	"github.com/adprouter/adprouter/router"
 )
 
@@ -33,19 +34,19 @@ func adprgo_router_create(opts *C.adpr_option, nopts C.int32_t, out *C.adpr_rout
 		switch {
 		case out == nil:
 			return argError("out is NULL, want a pointer to an adpr_router")
-		case nopts < 0 || nopts > maxOptions || (nopts > 0 && opts == nil):
-			return argError("options = %p with num_options = %d, want a non-NULL array of 0..%d options", opts, int32(nopts), maxOptions)
+		case nopts < 0 || nopts > limits.MaxOptions || (nopts > 0 && opts == nil):
+			return argError("options = %p with num_options = %d, want a non-NULL array of 0..%d options", opts, int32(nopts), limits.MaxOptions)
 		}
 		kv := make([][2]string, 0, int(nopts))
 		for i, o := range unsafe.Slice(opts, int(nopts)) {
 			if o.key == nil || o.value == nil {
 				return argError("options[%d] has a NULL key or value", i)
 			}
-			k, err := boundedString(o.key, maxOptionBytes, "options[%d].key", i)
+			k, err := boundedString(o.key, limits.MaxOptionBytes, "options[%d].key", i)
 			if err != nil {
 				return err
 			}
-			v, err := boundedString(o.value, maxOptionBytes, "options[%d].value", i)
+			v, err := boundedString(o.value, limits.MaxOptionBytes, "options[%d].value", i)
 			if err != nil {
 				return err
 			}
@@ -64,14 +65,6 @@ func adprgo_router_create(opts *C.adpr_option, nopts C.int32_t, out *C.adpr_rout
 	})
 }
 
-// Bounds on adpr_router_create's arguments: far above any real
-// configuration, low enough that a corrupt count or an unterminated string
-// costs a clear error instead of the host's memory.
-const (
-	maxOptions     = 256
-	maxOptionBytes = 4096
-)
-
 // boundedString copies the NUL-terminated string p, reading at most max
 // bytes; a longer one is an argError naming what (a format with args). It
 // reads in Go, byte by byte, so that a wild pointer faults where guard can
@@ -86,10 +79,6 @@ func boundedString(p *C.char, max int, what string, args ...any) (string, error)
 	return "", argError(what+" is longer than %d bytes (or not NUL-terminated)", append(args, max)...)
 }
 
-// presetOptionsMax bounds every preset's text with its NUL (the header's
-// promise to callers sizing a buffer; TestPresetTextFits keeps it).
-const presetOptionsMax = C.ADPR_PRESET_OPTIONS_MAX
-
 // presetText is adpr_preset_options' text: one "key=value\n" line per
 // option preset sets for policy.
 func presetText(preset, policy string) ([]byte, error) {
@@ -97,27 +86,34 @@ func presetText(preset, policy string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return optionLines(kv), nil
+}
+
+// optionLines writes key/value pairs as "key=value\n" lines.
+func optionLines(kv [][2]string) []byte {
 	var text []byte
 	for _, o := range kv {
 		text = append(append(append(append(text, o[0]...), '='), o[1]...), '\n')
 	}
-	return text, nil
+	return text
 }
 
 //export adprgo_preset_options
-func adprgo_preset_options(name, policy *C.char, out *C.char, olen C.size_t, ebuf *C.char, elen C.size_t) C.adpr_status {
+func adprgo_preset_options(name, policy *C.char, out *C.char, capacity C.int64_t, total *C.int64_t,
+	ebuf *C.char, elen C.size_t) C.adpr_status {
 	return guard("adpr_preset_options", ebuf, elen, func() error {
-		switch {
-		case name == nil || policy == nil:
+		buf := textBuffer("out", out, capacity, total)
+		if name == nil || policy == nil {
 			return argError("preset or policy is NULL, want NUL-terminated strings")
-		case out == nil || olen == 0:
-			return argError("out is NULL or out_len is 0, want a buffer")
 		}
-		n, err := boundedString(name, maxOptionBytes, "preset")
+		if err := checkBuffers(buf); err != nil {
+			return err
+		}
+		n, err := boundedString(name, limits.MaxOptionBytes, "preset")
 		if err != nil {
 			return err
 		}
-		p, err := boundedString(policy, maxOptionBytes, "policy")
+		p, err := boundedString(policy, limits.MaxOptionBytes, "policy")
 		if err != nil {
 			return err
 		}
@@ -125,13 +121,33 @@ func adprgo_preset_options(name, policy *C.char, out *C.char, olen C.size_t, ebu
 		if err != nil {
 			return err
 		}
-		if uint64(len(text)) >= uint64(olen) {
-			return argError("out_len = %d, want at least %d bytes for preset %q", uint64(olen), len(text)+1, n)
+		return putText(buf, text)
+	})
+}
+
+// schemaJSON is adpr_option_schema's text, built once.
+var schemaJSON = router.OptionSchemaJSON()
+
+//export adprgo_option_schema
+func adprgo_option_schema(out *C.char, capacity C.int64_t, total *C.int64_t, ebuf *C.char, elen C.size_t) C.adpr_status {
+	return guard("adpr_option_schema", ebuf, elen, func() error {
+		buf := textBuffer("out", out, capacity, total)
+		if err := checkBuffers(buf); err != nil {
+			return err
 		}
-		dst := unsafe.Slice((*byte)(unsafe.Pointer(out)), len(text)+1)
-		copy(dst, text)
-		dst[len(text)] = 0
-		return nil
+		return putText(buf, schemaJSON)
+	})
+}
+
+//export adprgo_router_options
+func adprgo_router_options(h C.adpr_router, out *C.char, capacity C.int64_t, total *C.int64_t,
+	ebuf *C.char, elen C.size_t) C.adpr_status {
+	return guardRouter("adpr_router_options", h, ebuf, elen, func(e *entry) error {
+		buf := textBuffer("out", out, capacity, total)
+		if err := checkBuffers(buf); err != nil {
+			return err
+		}
+		return putText(buf, optionLines(router.EffectiveOptions(e.r.Config())))
 	})
 }
 

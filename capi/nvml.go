@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/adprouter/adprouter/internal/limits"
 	"github.com/adprouter/adprouter/kvsize"
 	"github.com/adprouter/adprouter/nvml"
 )
@@ -22,9 +23,9 @@ var monitors = monitorCache{limit: maxMonitors}
 // maxMonitors bounds the monitor cache: far above one process's GPUs.
 const maxMonitors = 64
 
-// maxDeviceBytes bounds a device selector's length: a UUID is 40 bytes, a
-// MIG UUID about 44.
-const maxDeviceBytes = 256
+// maxDeviceBytes bounds a device selector's length (ADPR_MAX_DEVICE_BYTES):
+// a UUID is 40 bytes, a MIG UUID about 44.
+const maxDeviceBytes = limits.MaxDeviceBytes
 
 // monitorCache maps (device, interval) to its Monitor, holding at most limit
 // entries: a full cache is emptied before the next entry is added (simple,

@@ -32,38 +32,34 @@ var exclusionCodes = [...]C.int32_t{
 }
 
 //export adprgo_router_receipts
-func adprgo_router_receipts(h C.adpr_router, out *C.adpr_receipt, maxOut C.int64_t,
-	cands *C.adpr_candidate, maxCands C.int64_t, nOut, nCands *C.int64_t,
+func adprgo_router_receipts(h C.adpr_router, out *C.adpr_receipt, outCap C.int64_t,
+	cands *C.adpr_candidate, candCap C.int64_t, nOut, nCands *C.int64_t,
 	ebuf *C.char, elen C.size_t) C.adpr_status {
 	return guardRouter("adpr_router_receipts", h, ebuf, elen, func(e *entry) error {
-		switch {
-		case !e.r.Config().Explain:
+		bufs := []outBuffer{
+			{"receipts", unsafe.Pointer(out), outCap, "total_receipts", nOut},
+			{"candidates", unsafe.Pointer(cands), candCap, "total_candidates", nCands},
+		}
+		if !e.r.Config().Explain {
 			return argError("the router was created without the option explain = true: it keeps no receipts")
-		case nOut == nil || nCands == nil:
-			return argError("num_receipts = %p, num_candidates = %p, want both non-NULL", nOut, nCands)
-		case maxOut < 0 || (maxOut > 0 && out == nil):
-			return argError("receipts = %p with max_receipts = %d, want a non-NULL array when max_receipts > 0", out, int64(maxOut))
-		case maxCands < 0 || (maxCands > 0 && cands == nil):
-			return argError("candidates = %p with max_candidates = %d, want a non-NULL array when max_candidates > 0", cands, int64(maxCands))
+		}
+		if err := checkBuffers(bufs...); err != nil {
+			return err
 		}
 		rcs := e.r.Receipts()
 		total := 0
 		for i := range rcs {
 			total += len(rcs[i].Candidates)
 		}
-		switch {
-		case maxOut > 0 && int64(maxOut) < int64(len(rcs)):
-			return argError("max_receipts = %d, the last decision has %d receipts (pass 0 capacities to ask)", int64(maxOut), len(rcs))
-		case maxCands > 0 && int64(maxCands) < int64(total):
-			return argError("max_candidates = %d, the last decision has %d candidates (pass 0 capacities to ask)", int64(maxCands), total)
+		if err := settle(bufs, int64(len(rcs)), int64(total)); err != nil {
+			return err
 		}
-		if maxOut > 0 {
+		if len(rcs) > 0 {
 			writeReceipts(unsafe.Slice(out, len(rcs)), rcs)
 		}
-		if maxCands > 0 {
+		if total > 0 {
 			writeCandidates(unsafe.Slice(cands, total), rcs)
 		}
-		*nOut, *nCands = C.int64_t(len(rcs)), C.int64_t(total)
 		return nil
 	})
 }
@@ -127,27 +123,20 @@ func cbool(b bool) C.int32_t {
 }
 
 //export adprgo_router_receipt_text
-func adprgo_router_receipt_text(h C.adpr_router, index C.int64_t, buf *C.char, n C.size_t, needed *C.size_t,
-	ebuf *C.char, elen C.size_t) C.adpr_status {
+func adprgo_router_receipt_text(h C.adpr_router, index C.int64_t, buf *C.char, capacity C.int64_t,
+	total *C.int64_t, ebuf *C.char, elen C.size_t) C.adpr_status {
 	return guardRouter("adpr_router_receipt_text", h, ebuf, elen, func(e *entry) error {
+		out := textBuffer("buf", buf, capacity, total)
 		rcs := e.r.Receipts()
 		switch {
 		case !e.r.Config().Explain:
 			return argError("the router was created without the option explain = true: it keeps no receipts")
 		case index < 0 || int64(index) >= int64(len(rcs)):
 			return argError("index = %d, want 0..%d (the last decision's receipts)", int64(index), len(rcs)-1)
-		case n > 0 && buf == nil:
-			return argError("buf is NULL with len = %d", uint64(n))
-		case needed == nil:
-			return argError("needed is NULL")
 		}
-		text := rcs[index].String()
-		*needed = C.size_t(len(text) + 1)
-		if n > 0 {
-			dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(min(n, C.size_t(len(text)+1))))
-			k := copy(dst[:len(dst)-1], text)
-			dst[k] = 0
+		if err := checkBuffers(out); err != nil {
+			return err
 		}
-		return nil
+		return putText(out, []byte(rcs[index].String()))
 	})
 }

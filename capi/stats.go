@@ -13,25 +13,29 @@ import (
 
 //export adprgo_router_stats
 func adprgo_router_stats(h C.adpr_router, out *C.adpr_stats, ranks *C.adpr_rank_stats, nranks C.int32_t,
-	groups *C.adpr_hot_group, maxGroups C.int32_t, ebuf *C.char, elen C.size_t) C.adpr_status {
+	groups *C.adpr_hot_group, capacity C.int64_t, total *C.int64_t, ebuf *C.char, elen C.size_t) C.adpr_status {
 	return guardRouter("adpr_router_stats", h, ebuf, elen, func(e *entry) error {
+		buf := outBuffer{"groups", unsafe.Pointer(groups), capacity, "total_groups", total}
 		switch size := e.r.Config().DPSize; {
 		case out == nil:
 			return argError("stats is NULL")
-		case maxGroups < 0 || (maxGroups > 0 && groups == nil):
-			return argError("groups = %p with max_groups = %d, want a non-NULL array when max_groups > 0", groups, int32(maxGroups))
 		case ranks != nil && int(nranks) != size:
 			return argError("num_ranks = %d, want dp_size = %d", int32(nranks), size)
 		}
-		e.stats(out, ranks, groups, maxGroups)
-		return nil
+		if err := checkBuffers(buf); err != nil {
+			return err
+		}
+		return e.stats(out, ranks, buf)
 	})
 }
 
-// stats copies the router's counters into the caller's structs.
-func (e *entry) stats(out *C.adpr_stats, ranks *C.adpr_rank_stats, groups *C.adpr_hot_group, maxGroups C.int32_t) {
+// stats copies the router's counters into the caller's structs, and the
+// hot groups under the buffer rule (stats and ranks are written either way).
+func (e *entry) stats(out *C.adpr_stats, ranks *C.adpr_rank_stats, groups outBuffer) error {
 	size := e.r.Config().DPSize
-	s := e.r.Summary(int(maxGroups)) // per-rank counters only when asked for, without allocating
+	// Per-rank counters only when asked for, and the groups only when they
+	// fit, without allocating.
+	s := e.r.Summary(int(groups.capacity))
 	*out = C.adpr_stats{
 		decisions:         C.uint64_t(s.Decisions),
 		unassigned:        C.uint64_t(s.Unassigned),
@@ -41,7 +45,6 @@ func (e *entry) stats(out *C.adpr_stats, ranks *C.adpr_rank_stats, groups *C.adp
 		conversations:     C.int64_t(s.Conversations),
 		index_entries:     C.int64_t(s.IndexEntries),
 		index_bytes:       C.int64_t(s.IndexBytes),
-		num_hot_groups:    C.int32_t(len(s.HotGroups)),
 	}
 	if ranks != nil {
 		dst := unsafe.Slice(ranks, size)
@@ -61,8 +64,11 @@ func (e *entry) stats(out *C.adpr_stats, ranks *C.adpr_rank_stats, groups *C.adp
 			}
 		}
 	}
+	if err := settle([]outBuffer{groups}, int64(s.HotGroupsTotal)); err != nil {
+		return err
+	}
 	if len(s.HotGroups) > 0 {
-		dst := unsafe.Slice(groups, int(maxGroups))
+		dst := unsafe.Slice((*C.adpr_hot_group)(groups.ptr), len(s.HotGroups))
 		for k, g := range s.HotGroups {
 			dst[k] = C.adpr_hot_group{
 				family:   C.uint64_t(g.Family),
@@ -73,13 +79,14 @@ func (e *entry) stats(out *C.adpr_stats, ranks *C.adpr_rank_stats, groups *C.adp
 			}
 		}
 	}
+	return nil
 }
 
 //export adprgo_block_hashes
 func adprgo_block_hashes(tokens *C.int32_t, n C.int64_t, tpb C.int32_t, lora, salt C.uint64_t,
-	out *C.uint64_t, outCap C.int64_t, nOut *C.int64_t, ebuf *C.char, elen C.size_t) C.adpr_status {
+	out *C.uint64_t, capacity C.int64_t, total *C.int64_t, ebuf *C.char, elen C.size_t) C.adpr_status {
 	return guard("adpr_block_hashes", ebuf, elen, func() error {
-		return blockHashes(tokens, n, tpb, lora, salt, out, outCap, nOut)
+		return blockHashes(tokens, n, tpb, lora, salt, outBuffer{"out", unsafe.Pointer(out), capacity, "total", total})
 	})
 }
 
@@ -87,34 +94,26 @@ func adprgo_block_hashes(tokens *C.int32_t, n C.int64_t, tpb C.int32_t, lora, sa
 // context window).
 const maxHashTokens = 1 << 31
 
-func blockHashes(tokens *C.int32_t, n C.int64_t, tpb C.int32_t, lora, salt C.uint64_t,
-	out *C.uint64_t, outCap C.int64_t, nOut *C.int64_t) (err error) {
+func blockHashes(tokens *C.int32_t, n C.int64_t, tpb C.int32_t, lora, salt C.uint64_t, out outBuffer) error {
 	switch {
 	case n < 0 || n > maxHashTokens || (n > 0 && tokens == nil):
-		err = argError("tokens = %p with num_tokens = %d, want a non-NULL buffer of 0..%d tokens", tokens, int64(n), maxHashTokens)
-	case tpb < 1 || tpb > 1<<16:
-		err = argError("tokens_per_block = %d, want 1..65536", int32(tpb))
-	case outCap < 0 || (outCap > 0 && out == nil):
-		err = argError("out = %p with out_cap = %d, want a non-NULL buffer when out_cap > 0", out, int64(outCap))
-	case nOut == nil:
-		err = argError("num_out is NULL")
+		return argError("tokens = %p with num_tokens = %d, want a non-NULL buffer of 0..%d tokens", tokens, int64(n), maxHashTokens)
+	case tpb < 1 || tpb > router.MaxTokensPerBlock:
+		return argError("tokens_per_block = %d, want 1..%d", int32(tpb), router.MaxTokensPerBlock)
 	}
-	if err != nil {
+	if err := checkBuffers(out); err != nil {
 		return err
 	}
-	var toks []int32
-	if n > 0 {
-		toks = unsafe.Slice((*int32)(unsafe.Pointer(tokens)), int(n))
-	}
 	blocks := int64(n) / int64(tpb)
-	*nOut = C.int64_t(blocks)
-	if outCap == 0 {
+	if err := settle([]outBuffer{out}, blocks); err != nil {
+		return err
+	}
+	if blocks == 0 {
 		return nil
 	}
-	dst := unsafe.Slice((*uint64)(unsafe.Pointer(out)), int(outCap))
-	// Hash only the blocks that fit; appending within dst's capacity writes
-	// straight into the caller's buffer.
-	k := min(blocks, int64(outCap)) * int64(tpb)
-	router.AppendBlockHashes(dst[:0:outCap], toks[:k], int(tpb), uint64(lora), uint64(salt))
+	toks := unsafe.Slice((*int32)(unsafe.Pointer(tokens)), int(n))
+	// Appending within dst's capacity writes straight into the caller's buffer.
+	dst := unsafe.Slice((*uint64)(out.ptr), int(blocks))
+	router.AppendBlockHashes(dst[:0:blocks], toks[:blocks*int64(tpb)], int(tpb), uint64(lora), uint64(salt))
 	return nil
 }

@@ -17,8 +17,10 @@
  *  - Every function that can fail returns an adpr_status; ADPR_OK is 0.
  *    adpr_strerror turns a status into static text. Functions that take
  *    (char *err, size_t err_len) also write a NUL-terminated message saying
- *    exactly what was wrong into that caller-owned buffer (truncated to fit;
- *    err may be NULL when err_len is 0). There is no global "last error".
+ *    exactly what was wrong into that caller-owned buffer (err may be NULL
+ *    when err_len is 0). A message, like adpr_size_kv's reason, is at most
+ *    ADPR_MESSAGE_MAX bytes with its NUL: a smaller buffer gets it
+ *    truncated. There is no global "last error".
  *  - A call that fails changes nothing: not the router, not the outputs
  *    beyond the error message (and the totals of ADPR_ERR_SHORT_BUFFER).
  *  - Memory: the library never keeps a pointer the caller passed after the
@@ -29,23 +31,28 @@
  *  - Thread safety: any function may be called from any thread. Calls on
  *    different routers run in parallel; calls on one router are serialised.
  *  - Units: token counts are tokens (not blocks, not bytes).
- *  - Buffers: a function that copies a variable number of items into caller
- *    memory (adpr_router_pending_warmup, adpr_router_conversations) takes
- *    each buffer's capacity (int64_t, in items) and always stores the total
- *    the result needs in its total argument. When every buffer holds its
- *    total it fills them and returns ADPR_OK; otherwise it writes none of
- *    them and returns ADPR_ERR_SHORT_BUFFER (NULL buffers with capacity 0 ask
- *    for the totals). Call again with buffers of the totals' size.
+ *  - Buffers: every function that copies a variable amount of data into
+ *    caller memory (adpr_preset_options, adpr_option_schema,
+ *    adpr_router_options, adpr_router_stats' hot groups,
+ *    adpr_router_receipts, adpr_router_receipt_text,
+ *    adpr_router_pending_warmup, adpr_router_conversations,
+ *    adpr_block_hashes) takes each buffer's capacity (int64_t, in items;
+ *    text in bytes) and always stores the total the result needs (text: its
+ *    bytes and the NUL) in that buffer's total argument. When every buffer
+ *    holds its total it fills them all and returns ADPR_OK; otherwise it
+ *    writes none of them and returns ADPR_ERR_SHORT_BUFFER. NULL buffers
+ *    with capacity 0 ask for the totals; call again with buffers of the
+ *    totals' size. Arrays whose length the inputs fix (adpr_route_result's,
+ *    one entry per request or per rank; adpr_router_stats' ranks, one per
+ *    rank) are documented with that length instead.
  *  - Internal errors (a bug) return ADPR_ERR_INTERNAL instead of aborting the
  *    host; the router concerned then refuses further routing (its state may be
  *    half-updated) and must be destroyed.
  *
  *  - Internal errors include faults on wild caller pointers that the library
  *    could detect (e.g. a near-NULL struct pointer): they are recovered too.
- *  - Bounds: at most 256 options of at most 4096 bytes each; dp_size and
- *    conversation ids as the router documents; at most 2^22 requests per
- *    batch; device selectors of at most 256 bytes. Beyond them a call fails
- *    with ADPR_ERR_INVALID_ARGUMENT or ADPR_ERR_CONFIG instead of taking the
+ *  - Bounds: the ADPR_MAX_* limits below; beyond them a call fails with
+ *    ADPR_ERR_INVALID_ARGUMENT or ADPR_ERR_CONFIG instead of taking the
  *    host's memory.
  * Host caveats (Go runtime): in a child after fork() without exec every
  * call returns ADPR_ERR_FORKED (the Go runtime would hang there; Python
@@ -63,15 +70,16 @@ extern "C" {
 #endif
 
 /* ABI version: bumped on any incompatible change of a struct or function
- * once released. 1 is the first stable ABI, the one of release 0.1.0 (the
- * layouts of development commits before it are not covered). */
-#define ADPR_ABI_VERSION 1
+ * once released, together with the library's soname (libadprouter.so.2 for
+ * ABI 2). 2 is the ABI of release 0.2.0: every output buffer follows the one
+ * rule under "Buffers" above. */
+#define ADPR_ABI_VERSION 2
 
 /* Release version, the project's one home for it: adpr_version returns it,
  * and the Python wheel, pkg-config file and CMake package are stamped with
  * it (build.sh and python/build_backend read it from this line). The Go
  * module's release tag is "v" followed by it. */
-#define ADPR_VERSION "0.1.0"
+#define ADPR_VERSION "0.2.0"
 
 /* Status codes. */
 typedef int32_t adpr_status;
@@ -99,6 +107,21 @@ typedef int32_t adpr_status;
  * buffers, the totals were (see "Buffers" under Conventions). */
 #define ADPR_ERR_SHORT_BUFFER 12
 
+/* Bounds on the library's inputs (beyond them a call fails with
+ * ADPR_ERR_INVALID_ARGUMENT or ADPR_ERR_CONFIG instead of taking the host's
+ * memory), and the size of a buffer that holds any message. */
+/* BEGIN limits (generated from the Go constants by go generate; do not edit) */
+#define ADPR_MAX_OPTIONS                256      /* options per adpr_router_create */
+#define ADPR_MAX_OPTION_BYTES           4096     /* bytes of one option key or value */
+#define ADPR_MAX_DP_SIZE                4096     /* ranks (option dp_size) */
+#define ADPR_MAX_REQUESTS               4194304  /* requests per adpr_route batch */
+#define ADPR_MAX_CONVERSATION_ID_BYTES  1024     /* bytes of a conversation id */
+#define ADPR_PREFIX_TOKENS              64       /* leading tokens the KV-aware policy groups by */
+#define ADPR_MAX_TOKENS_PER_BLOCK       65536    /* option tokens_per_block */
+#define ADPR_MAX_DEVICE_BYTES           256      /* bytes of an NVML device selector */
+#define ADPR_MESSAGE_MAX                512      /* bytes of the longest error message or reason, NUL included */
+/* END limits */
+
 /* A router handle. 0 is never a valid handle. */
 typedef uint64_t adpr_router;
 
@@ -110,83 +133,118 @@ typedef uint64_t adpr_router;
 /* One configuration option: key and value as NUL-terminated text.
  *
  * Keys (defaults in brackets; names equal TensorRT-LLM's and the Python
- * binding's keyword arguments):
- *   policy                 ["kv_cache_aware"] "default" | "kv_cache_aware" |
- *                          "conversation"
- *   dp_size                (required) number of attention-DP ranks,
- *                          1..4096
- *   load_balance_weight    [1.0] beta of the KV-aware score, finite, >= 0
- *   match_rate_threshold   [0.1] cache affinity only when best match /
- *                          prompt length is strictly greater; finite, >= 0
- *   fair_share_multiplier  [2.0] soft per-rank cap = multiplier x fair share;
- *                          >= 1 for kv_cache_aware, clamped to >= 1 for
- *                          conversation, unused by default (always 1)
- *   cold_start_warmup      [false] "true"/"false"/"1"/"0": send the first
- *                          untargeted requests to every rank once (the
- *                          same as warmup "once"; true with warmup "off"
- *                          or "demand" is an error)
- *   max_sessions           [65536] conversation -> rank LRU bound, >= 1
- *   new_conv_placement     ["round_robin"], "least_queued" (fewest
- *                          requests) or "least_tokens" (fewest prompt
- *                          tokens, then requests, then round robin)
- *   tokens_per_block       [32] KV block size in tokens (1..65536): block
- *                          hashes of the prefix index, index bounds
- *   prefix_source          ["probe"] kv_cache_aware match lengths: "probe"
- *                          (match_lens, the reference), "index" (the
- *                          router's own prefix index: no probe, no second
- *                          allgather; needs full prompt tokens), or
- *                          "probe+index" (the larger of the two)
- *   index_max_bytes        [335544320 = 320 MiB] bound on the prefix
- *                          index's memory, all ranks together, in bytes
- *                          (decimal, up to 2^37): beyond it the least
- *                          recently used (block, rank) entries of any rank
- *                          are evicted, so memory does not grow with dp_size
- *   index_capacity_blocks  [0] index bound per rank reporting no KV
- *                          capacity (0 = 65536 blocks); ranks reporting
- *                          kv_capacity_tokens are bounded by it
- *   warmup                 ["off"] "once" (= cold_start_warmup), "quiet"
- *                          ("once", only while no rank has an active
- *                          request) or "demand": keep each hot prompt
- *                          family on about
- *                          ceil(share x dp_size x warmup_factor) ranks,
- *                          replicating only while the engine is quiet (at
- *                          most one active or new request per rank)
- *   warmup_factor          [1.0] > 0
- *   warmup_window          [1024] routed requests demand warmup (and the
- *                          ttft score's replica target) counts over
- *   warmup_min_requests    [2] requests of a family in the window before it
- *                          is replicated (one-off prompts never are)
- *   capacity_aware         [false] avoid, for each balanced request, ranks
- *                          whose free_kv_tokens (minus what the batch already
- *                          placed there) cannot hold its uncached tokens,
- *                          when some rank can; else most headroom wins.
- *                          Explicit targets and warmup are honoured anyway.
- *   score                  ["reference"] kv_cache_aware: or "ttft", rank by
- *                          predicted time to first token (uncached prefill
- *                          queued on the rank + the request's uncached
- *                          tokens), in-flight prefixes counted as
- *                          engine_reuse allows, conversations kept on their
- *                          rank up to the hard cap (leaving it counts the
- *                          recomputed context twice), a family's rank kept
- *                          past the soft cap while the family has the
- *                          replicas its traffic share wants, predictions
- *                          within a block tied; needs prefix_source
- *                          "index" or "probe+index" (docs/ROUTING.md)
- *   engine_reuse           ["after_iteration"] (TensorRT-LLM: a block is
- *                          reusable once the iteration computing it ended) or
- *                          "on_schedule" (vLLM: as soon as it is scheduled);
- *                          read by score "ttft"
- *   ttft_drain_tokens      [8192] prefill tokens a rank computes per iteration
- *                          (max_num_tokens), 1..2^30; read by score "ttft"
- *   preset                 ["reference"] a bundle of the options above:
- *                          "recommended" (kv_cache_aware: prefix_source
- *                          "probe+index", score "ttft", warmup "quiet"),
- *                          "index", "full"; see adpr_preset_options. Applied
- *                          first: explicit options override it, in any order.
- *   explain                [false] record a receipt per request of every
- *                          decision (adpr_router_receipts): why it went
- *                          where it did. Decisions are identical either way
- *                          and the state digest ignores it.
+ * binding's keyword arguments; docs/configuration.md has the same table and
+ * adpr_option_schema hands it out as JSON):
+ * BEGIN options (generated from router/schema.go by go generate; do not edit)
+ *   policy                ["kv_cache_aware"] "default" | "kv_cache_aware" |
+ *                         "conversation". The routing policy: TensorRT-LLM's
+ *                         DefaultADPRouter (balance token load),
+ *                         KVCacheAwareADPRouter (cached prefix and load) or
+ *                         the conversation-affinity router (every turn of a
+ *                         conversation on one rank).
+ *   dp_size               (required) 1..4096 ranks. Number of attention-DP
+ *                         ranks (required).
+ *   load_balance_weight   [1.0] >= 0, finite. Beta of the KV-aware score: how
+ *                         many tokens of prefill one token of relative load
+ *                         is worth. Read by kv_cache_aware.
+ *   match_rate_threshold  [0.1] >= 0, finite. Cache affinity counts for a
+ *                         request only when its best match divided by its
+ *                         length is strictly greater. Read by kv_cache_aware.
+ *   fair_share_multiplier [2.0] >= 1 for kv_cache_aware, finite. Soft
+ *                         per-rank cap = multiplier x fair share of the batch
+ *                         (the default policy always uses 1); the
+ *                         conversation policy clamps it to >= 1. Read by
+ *                         kv_cache_aware, conversation.
+ *   cold_start_warmup     [false] "true" | "false" (or "True"/"False",
+ *                         "1"/"0"). Send the first untargeted requests to
+ *                         every rank once, smallest rank first (warmup
+ *                         "once"); true with warmup "off", "quiet" or
+ *                         "demand" is an error. Read by kv_cache_aware.
+ *   max_sessions          [65536] >= 1 conversations. Bound of the
+ *                         conversation -> rank map, least recently used
+ *                         evicted first (the conversation policy, and the
+ *                         kv_cache_aware score "ttft"). Read by
+ *                         kv_cache_aware, conversation.
+ *   new_conv_placement    ["round_robin"] "round_robin" | "least_queued" |
+ *                         "least_tokens". Where a new conversation goes:
+ *                         round robin, the rank with the fewest requests, or
+ *                         the rank with the fewest prompt tokens (then
+ *                         requests, then round robin). Read by conversation.
+ *   capacity_aware        [false] "true" | "false" (or "True"/"False",
+ *                         "1"/"0"). Avoid, for each balanced request, ranks
+ *                         whose free_kv_tokens (minus what the batch already
+ *                         placed there) cannot hold its uncached tokens, when
+ *                         some rank can; else the most headroom wins.
+ *                         Explicit targets and warmup are honoured anyway.
+ *   tokens_per_block      [32] 1..65536 tokens. KV block size: the prefix
+ *                         index hashes prompts in blocks of this many tokens
+ *                         and turns KV capacity into index bounds. Read by
+ *                         kv_cache_aware.
+ *   prefix_source         ["probe"] "probe" | "index" | "probe+index". Where
+ *                         the KV-aware match lengths come from: "probe" (the
+ *                         caller's match_lens, the reference), "index" (the
+ *                         router's own prefix index: no probe, no second
+ *                         allgather; needs whole prompts) or "probe+index"
+ *                         (the larger of the two). Read by kv_cache_aware.
+ *   index_capacity_blocks [0] 0..1073741824 blocks. Prefix-index bound of a
+ *                         rank that reports no KV capacity (0: 65536 blocks);
+ *                         ranks reporting kv_capacity_tokens are bounded by
+ *                         it. Read by kv_cache_aware.
+ *   index_max_bytes       [335544320] 80..137438953472 bytes. Memory bound of
+ *                         the prefix index, all ranks together: beyond it the
+ *                         least recently used (block, rank) entries of any
+ *                         rank are evicted, so memory does not grow with
+ *                         dp_size. Read by kv_cache_aware.
+ *   warmup                ["off"] "off" | "once" | "quiet" | "demand". "once"
+ *                         (= cold_start_warmup), "quiet" ("once", only while
+ *                         no rank has an active request) or "demand" (keep
+ *                         each hot prompt family on about ceil(share x
+ *                         dp_size x warmup_factor) ranks, replicating only
+ *                         while the engine is quiet). Read by kv_cache_aware.
+ *   warmup_factor         [1.0] > 0, finite. Scales demand warmup's replica
+ *                         target (and the ttft score's). Read by
+ *                         kv_cache_aware.
+ *   warmup_window         [1024] 1..1048576 requests. Routed requests that
+ *                         demand warmup (and the ttft score's replica target)
+ *                         count prompt families over. Read by kv_cache_aware.
+ *   warmup_min_requests   [2] >= 1 requests. Requests of a family the window
+ *                         must hold before demand warmup replicates it
+ *                         (one-off prompts never are). Read by
+ *                         kv_cache_aware.
+ *   score                 ["reference"] "reference" | "ttft". How the
+ *                         KV-aware policy ranks ranks: "reference"
+ *                         (TensorRT-LLM's score) or "ttft" (predicted time to
+ *                         first token: uncached prefill queued on the rank
+ *                         plus the request's uncached tokens, in-flight
+ *                         prefixes counted as engine_reuse allows); "ttft"
+ *                         needs prefix_source "index" or "probe+index"
+ *                         (docs/ROUTING.md). Read by kv_cache_aware.
+ *   engine_reuse          ["after_iteration"] "after_iteration" |
+ *                         "on_schedule". When a block being computed becomes
+ *                         reusable: "after_iteration" (TensorRT-LLM) or
+ *                         "on_schedule" (vLLM); read by score "ttft". Read by
+ *                         kv_cache_aware.
+ *   ttft_drain_tokens     [8192] 1..1073741824 tokens. Prefill tokens a rank
+ *                         computes per iteration (the engine's
+ *                         max_num_tokens); read by score "ttft". Read by
+ *                         kv_cache_aware.
+ *   preset                ["reference"] "full" | "index" | "recommended" |
+ *                         "reference". A bundle of the options above
+ *                         (docs/configuration.md lists each preset's
+ *                         options), applied first: explicit options override
+ *                         it, in any order. Presets: "full": kv_cache_aware:
+ *                         prefix_source=index, warmup=demand,
+ *                         capacity_aware=true; default: capacity_aware=true;
+ *                         conversation: capacity_aware=true; "index":
+ *                         kv_cache_aware: prefix_source=index; "recommended":
+ *                         kv_cache_aware: prefix_source=probe+index,
+ *                         score=ttft, warmup=quiet; "reference": nothing.
+ *   explain               [false] "true" | "false" (or "True"/"False",
+ *                         "1"/"0"). Record a receipt per request of every
+ *                         decision: why it went where it did. Decisions are
+ *                         identical either way and the state digest ignores
+ *                         it.
+ * END options
  * Numbers are decimal text; floats are parsed exactly (repr() of a Python
  * float round-trips). An unknown key or a repeated key is an error. */
 typedef struct adpr_option {
@@ -315,8 +373,6 @@ typedef struct adpr_stats {
     int64_t index_entries;      /* (block, rank) pairs in the prefix index */
     int64_t index_bytes;        /* memory the index holds (its arrays'
                                    capacity), in bytes; <= index_max_bytes */
-    int32_t num_hot_groups;     /* out: entries written to groups */
-    int32_t reserved;
 } adpr_stats;
 
 /* adpr_receipt.reason: why a request went where it did. */
@@ -473,16 +529,31 @@ const char *adpr_strerror(adpr_status status);
 adpr_status adpr_router_create(const adpr_option *options, int32_t num_options,
                                adpr_router *out, char *err, size_t err_len);
 
-/* Writes into out (out_len bytes, NUL-terminated) the options that preset
- * (the option "preset": "reference", "recommended", "index" or "full") sets
- * for policy, one "key=value\n" line each, in the order adpr_router_create
- * applies them; "" for none. adpr_router_create applies them itself; this
- * is for hosts that need to know (e.g. whether to probe match lengths).
- * Every preset's text fits in ADPR_PRESET_OPTIONS_MAX bytes.
- * ADPR_ERR_CONFIG names an unknown preset or policy; ADPR_ERR_INVALID_ARGUMENT
- * a NULL string or an out buffer too small (the message says how large). */
-#define ADPR_PRESET_OPTIONS_MAX 1024
-adpr_status adpr_preset_options(const char *preset, const char *policy, char *out, size_t out_len,
+/* Copies into out the options that preset (the option "preset":
+ * "reference", "recommended", "index" or "full") sets for policy, one
+ * "key=value\n" line each, in the order adpr_router_create applies them, as
+ * NUL-terminated text ("" for none); *total receives its size with the NUL
+ * ("Buffers" under Conventions). adpr_router_create applies them itself;
+ * this is for hosts that need to know (e.g. whether to probe match
+ * lengths). ADPR_ERR_CONFIG names an unknown preset or policy. */
+adpr_status adpr_preset_options(const char *preset, const char *policy, char *out, int64_t capacity,
+                                int64_t *total, char *err, size_t err_len);
+
+/* Copies into out the option schema as NUL-terminated JSON: {"options":
+ * [{"name", "kind" ("enum", "int", "int64", "float" or "bool"), "values"
+ * (enums), "default" ("" when required), "range", "unit", "policies" (the
+ * policies that read it; absent for all), "doc"}, ...], "bool_true",
+ * "bool_false" (the texts a boolean option accepts), "presets": {preset:
+ * {policy: [[key, value], ...]}}}; *total receives its size with the NUL
+ * ("Buffers" under Conventions). The same table as the option list above. */
+adpr_status adpr_option_schema(char *out, int64_t capacity, int64_t *total, char *err, size_t err_len);
+
+/* Copies into out the router's effective configuration: every option of
+ * the schema as a "key=value\n" line, presets expanded and unset options as
+ * the values they mean, as NUL-terminated text; *total receives its size
+ * with the NUL ("Buffers" under Conventions). Creating a router from these
+ * options gives the same configuration. */
+adpr_status adpr_router_options(adpr_router router, char *out, int64_t capacity, int64_t *total,
                                 char *err, size_t err_len);
 
 /* Destroys a router. A second destroy returns ADPR_ERR_INVALID_HANDLE. */
@@ -512,41 +583,40 @@ adpr_status adpr_router_state_digest(adpr_router router, uint64_t *out);
  * prefix index or demand warmup hashes it). */
 adpr_status adpr_router_tokens_read(adpr_router router, int32_t *out);
 
-/* Copies the router's counters: *stats, ranks[0..num_ranks) (num_ranks must
- * equal dp_size when ranks is not NULL), and up to max_groups hot prompt
- * families into groups (most requested first; stats->num_hot_groups says
- * how many). Cheap enough to call every iteration; export them as metrics. */
+/* Copies the router's counters: *stats, ranks[0..num_ranks) when ranks is
+ * not NULL (num_ranks must then equal dp_size), and the hot prompt families
+ * into groups, most requested first; *total_groups receives how many there
+ * are ("Buffers" under Conventions: when groups_capacity is short, stats
+ * and ranks are still written and ADPR_ERR_SHORT_BUFFER is returned; pass
+ * NULL groups with capacity 0 to skip them). Cheap enough to call every
+ * iteration; export them as metrics (docs/operations.md). */
 adpr_status adpr_router_stats(adpr_router router, adpr_stats *stats,
                               adpr_rank_stats *ranks, int32_t num_ranks,
-                              adpr_hot_group *groups, int32_t max_groups,
-                              char *err, size_t err_len);
+                              adpr_hot_group *groups, int64_t groups_capacity,
+                              int64_t *total_groups, char *err, size_t err_len);
 
 /* Copies the receipts of the router's last successful adpr_route (router
  * option explain = true): one per request, in request order, and the
- * candidates they point into. *num_receipts and *num_candidates receive how
- * many there are (0 before the first decision). Each buffer is written when
- * its capacity is not 0, and must then hold them all; pass 0 capacities (and
- * NULL buffers) to ask for the sizes first. A failed adpr_route keeps the
- * previous receipts. ADPR_ERR_INVALID_ARGUMENT: explain is off, a buffer is
- * too small or NULL with a capacity, or a count pointer is NULL; the counts
- * are then left untouched (ask again with 0 capacities). With explain
- * on the router keeps the last decision's receipts: one candidate per rank
- * for each scored or least-loaded request, about 14 times the memory of the
- * batch's match_lens, reused by the next decision. */
-adpr_status adpr_router_receipts(adpr_router router, adpr_receipt *receipts, int64_t max_receipts,
-                                 adpr_candidate *candidates, int64_t max_candidates,
-                                 int64_t *num_receipts, int64_t *num_candidates,
+ * candidates they point into; *total_receipts and *total_candidates receive
+ * how many there are, 0 before the first decision ("Buffers" under
+ * Conventions). A failed adpr_route keeps the previous receipts.
+ * ADPR_ERR_INVALID_ARGUMENT: explain is off. With explain on the router keeps
+ * the last decision's receipts: one candidate per rank for each scored or
+ * least-loaded request, about 14 times the memory of the batch's match_lens,
+ * reused by the next decision. */
+adpr_status adpr_router_receipts(adpr_router router, adpr_receipt *receipts, int64_t receipts_capacity,
+                                 adpr_candidate *candidates, int64_t candidates_capacity,
+                                 int64_t *total_receipts, int64_t *total_candidates,
                                  char *err, size_t err_len);
 
-/* Writes the text explaining receipt index (0..num_receipts-1) of the last
- * decision into buf: "request ID (N tokens) -> rank R: reason; ..." and, for
- * scored and least-loaded placements, one line per rank and the tie.
- * NUL-terminated, truncated to len bytes; *needed receives the full size
- * with the NUL. buf may be NULL with len 0 to ask for the size.
- * ADPR_ERR_INVALID_ARGUMENT: explain is off, index is not a receipt of the
- * last decision, needed is NULL, or buf is NULL with len > 0. */
-adpr_status adpr_router_receipt_text(adpr_router router, int64_t index, char *buf, size_t len,
-                                     size_t *needed, char *err, size_t err_len);
+/* Copies into buf the text explaining receipt index (0..total_receipts-1)
+ * of the last decision: "request ID (N tokens) -> rank R: reason; ..." and,
+ * for scored and least-loaded placements, one line per rank and the tie; as
+ * NUL-terminated text, *total receiving its size with the NUL ("Buffers"
+ * under Conventions). ADPR_ERR_INVALID_ARGUMENT: explain is off, or index is
+ * not a receipt of the last decision. */
+adpr_status adpr_router_receipt_text(adpr_router router, int64_t index, char *buf, int64_t capacity,
+                                     int64_t *total, char *err, size_t err_len);
 
 /* Copies the kv_cache_aware cold-start warmup's pending ranks (those it
  * has not sent a request to yet; the smallest goes first), ascending, into
@@ -589,12 +659,12 @@ adpr_status adpr_router_conversations(adpr_router router, adpr_binding *bindings
  * tokens[0..num_tokens): one per full block of tokens_per_block tokens,
  * chained from a root scoped by lora_id and cache_salt; a partial last block
  * is not hashed. Pass a prompt without its last token to get the keys the
- * router uses for it. Writes min(blocks, out_cap) hashes to out and the
- * number of full blocks to *num_out. */
+ * router uses for it. *total receives the number of full blocks ("Buffers"
+ * under Conventions). */
 adpr_status adpr_block_hashes(const int32_t *tokens, int64_t num_tokens,
                               int32_t tokens_per_block, uint64_t lora_id,
-                              uint64_t cache_salt, uint64_t *out, int64_t out_cap,
-                              int64_t *num_out, char *err, size_t err_len);
+                              uint64_t cache_salt, uint64_t *out, int64_t capacity,
+                              int64_t *total, char *err, size_t err_len);
 
 /* --- GPU memory and KV budgets (NVML) -------------------------------------
  *

@@ -89,10 +89,10 @@ private:
 
 namespace detail {
 
-// The message buffer of one call; 512 bytes hold every message the library
-// writes (longer ones are truncated, never overrun).
+// The message buffer of one call: ADPR_MESSAGE_MAX bytes hold every message
+// the library writes.
 struct errbuf {
-    char text[512];
+    char text[ADPR_MESSAGE_MAX];
     errbuf() noexcept { text[0] = 0; }
 };
 
@@ -122,9 +122,36 @@ inline bool fits_i32(std::size_t n) noexcept {
     return n <= static_cast<std::size_t>(std::numeric_limits<int32_t>::max());
 }
 
+// The buffer rule of adprouter.h ("Buffers" under Conventions): call(data,
+// capacity, &total) with the buffer as it is; on ADPR_ERR_SHORT_BUFFER size
+// it to the total and call again. Returns the total.
+template <class V, class Call>
+inline int64_t fill(V &buf, Call call) {
+    errbuf err;
+    for (;;) {
+        int64_t total = 0;
+        adpr_status s = call(buf.empty() ? nullptr : buf.data(), static_cast<int64_t>(buf.size()), &total, err);
+        if (s == ADPR_ERR_SHORT_BUFFER && total >= 0) {
+            buf.resize(static_cast<std::size_t>(total));
+            continue;
+        }
+        check(s, err);
+        buf.resize(static_cast<std::size_t>(total));
+        return total;
+    }
+}
+
+// fill for NUL-terminated text: the text without its NUL.
+template <class Call>
+inline std::string text(Call call) {
+    std::vector<char> buf;
+    int64_t n = fill(buf, call);
+    return n > 0 ? std::string(buf.data(), static_cast<std::size_t>(n - 1)) : std::string();
+}
+
 }  // namespace detail
 
-// The library's version ("0.1.0") and ABI version.
+// The library's version ("0.2.0") and ABI version.
 inline const char *version() noexcept { return adpr_version(); }
 inline uint32_t abi_version() noexcept { return adpr_abi_version(); }
 
@@ -138,40 +165,153 @@ inline void check_abi() {
                          .c_str());
 }
 
+// BEGIN options (generated from router/schema.go by go generate; do not edit)
 enum class policy { default_policy, kv_cache_aware, conversation };
-enum class prefix_source { probe, index, probe_and_index };
-enum class warmup { off, once, demand, quiet };
-enum class score { reference, ttft };
-enum class engine_reuse { after_iteration, on_schedule };
-enum class preset { reference, recommended, index, full };
+inline const char *to_text(policy v) noexcept {
+    switch (v) {
+    case policy::default_policy: return "default";
+    case policy::kv_cache_aware: return "kv_cache_aware";
+    case policy::conversation: return "conversation";
+    }
+    return "";
+}
 enum class placement { round_robin, least_queued, least_tokens };
+inline const char *to_text(placement v) noexcept {
+    switch (v) {
+    case placement::round_robin: return "round_robin";
+    case placement::least_queued: return "least_queued";
+    case placement::least_tokens: return "least_tokens";
+    }
+    return "";
+}
+enum class prefix_source { probe, index, probe_and_index };
+inline const char *to_text(prefix_source v) noexcept {
+    switch (v) {
+    case prefix_source::probe: return "probe";
+    case prefix_source::index: return "index";
+    case prefix_source::probe_and_index: return "probe+index";
+    }
+    return "";
+}
+enum class warmup { off, once, quiet, demand };
+inline const char *to_text(warmup v) noexcept {
+    switch (v) {
+    case warmup::off: return "off";
+    case warmup::once: return "once";
+    case warmup::quiet: return "quiet";
+    case warmup::demand: return "demand";
+    }
+    return "";
+}
+enum class score { reference, ttft };
+inline const char *to_text(score v) noexcept {
+    switch (v) {
+    case score::reference: return "reference";
+    case score::ttft: return "ttft";
+    }
+    return "";
+}
+enum class engine_reuse { after_iteration, on_schedule };
+inline const char *to_text(engine_reuse v) noexcept {
+    switch (v) {
+    case engine_reuse::after_iteration: return "after_iteration";
+    case engine_reuse::on_schedule: return "on_schedule";
+    }
+    return "";
+}
+enum class preset { full, index, recommended, reference };
+inline const char *to_text(preset v) noexcept {
+    switch (v) {
+    case preset::full: return "full";
+    case preset::index: return "index";
+    case preset::recommended: return "recommended";
+    case preset::reference: return "reference";
+    }
+    return "";
+}
 
-// Router options. dp_size is required; every optional left empty keeps the
-// library's default (adprouter.h lists them).
+// Router options: one field per option of the library (adprouter.h lists
+// them with their defaults and ranges). dp_size is required; every optional
+// left empty is not passed, so the library's default applies.
 struct options {
-    int32_t dp_size = 0;
+    // The routing policy: TensorRT-LLM's DefaultADPRouter (balance token
+    // load), KVCacheAwareADPRouter (cached prefix and load) or the
+    // conversation-affinity router (every turn of a conversation on one
+    // rank).
     std::optional<adprouter::policy> policy;
+    // Number of attention-DP ranks (required).
+    int32_t dp_size = 0;
+    // Beta of the KV-aware score: how many tokens of prefill one token of
+    // relative load is worth.
     std::optional<double> load_balance_weight;
+    // Cache affinity counts for a request only when its best match divided
+    // by its length is strictly greater.
     std::optional<double> match_rate_threshold;
+    // Soft per-rank cap = multiplier x fair share of the batch (the default
+    // policy always uses 1); the conversation policy clamps it to >= 1.
     std::optional<double> fair_share_multiplier;
-    std::optional<int64_t> max_sessions;
-    std::optional<placement> new_conv_placement;
-    std::optional<int32_t> tokens_per_block;
-    std::optional<adprouter::prefix_source> prefix_source;
-    std::optional<int64_t> index_capacity_blocks;
-    std::optional<int64_t> index_max_bytes;
-    std::optional<adprouter::warmup> warmup;
-    std::optional<double> warmup_factor;
-    std::optional<int64_t> warmup_window;
-    std::optional<int64_t> warmup_min_requests;
+    // Send the first untargeted requests to every rank once, smallest rank
+    // first (warmup "once"); true with warmup "off", "quiet" or "demand" is
+    // an error.
+    std::optional<bool> cold_start_warmup;
+    // Bound of the conversation -> rank map, least recently used evicted
+    // first (the conversation policy, and the kv_cache_aware score "ttft").
+    std::optional<int32_t> max_sessions;
+    // Where a new conversation goes: round robin, the rank with the fewest
+    // requests, or the rank with the fewest prompt tokens (then requests,
+    // then round robin).
+    std::optional<adprouter::placement> new_conv_placement;
+    // Avoid, for each balanced request, ranks whose free_kv_tokens (minus
+    // what the batch already placed there) cannot hold its uncached tokens,
+    // when some rank can; else the most headroom wins.
     std::optional<bool> capacity_aware;
+    // KV block size: the prefix index hashes prompts in blocks of this many
+    // tokens and turns KV capacity into index bounds.
+    std::optional<int32_t> tokens_per_block;
+    // Where the KV-aware match lengths come from: "probe" (the caller's
+    // match_lens, the reference), "index" (the router's own prefix index: no
+    // probe, no second allgather; needs whole prompts) or "probe+index" (the
+    // larger of the two).
+    std::optional<adprouter::prefix_source> prefix_source;
+    // Prefix-index bound of a rank that reports no KV capacity (0: 65536
+    // blocks); ranks reporting kv_capacity_tokens are bounded by it.
+    std::optional<int32_t> index_capacity_blocks;
+    // Memory bound of the prefix index, all ranks together: beyond it the
+    // least recently used (block, rank) entries of any rank are evicted, so
+    // memory does not grow with dp_size.
+    std::optional<int64_t> index_max_bytes;
+    // "once" (= cold_start_warmup), "quiet" ("once", only while no rank has
+    // an active request) or "demand" (keep each hot prompt family on about
+    // ceil(share x dp_size x warmup_factor) ranks, replicating only while
+    // the engine is quiet).
+    std::optional<adprouter::warmup> warmup;
+    // Scales demand warmup's replica target (and the ttft score's).
+    std::optional<double> warmup_factor;
+    // Routed requests that demand warmup (and the ttft score's replica
+    // target) count prompt families over.
+    std::optional<int32_t> warmup_window;
+    // Requests of a family the window must hold before demand warmup
+    // replicates it (one-off prompts never are).
+    std::optional<int32_t> warmup_min_requests;
+    // How the KV-aware policy ranks ranks: "reference" (TensorRT-LLM's
+    // score) or "ttft" (predicted time to first token: uncached prefill
+    // queued on the rank plus the request's uncached tokens, in-flight
+    // prefixes counted as engine_reuse allows); "ttft" needs prefix_source
+    // "index" or "probe+index" (docs/ROUTING.md).
     std::optional<adprouter::score> score;
+    // When a block being computed becomes reusable: "after_iteration"
+    // (TensorRT-LLM) or "on_schedule" (vLLM); read by score "ttft".
     std::optional<adprouter::engine_reuse> engine_reuse;
+    // Prefill tokens a rank computes per iteration (the engine's
+    // max_num_tokens); read by score "ttft".
     std::optional<int32_t> ttft_drain_tokens;
-    std::optional<bool> explain;  // keep receipts: router::receipts()
-    // A bundle of the options above, applied first by the library: the
-    // fields set here override it.
+    // A bundle of the options above (docs/configuration.md lists each
+    // preset's options), applied first: explicit options override it, in any
+    // order.
     std::optional<adprouter::preset> preset;
+    // Record a receipt per request of every decision: why it went where it
+    // did.
+    std::optional<bool> explain;
 
     // The options as adpr_option key/value text. Numbers are written in the
     // shortest form that parses back to the same value (std::to_chars), so a
@@ -179,46 +319,27 @@ struct options {
     std::vector<std::pair<std::string, std::string>> to_text() const {
         std::vector<std::pair<std::string, std::string>> kv;
         kv.emplace_back("dp_size", num(dp_size));
-        if (policy)
-            kv.emplace_back("policy", *policy == policy::default_policy ? "default"
-                                      : *policy == policy::kv_cache_aware ? "kv_cache_aware"
-                                                                          : "conversation");
+        if (policy) kv.emplace_back("policy", adprouter::to_text(*policy));
         if (load_balance_weight) kv.emplace_back("load_balance_weight", num(*load_balance_weight));
         if (match_rate_threshold) kv.emplace_back("match_rate_threshold", num(*match_rate_threshold));
         if (fair_share_multiplier) kv.emplace_back("fair_share_multiplier", num(*fair_share_multiplier));
+        if (cold_start_warmup) kv.emplace_back("cold_start_warmup", *cold_start_warmup ? "true" : "false");
         if (max_sessions) kv.emplace_back("max_sessions", num(*max_sessions));
-        if (new_conv_placement)
-            kv.emplace_back("new_conv_placement",
-                            *new_conv_placement == placement::round_robin    ? "round_robin"
-                            : *new_conv_placement == placement::least_queued ? "least_queued"
-                                                                             : "least_tokens");
+        if (new_conv_placement) kv.emplace_back("new_conv_placement", adprouter::to_text(*new_conv_placement));
+        if (capacity_aware) kv.emplace_back("capacity_aware", *capacity_aware ? "true" : "false");
         if (tokens_per_block) kv.emplace_back("tokens_per_block", num(*tokens_per_block));
-        if (prefix_source)
-            kv.emplace_back("prefix_source", *prefix_source == prefix_source::probe   ? "probe"
-                                             : *prefix_source == prefix_source::index ? "index"
-                                                                                      : "probe+index");
+        if (prefix_source) kv.emplace_back("prefix_source", adprouter::to_text(*prefix_source));
         if (index_capacity_blocks) kv.emplace_back("index_capacity_blocks", num(*index_capacity_blocks));
         if (index_max_bytes) kv.emplace_back("index_max_bytes", num(*index_max_bytes));
-        if (warmup)
-            kv.emplace_back("warmup", *warmup == warmup::off      ? "off"
-                                      : *warmup == warmup::once   ? "once"
-                                      : *warmup == warmup::demand ? "demand"
-                                                                  : "quiet");
+        if (warmup) kv.emplace_back("warmup", adprouter::to_text(*warmup));
         if (warmup_factor) kv.emplace_back("warmup_factor", num(*warmup_factor));
         if (warmup_window) kv.emplace_back("warmup_window", num(*warmup_window));
         if (warmup_min_requests) kv.emplace_back("warmup_min_requests", num(*warmup_min_requests));
-        if (capacity_aware) kv.emplace_back("capacity_aware", *capacity_aware ? "true" : "false");
-        if (score) kv.emplace_back("score", *score == score::reference ? "reference" : "ttft");
-        if (engine_reuse)
-            kv.emplace_back("engine_reuse",
-                            *engine_reuse == engine_reuse::after_iteration ? "after_iteration" : "on_schedule");
+        if (score) kv.emplace_back("score", adprouter::to_text(*score));
+        if (engine_reuse) kv.emplace_back("engine_reuse", adprouter::to_text(*engine_reuse));
         if (ttft_drain_tokens) kv.emplace_back("ttft_drain_tokens", num(*ttft_drain_tokens));
+        if (preset) kv.emplace_back("preset", adprouter::to_text(*preset));
         if (explain) kv.emplace_back("explain", *explain ? "true" : "false");
-        if (preset)
-            kv.emplace_back("preset", *preset == preset::reference     ? "reference"
-                                      : *preset == preset::recommended ? "recommended"
-                                      : *preset == preset::index       ? "index"
-                                                                       : "full");
         return kv;
     }
 
@@ -230,6 +351,7 @@ private:
         return std::string(buf, r.ptr);
     }
 };
+// END options
 
 // One decision's inputs: views of the caller's buffers (adprouter.h's
 // adpr_batch). match_lens is empty (nothing cached) or requests x states,
@@ -342,42 +464,64 @@ public:
         return d;
     }
 
-    // adpr_router_stats: router-wide counters, and per-rank counters and hot
-    // prompt families into ranks (empty or one per rank) and groups.
-    adpr_stats stats(span<adpr_rank_stats> ranks = {}, span<adpr_hot_group> groups = {}) const {
-        detail::require(detail::fits_i32(ranks.size()) && detail::fits_i32(groups.size()),
-                        "adprouter::router::stats: spans too large");
+    // adpr_router_stats: router-wide counters, and per-rank counters into
+    // ranks (empty, or one per rank).
+    adpr_stats stats(span<adpr_rank_stats> ranks = {}) const {
+        detail::require(detail::fits_i32(ranks.size()), "adprouter::router::stats: span too large");
         adpr_stats s{};
         detail::errbuf err;
+        int64_t groups = 0;
         detail::check(adpr_router_stats(handle_, &s, detail::ptr(ranks), static_cast<int32_t>(ranks.size()),
-                                        detail::ptr(groups), static_cast<int32_t>(groups.size()), err.text,
-                                        sizeof err.text),
+                                        nullptr, 0, &groups, err.text, sizeof err.text),
                       err);
         return s;
+    }
+
+    // The hot prompt families demand warmup tracks, most requested first
+    // (adpr_router_stats' groups).
+    std::vector<adpr_hot_group> hot_groups() const {
+        std::vector<adpr_hot_group> out;
+        adpr_stats s{};
+        detail::fill(out, [&](adpr_hot_group *p, int64_t cap, int64_t *total, detail::errbuf &err) {
+            return adpr_router_stats(handle_, &s, nullptr, 0, p, cap, total, err.text, sizeof err.text);
+        });
+        return out;
+    }
+
+    // adpr_router_options: the router's effective configuration, one
+    // "key=value" line per option, presets expanded.
+    std::string effective_options() const {
+        return detail::text([&](char *p, int64_t cap, int64_t *total, detail::errbuf &err) {
+            return adpr_router_options(handle_, p, cap, total, err.text, sizeof err.text);
+        });
     }
 
     // adpr_router_receipts and adpr_router_receipt_text: why each request
     // of the last decision went where it did (options::explain must be
     // set). Copies everything into out, reusing its memory.
     void receipts(adprouter::receipts &out) const {
-        int64_t n = 0, nc = 0;
         detail::errbuf err;
-        detail::check(adpr_router_receipts(handle_, nullptr, 0, nullptr, 0, &n, &nc, err.text, sizeof err.text), err);
-        out.items.resize(static_cast<std::size_t>(n));
-        out.candidates.resize(static_cast<std::size_t>(nc));
-        if (n > 0)
-            detail::check(adpr_router_receipts(handle_, out.items.data(), n, nc > 0 ? out.candidates.data() : nullptr, nc,
-                                               &n, &nc, err.text, sizeof err.text),
-                          err);
-        out.text.resize(static_cast<std::size_t>(n));
-        for (int64_t i = 0; i < n; i++) {
-            std::string &t = out.text[static_cast<std::size_t>(i)];
-            std::size_t need = 0;
-            detail::check(adpr_router_receipt_text(handle_, i, nullptr, 0, &need, err.text, sizeof err.text), err);
-            t.assign(need, '\0');
-            detail::check(adpr_router_receipt_text(handle_, i, &t[0], need, &need, err.text, sizeof err.text), err);
-            t.resize(need - 1);
+        for (;;) {
+            int64_t n = 0, nc = 0;
+            adpr_status s = adpr_router_receipts(
+                handle_, out.items.empty() ? nullptr : out.items.data(), static_cast<int64_t>(out.items.size()),
+                out.candidates.empty() ? nullptr : out.candidates.data(), static_cast<int64_t>(out.candidates.size()),
+                &n, &nc, err.text, sizeof err.text);
+            if (s == ADPR_ERR_SHORT_BUFFER) {
+                out.items.resize(static_cast<std::size_t>(n));
+                out.candidates.resize(static_cast<std::size_t>(nc));
+                continue;
+            }
+            detail::check(s, err);
+            out.items.resize(static_cast<std::size_t>(n));
+            out.candidates.resize(static_cast<std::size_t>(nc));
+            break;
         }
+        out.text.resize(out.items.size());
+        for (std::size_t i = 0; i < out.items.size(); i++)
+            out.text[i] = detail::text([&](char *p, int64_t cap, int64_t *total, detail::errbuf &e) {
+                return adpr_router_receipt_text(handle_, static_cast<int64_t>(i), p, cap, total, e.text, sizeof e.text);
+            });
     }
     adprouter::receipts receipts() const {
         adprouter::receipts out;
@@ -389,19 +533,10 @@ public:
     // pending ranks, ascending (TensorRT-LLM's _pending_warmup_ranks).
     std::vector<int32_t> pending_warmup() const {
         std::vector<int32_t> out;
-        detail::errbuf err;
-        int64_t total = 0;
-        for (;;) {
-            adpr_status s = adpr_router_pending_warmup(handle_, out.data(), static_cast<int64_t>(out.size()), &total,
-                                                       err.text, sizeof err.text);
-            if (s == ADPR_ERR_SHORT_BUFFER) {
-                out.resize(static_cast<std::size_t>(total));
-                continue;
-            }
-            detail::check(s, err);
-            out.resize(static_cast<std::size_t>(total));
-            return out;
-        }
+        detail::fill(out, [&](int32_t *p, int64_t cap, int64_t *total, detail::errbuf &err) {
+            return adpr_router_pending_warmup(handle_, p, cap, total, err.text, sizeof err.text);
+        });
+        return out;
     }
 
     // adpr_router_set_pending_warmup: replaces the pending ranks (an empty
@@ -450,17 +585,30 @@ private:
     adpr_router handle_ = 0;
 };
 
-// adpr_block_hashes: writes up to out.size() block hashes of tokens and
-// returns the number of full blocks (which may exceed out.size()).
-inline int64_t block_hashes(span<const int32_t> tokens, int32_t tokens_per_block, span<uint64_t> out,
-                            uint64_t lora_id = 0, uint64_t cache_salt = 0) {
-    int64_t n = 0;
-    detail::errbuf err;
-    detail::check(adpr_block_hashes(detail::ptr(tokens), static_cast<int64_t>(tokens.size()), tokens_per_block,
-                                    lora_id, cache_salt, detail::ptr(out), static_cast<int64_t>(out.size()), &n,
-                                    err.text, sizeof err.text),
-                  err);
-    return n;
+// adpr_block_hashes: the block hashes of tokens, one per full block.
+inline std::vector<uint64_t> block_hashes(span<const int32_t> tokens, int32_t tokens_per_block,
+                                          uint64_t lora_id = 0, uint64_t cache_salt = 0) {
+    std::vector<uint64_t> out;
+    detail::fill(out, [&](uint64_t *p, int64_t cap, int64_t *total, detail::errbuf &err) {
+        return adpr_block_hashes(detail::ptr(tokens), static_cast<int64_t>(tokens.size()), tokens_per_block, lora_id,
+                                 cache_salt, p, cap, total, err.text, sizeof err.text);
+    });
+    return out;
+}
+
+// adpr_preset_options: the options preset sets for policy, one "key=value"
+// line each.
+inline std::string preset_options(adprouter::preset preset, adprouter::policy policy) {
+    return detail::text([&](char *p, int64_t cap, int64_t *total, detail::errbuf &err) {
+        return adpr_preset_options(to_text(preset), to_text(policy), p, cap, total, err.text, sizeof err.text);
+    });
+}
+
+// adpr_option_schema: the option schema as JSON (docs/configuration.md).
+inline std::string option_schema() {
+    return detail::text([&](char *p, int64_t cap, int64_t *total, detail::errbuf &err) {
+        return adpr_option_schema(p, cap, total, err.text, sizeof err.text);
+    });
 }
 
 }  // namespace adprouter

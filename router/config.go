@@ -363,8 +363,8 @@ func (c *Config) Validate() error {
 		return configError("new_conv_placement", fmt.Sprintf("%q", c.NewConvPlacement),
 			`"round_robin", "least_queued" or "least_tokens"`)
 	}
-	if c.TokensPerBlock < 1 || c.TokensPerBlock > 1<<16 {
-		return configError("tokens_per_block", c.TokensPerBlock, "1..65536")
+	if c.TokensPerBlock < 1 || c.TokensPerBlock > MaxTokensPerBlock {
+		return configError("tokens_per_block", c.TokensPerBlock, fmt.Sprintf("1..%d", MaxTokensPerBlock))
 	}
 	switch c.PrefixSource {
 	case "", SourceProbe:
@@ -375,7 +375,7 @@ func (c *Config) Validate() error {
 	default:
 		return configError("prefix_source", fmt.Sprintf("%q", c.PrefixSource), `"probe", "index" or "probe+index"`)
 	}
-	if c.IndexCapacityBlocks < 0 || c.IndexCapacityBlocks > 1<<30 {
+	if c.IndexCapacityBlocks < 0 || c.IndexCapacityBlocks > MaxIndexCapacityBlocks {
 		return configError("index_capacity_blocks", c.IndexCapacityBlocks, "0 (default)..2^30")
 	}
 	if c.IndexMaxBytes < prefix.EntryBytes || c.IndexMaxBytes > MaxIndexMaxBytes {
@@ -400,8 +400,8 @@ func (c *Config) Validate() error {
 	if !finite(c.WarmupFactor) || c.WarmupFactor <= 0 {
 		return configError("warmup_factor", c.WarmupFactor, "a finite number > 0")
 	}
-	if c.WarmupWindow < 1 || c.WarmupWindow > 1<<20 {
-		return configError("warmup_window", c.WarmupWindow, "1..1048576 requests")
+	if c.WarmupWindow < 1 || c.WarmupWindow > MaxWarmupWindow {
+		return configError("warmup_window", c.WarmupWindow, fmt.Sprintf("1..%d requests", MaxWarmupWindow))
 	}
 	if c.WarmupMinRequests < 1 {
 		return configError("warmup_min_requests", c.WarmupMinRequests, ">= 1")
@@ -423,7 +423,7 @@ func (c *Config) Validate() error {
 	default:
 		return configError("engine_reuse", fmt.Sprintf("%q", c.EngineReuse), `"after_iteration" or "on_schedule"`)
 	}
-	if c.TTFTDrainTokens < 0 || c.TTFTDrainTokens > 1<<30 {
+	if c.TTFTDrainTokens < 0 || c.TTFTDrainTokens > MaxTTFTDrainTokens {
 		return configError("ttft_drain_tokens", c.TTFTDrainTokens, "1..2^30 tokens (0: the default)")
 	}
 	return nil

@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -99,41 +100,16 @@ func isDecimal(v string, float bool) bool {
 
 func boolOpt(field func(*Config) *bool) option {
 	return func(cfg *Config, v string) error {
-		switch v {
-		case "true", "True", "1":
+		switch {
+		case slices.Contains(BoolTrue, v):
 			*field(cfg) = true
-		case "false", "False", "0":
+		case slices.Contains(BoolFalse, v):
 			*field(cfg) = false
 		default:
-			return fmt.Errorf(`want "true" or "false"`)
+			return fmt.Errorf(`want "true" or "false" (or "True"/"False", "1"/"0")`)
 		}
 		return nil
 	}
-}
-
-// options are the configuration keys of include/adph, by name.
-var options = map[string]option{
-	"policy":                textOpt(func(c *Config) *Policy { return &c.Policy }),
-	"dp_size":               intOpt(func(c *Config) *int { return &c.DPSize }),
-	"load_balance_weight":   floatOpt(func(c *Config) *float64 { return &c.LoadBalanceWeight }),
-	"match_rate_threshold":  floatOpt(func(c *Config) *float64 { return &c.MatchRateThreshold }),
-	"fair_share_multiplier": floatOpt(func(c *Config) *float64 { return &c.FairShareMultiplier }),
-	"cold_start_warmup":     boolOpt(func(c *Config) *bool { return &c.ColdStartWarmup }),
-	"max_sessions":          intOpt(func(c *Config) *int { return &c.MaxSessions }),
-	"new_conv_placement":    textOpt(func(c *Config) *Placement { return &c.NewConvPlacement }),
-	"capacity_aware":        boolOpt(func(c *Config) *bool { return &c.CapacityAware }),
-	"tokens_per_block":      intOpt(func(c *Config) *int { return &c.TokensPerBlock }),
-	"prefix_source":         textOpt(func(c *Config) *PrefixSource { return &c.PrefixSource }),
-	"index_capacity_blocks": intOpt(func(c *Config) *int { return &c.IndexCapacityBlocks }),
-	"index_max_bytes":       int64Opt(func(c *Config) *int { return &c.IndexMaxBytes }),
-	"warmup":                textOpt(func(c *Config) *Warmup { return &c.Warmup }),
-	"warmup_factor":         floatOpt(func(c *Config) *float64 { return &c.WarmupFactor }),
-	"warmup_window":         intOpt(func(c *Config) *int { return &c.WarmupWindow }),
-	"warmup_min_requests":   intOpt(func(c *Config) *int { return &c.WarmupMinRequests }),
-	"score":                 textOpt(func(c *Config) *Score { return &c.Score }),
-	"engine_reuse":          textOpt(func(c *Config) *EngineReuse { return &c.EngineReuse }),
-	"ttft_drain_tokens":     intOpt(func(c *Config) *int { return &c.TTFTDrainTokens }),
-	"explain":               boolOpt(func(c *Config) *bool { return &c.Explain }),
 }
 
 // ParseOptions builds a Config from key/value text pairs (the names of

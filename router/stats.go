@@ -78,6 +78,8 @@ type Stats struct {
 	// seen at least WarmupMinRequests times in the window), most requested
 	// first, at most maxGroups of them.
 	HotGroups []HotGroup
+	// HotGroupsTotal is how many such families there are, listed or not.
+	HotGroupsTotal int
 }
 
 // Stats returns the Router's counters, with per-rank counters and at most
@@ -124,9 +126,18 @@ func (r *Router) Summary(maxGroups int) Stats {
 		return s
 	}
 	s.IndexEntries, s.IndexBytes = p.idx.Len(), p.idx.Bytes()
-	if p.counts == nil || maxGroups <= 0 {
+	if p.counts == nil {
 		return s
 	}
+	for _, c := range p.counts { // a count: order does not matter
+		if c >= r.cfg.WarmupMinRequests {
+			s.HotGroupsTotal++
+		}
+	}
+	if maxGroups <= 0 || s.HotGroupsTotal == 0 {
+		return s
+	}
+	s.HotGroups = make([]HotGroup, 0, s.HotGroupsTotal)
 	for fam, c := range p.counts { // sorted below: order does not leak
 		if c < r.cfg.WarmupMinRequests {
 			continue

@@ -55,6 +55,8 @@ static struct {
     __typeof__(&adpr_router_conversations) conversations;
     __typeof__(&adpr_block_hashes) hashes;
     __typeof__(&adpr_preset_options) preset;
+    __typeof__(&adpr_option_schema) schema;
+    __typeof__(&adpr_router_options) router_options;
     __typeof__(&adpr_nvml_init) nvml_init;
     __typeof__(&adpr_nvml_shutdown) nvml_shutdown;
     __typeof__(&adpr_nvml_device_count) nvml_count;
@@ -109,8 +111,8 @@ static adpr_status call(const char *name, adpr_router r, char *err, size_t n) {
     static adpr_receipt rcs[1];
     static adpr_candidate cands[2];
     static int64_t nrcs, ncands;
-    static char text[64];
-    static size_t needed;
+    static char text[4096];
+    static int64_t needed, ngroups;
     adpr_kv_shape shape = {ADPR_ATTENTION_GQA, ADPR_DTYPE_BF16, 32, 8, 128, 1, 0, 0};
     adpr_kv_budget budget = {.free_bytes = 1 << 30, .bytes_per_token = 1024};
     adpr_rank_state state = {0};
@@ -124,11 +126,12 @@ static adpr_status call(const char *name, adpr_router r, char *err, size_t n) {
     if (!strcmp(name, "adpr_router_destroy")) return L.destroy(r);
     if (!strcmp(name, "adpr_route")) return route_once(r, err, n);
     if (!strcmp(name, "adpr_router_state_digest")) return L.digest(r, &digest);
-    if (!strcmp(name, "adpr_router_stats")) return L.stats(r, &st, rs, 2, NULL, 0, err, n);
+    if (!strcmp(name, "adpr_router_stats")) return L.stats(r, &st, rs, 2, NULL, 0, &ngroups, err, n);
     if (!strcmp(name, "adpr_router_tokens_read")) return L.tokens_read(r, &count);
     if (!strcmp(name, "adpr_preset_options")) {
         static char preset_text[256];
-        return L.preset("recommended", "kv_cache_aware", preset_text, sizeof preset_text, err, n);
+        int64_t total;
+        return L.preset("recommended", "kv_cache_aware", preset_text, sizeof preset_text, &total, err, n);
     }
     // The receipts of a one-request decision over 2 ranks: 1 receipt, 2 candidates.
     if (!strcmp(name, "adpr_router_receipts")) {
@@ -154,6 +157,11 @@ static adpr_status call(const char *name, adpr_router r, char *err, size_t n) {
         return L.conversations(r, bindings, 1, ids, sizeof ids, &nb, &nbytes, err, n);
     }
     if (!strcmp(name, "adpr_block_hashes")) return L.hashes(tokens, 4, 2, 0, 0, hashes, 4, &nh, err, n);
+    if (!strcmp(name, "adpr_option_schema")) {
+        static char schema[1 << 16];
+        return L.schema(schema, sizeof schema, &nh, err, n);
+    }
+    if (!strcmp(name, "adpr_router_options")) return L.router_options(r, text, sizeof text, &nh, err, n);
     if (!strcmp(name, "adpr_nvml_init")) return L.nvml_init(err, n);
     if (!strcmp(name, "adpr_nvml_shutdown")) return L.nvml_shutdown(err, n);
     if (!strcmp(name, "adpr_nvml_device_count")) return L.nvml_count(&count, err, n);
@@ -176,7 +184,8 @@ static const struct {
     {"adpr_router_tokens_read", NEEDS_ROUTER}, {"adpr_preset_options", NEEDS_NOTHING},
     {"adpr_router_receipts", NEEDS_ROUTER},  {"adpr_router_receipt_text", NEEDS_ROUTER},
     {"adpr_router_pending_warmup", NEEDS_ROUTER}, {"adpr_router_set_pending_warmup", NEEDS_ROUTER},
-    {"adpr_router_conversations", NEEDS_ROUTER},
+    {"adpr_router_conversations", NEEDS_ROUTER}, {"adpr_option_schema", NEEDS_NOTHING},
+    {"adpr_router_options", NEEDS_ROUTER},
     {"adpr_nvml_init", NEEDS_NOTHING},       {"adpr_nvml_shutdown", NEEDS_NOTHING},
     {"adpr_nvml_device_count", NEEDS_NOTHING}, {"adpr_nvml_memory", NEEDS_NOTHING},
     {"adpr_kv_bytes_per_token", NEEDS_NOTHING}, {"adpr_size_kv", NEEDS_NOTHING},
@@ -213,7 +222,8 @@ static void test_inject(void) {
             uint64_t d;
             check(L.digest(r, &d) == ADPR_ERR_INTERNAL, "%s: the poisoned router refuses adpr_router_state_digest", name);
             adpr_stats st;
-            check(L.stats(r, &st, NULL, 0, NULL, 0, err, sizeof err) == ADPR_ERR_INTERNAL,
+            int64_t ngroups;
+            check(L.stats(r, &st, NULL, 0, NULL, 0, &ngroups, err, sizeof err) == ADPR_ERR_INTERNAL,
                   "%s: the poisoned router refuses adpr_router_stats", name);
         }
         s = L.destroy(r);
@@ -262,17 +272,21 @@ static void test_pointers(void) {
         adpr_router made;
         check(L.create(bad_opt, 1, &made, err, sizeof err) == ADPR_ERR_INTERNAL, "create(option value %p) -> status", p);
         check(L.create((const adpr_option *)p, 1, &made, err, sizeof err) == ADPR_ERR_INTERNAL, "create(options %p) -> status", p);
-        int64_t nh;
+        int64_t nh, ngroups, ptotal;
         check(L.hashes((const int32_t *)p, 64, 32, 0, 0, NULL, 0, &nh, err, sizeof err) != ADPR_OK ||
                   nh == 2, "adpr_block_hashes(tokens %p) -> status", p);
         uint64_t out4[4];
         check(L.hashes((const int32_t *)p, 64, 32, 0, 0, out4, 4, &nh, err, sizeof err) == ADPR_ERR_INTERNAL,
               "adpr_block_hashes(tokens %p, hashing) -> ADPR_ERR_INTERNAL", p);
         char text[64];
-        check(L.preset((const char *)p, "default", text, sizeof text, err, sizeof err) == ADPR_ERR_INTERNAL,
+        check(L.preset((const char *)p, "default", text, sizeof text, &ptotal, err, sizeof err) == ADPR_ERR_INTERNAL,
               "adpr_preset_options(preset %p) -> status", p);
-        check(L.preset("full", "default", (char *)p, sizeof text, err, sizeof err) == ADPR_ERR_INTERNAL,
+        check(L.preset("full", "kv_cache_aware", (char *)p, sizeof text, &ptotal, err, sizeof err) == ADPR_ERR_INTERNAL,
               "adpr_preset_options(out %p) -> status", p);
+        check(L.schema((char *)p, 1 << 16, &ptotal, err, sizeof err) == ADPR_ERR_INTERNAL,
+              "adpr_option_schema(out %p) -> ADPR_ERR_INTERNAL", p);
+        check(L.schema(text, sizeof text, (int64_t *)p, err, sizeof err) == ADPR_ERR_INTERNAL,
+              "adpr_option_schema(total %p) -> ADPR_ERR_INTERNAL", p);
         adpr_memory_info mem;
         s = L.nvml_memory((const char *)p, &mem, err, sizeof err);
         check(s == ADPR_ERR_INTERNAL, "adpr_nvml_memory(device %p) -> status  -- %d", p, s);
@@ -282,11 +296,11 @@ static void test_pointers(void) {
         check(L.fill_kv((adpr_rank_state *)p, 10, 5, NULL, 0, 0, 0, err, sizeof err) == ADPR_ERR_INTERNAL,
               "adpr_rank_state_fill_kv(state %p) -> status", p);
         adpr_stats st;
-        check(L.stats(r, (adpr_stats *)p, NULL, 0, NULL, 0, err, sizeof err) == ADPR_ERR_INTERNAL,
+        check(L.stats(r, (adpr_stats *)p, NULL, 0, NULL, 0, &ngroups, err, sizeof err) == ADPR_ERR_INTERNAL,
               "adpr_router_stats(stats %p) -> status", p);
         L.destroy(r);
         r = make_router();
-        check(L.stats(r, &st, NULL, 0, NULL, 0, (char *)p, 64) == ADPR_OK, "adpr_router_stats(err %p) ok", p);
+        check(L.stats(r, &st, NULL, 0, NULL, 0, &ngroups, (char *)p, 64) == ADPR_OK, "adpr_router_stats(err %p) ok", p);
         // Receipts of a one-request decision over 2 ranks: 1 receipt, 2 candidates.
         int64_t nrc = 0, nc = 0;
         adpr_receipt rc[1];
@@ -303,18 +317,18 @@ static void test_pointers(void) {
         r = make_router();
         route_once(r, err, sizeof err);
         check(L.receipts(r, rc, 1, cand, 2, (int64_t *)p, &nc, err, sizeof err) == ADPR_ERR_INTERNAL,
-              "adpr_router_receipts(num_receipts %p) -> ADPR_ERR_INTERNAL", p);
+              "adpr_router_receipts(total_receipts %p) -> ADPR_ERR_INTERNAL", p);
         L.destroy(r);
         r = make_router();
         route_once(r, err, sizeof err);
-        size_t need = 0;
-        check(L.receipt_text(r, 0, (char *)p, 64, &need, err, sizeof err) == ADPR_ERR_INTERNAL,
+        int64_t need = 0;
+        check(L.receipt_text(r, 0, (char *)p, 4096, &need, err, sizeof err) == ADPR_ERR_INTERNAL,
               "adpr_router_receipt_text(buf %p) -> ADPR_ERR_INTERNAL", p);
         L.destroy(r);
         r = make_router();
         route_once(r, err, sizeof err);
-        check(L.receipt_text(r, 0, text, sizeof text, (size_t *)p, err, sizeof err) == ADPR_ERR_INTERNAL,
-              "adpr_router_receipt_text(needed %p) -> ADPR_ERR_INTERNAL", p);
+        check(L.receipt_text(r, 0, text, sizeof text, (int64_t *)p, err, sizeof err) == ADPR_ERR_INTERNAL,
+              "adpr_router_receipt_text(total %p) -> ADPR_ERR_INTERNAL", p);
         L.destroy(r);
         r = make_router();
         int64_t total = 0, bytes = 0;
@@ -342,7 +356,8 @@ static void test_pointers(void) {
         check(L.route(r, NULL, &out, (char *)p, 64) == ADPR_ERR_INVALID_ARGUMENT,
               "a failing call with err buffer %p reports its status without writing", p);
     }
-    check(L.stats(r, (adpr_stats *)rodata, NULL, 0, NULL, 0, err, sizeof err) == ADPR_ERR_INTERNAL,
+    int64_t ngroups;
+    check(L.stats(r, (adpr_stats *)rodata, NULL, 0, NULL, 0, &ngroups, err, sizeof err) == ADPR_ERR_INTERNAL,
           "adpr_router_stats(stats in read-only memory) -> status");
     L.destroy(r);
     r = make_router();
@@ -458,6 +473,8 @@ int main(int argc, char **argv) {
     L.set_pending = sym(lib, "adpr_router_set_pending_warmup");
     L.conversations = sym(lib, "adpr_router_conversations");
     L.preset = sym(lib, "adpr_preset_options");
+    L.schema = sym(lib, "adpr_option_schema");
+    L.router_options = sym(lib, "adpr_router_options");
     L.nvml_init = sym(lib, "adpr_nvml_init");
     L.nvml_shutdown = sym(lib, "adpr_nvml_shutdown");
     L.nvml_count = sym(lib, "adpr_nvml_device_count");

@@ -654,7 +654,8 @@ struct FixtureRunner {
         if (d.cmd == "stats") {
             adpr_stats st;
             char err[256] = "";
-            adpr_status s = A.stats(h, &st, nullptr, 0, nullptr, 0, err, sizeof err);
+            int64_t groups = 0;
+            adpr_status s = A.stats(h, &st, nullptr, 0, nullptr, 0, &groups, err, sizeof err);
             if (s != ADPR_OK) return fmt("status %d: %s", s, err);
             *got = fmt("pending_warmup %lld\nconversations %lld", (long long)st.pending_warmup, (long long)st.conversations);
             return "";
@@ -1087,16 +1088,25 @@ void check_handles() {
     }
     // The option "preset": its options, explicit options over them.
     char text[256], err[256];
-    adpr_status ps = A.preset_options("recommended", "kv_cache_aware", text, sizeof text, err, sizeof err);
-    check(ps == ADPR_OK && std::string(text) == "prefix_source=probe+index\nscore=ttft\nwarmup=quiet\n",
-          "preset_options(recommended, kv_cache_aware)", fmt("status %d text \"%s\"", ps, text));
-    ps = A.preset_options("recommended", "default", text, sizeof text, err, sizeof err);
-    check(ps == ADPR_OK && text[0] == 0, "preset_options(recommended, default) is empty", fmt("status %d", ps));
-    ps = A.preset_options("fastest", "default", text, sizeof text, err, sizeof err);
+    int64_t total = -1;
+    const std::string want_rec = "prefix_source=probe+index\nscore=ttft\nwarmup=quiet\n";
+    adpr_status ps = A.preset_options("recommended", "kv_cache_aware", text, sizeof text, &total, err, sizeof err);
+    check(ps == ADPR_OK && std::string(text) == want_rec && total == (int64_t)want_rec.size() + 1,
+          "preset_options(recommended, kv_cache_aware)", fmt("status %d total %lld text \"%s\"", ps, (long long)total, text));
+    ps = A.preset_options("recommended", "default", text, sizeof text, &total, err, sizeof err);
+    check(ps == ADPR_OK && text[0] == 0 && total == 1, "preset_options(recommended, default) is empty", fmt("status %d", ps));
+    ps = A.preset_options("fastest", "default", text, sizeof text, &total, err, sizeof err);
     check(ps == ADPR_ERR_CONFIG && mentions(err, {"fastest", "recommended"}), "preset_options(fastest) -> ADPR_ERR_CONFIG",
           fmt("status %d \"%s\"", ps, err));
-    ps = A.preset_options("full", "kv_cache_aware", text, 8, err, sizeof err);
-    check(ps == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"out_len"}), "preset_options with a short buffer",
+    std::memset(text, 'x', sizeof text);
+    ps = A.preset_options("recommended", "kv_cache_aware", text, 8, &total, err, sizeof err);
+    check(ps == ADPR_ERR_SHORT_BUFFER && total == (int64_t)want_rec.size() + 1 && text[0] == 'x',
+          "preset_options with a short buffer: ADPR_ERR_SHORT_BUFFER, the total, nothing written",
+          fmt("status %d total %lld \"%s\"", ps, (long long)total, err));
+    ps = A.preset_options("recommended", "kv_cache_aware", nullptr, 0, &total, err, sizeof err);
+    check(ps == ADPR_ERR_SHORT_BUFFER && total == (int64_t)want_rec.size() + 1, "preset_options with no buffer asks the total");
+    ps = A.preset_options("recommended", "kv_cache_aware", text, sizeof text, nullptr, err, sizeof err);
+    check(ps == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"total"}), "preset_options error: total NULL",
           fmt("status %d \"%s\"", ps, err));
     {
         adpr_router t = must_create({{"preset", "recommended"}, {"dp_size", "2"}});
@@ -1191,7 +1201,8 @@ void check_stats() {
     std::vector<adpr_rank_stats> rs(4);
     std::vector<adpr_hot_group> groups(4);
     char err[256] = "";
-    adpr_status s = A.stats(h, &st, rs.data(), 4, groups.data(), 4, err, sizeof err);
+    int64_t ngroups = -1;
+    adpr_status s = A.stats(h, &st, rs.data(), 4, groups.data(), 4, &ngroups, err, sizeof err);
     check(s == ADPR_OK && st.decisions == 0 && st.pending_warmup == 4 && st.unassigned == 0, "stats of a fresh warmup router",
           fmt("status %d decisions %llu pending_warmup %lld %s", s, (unsigned long long)st.decisions, (long long)st.pending_warmup, err));
     Out o;
@@ -1199,33 +1210,37 @@ void check_stats() {
     route(h, b, o);
     Batch full(states_of({{1, 0}, {1, 0}, {1, 0}, {1, 0}}), {plain(7, 10)}, 1);  // nowhere to go
     route(h, full, o);
-    s = A.stats(h, &st, rs.data(), 4, groups.data(), 4, err, sizeof err);
+    s = A.stats(h, &st, rs.data(), 4, groups.data(), 4, &ngroups, err, sizeof err);
     check(s == ADPR_OK && st.decisions == 2 && st.pending_warmup == 2 && st.unassigned == 1 && rs[0].placed == 1 &&
               rs[1].placed == 0 && rs[2].placed == 1 && rs[3].placed == 0,
           "stats after example 5 and a batch with no room: 2 decisions, 2 ranks pending warmup, 1 unassigned, placed 1 0 1 0",
           fmt("status %d decisions %llu pending %lld unassigned %llu placed %llu %llu %llu %llu", s, (unsigned long long)st.decisions,
               (long long)st.pending_warmup, (unsigned long long)st.unassigned, (unsigned long long)rs[0].placed,
               (unsigned long long)rs[1].placed, (unsigned long long)rs[2].placed, (unsigned long long)rs[3].placed));
-    check(A.stats(h, &st, nullptr, 0, nullptr, 0, nullptr, 0) == ADPR_OK, "stats with ranks and groups NULL");
+    check(A.stats(h, &st, nullptr, 0, nullptr, 0, &ngroups, nullptr, 0) == ADPR_OK && ngroups == 0,
+          "stats with ranks and groups NULL");
 
     adpr_stats sentinel;
     std::memset(&sentinel, 0x5A, sizeof sentinel);
     adpr_stats st2 = sentinel;
-    s = A.stats(h, &st2, rs.data(), 3, nullptr, 0, err, sizeof err);
+    s = A.stats(h, &st2, rs.data(), 3, nullptr, 0, &ngroups, err, sizeof err);
     check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"num_ranks"}) && std::memcmp(&st2, &sentinel, sizeof st2) == 0,
           "stats error: num_ranks 3 for dp_size 4, *stats untouched", fmt("status %d \"%s\"", s, err));
-    s = A.stats(h, nullptr, nullptr, 0, nullptr, 0, err, sizeof err);
+    s = A.stats(h, nullptr, nullptr, 0, nullptr, 0, &ngroups, err, sizeof err);
     check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"stats"}), "stats error: stats NULL", fmt("status %d \"%s\"", s, err));
-    s = A.stats(h, &st2, nullptr, 0, nullptr, 2, err, sizeof err);
-    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"groups"}), "stats error: groups NULL with max_groups 2",
+    s = A.stats(h, &st2, nullptr, 0, nullptr, 2, &ngroups, err, sizeof err);
+    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"groups"}), "stats error: groups NULL with capacity 2",
+          fmt("status %d \"%s\"", s, err));
+    s = A.stats(h, &st2, nullptr, 0, nullptr, 0, nullptr, err, sizeof err);
+    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"total_groups"}), "stats error: total_groups NULL",
           fmt("status %d \"%s\"", s, err));
     A.destroy(h);
-    s = A.stats(h, &st2, nullptr, 0, nullptr, 0, err, sizeof err);
+    s = A.stats(h, &st2, nullptr, 0, nullptr, 0, &ngroups, err, sizeof err);
     check(s == ADPR_ERR_INVALID_HANDLE, "stats of a destroyed router -> ADPR_ERR_INVALID_HANDLE", fmt("status %d \"%s\"", s, err));
 
     adpr_router c = must_create({{"policy", "conversation"}, {"dp_size", "4"}, {"max_sessions", "2"}});
     route(c, Batch(idle(4), {conv(1, "a"), conv(2, "b"), conv(3, "c")}, 8), o);
-    s = A.stats(c, &st, nullptr, 0, nullptr, 0, err, sizeof err);
+    s = A.stats(c, &st, nullptr, 0, nullptr, 0, &ngroups, err, sizeof err);
     check(s == ADPR_OK && st.conversations == 2, "stats: conversation bindings bounded by max_sessions 2",
           fmt("conversations %lld", (long long)st.conversations));
     A.destroy(c);
@@ -1243,7 +1258,7 @@ void check_receipts() {
     Batch b(idle(4), {targeted(0, 10, 2, true), plain(7, 10)}, 8);
     route(h, b, o);
     s = A.receipts(h, nullptr, 0, nullptr, 0, &n, &nc, err, sizeof err);
-    check(s == ADPR_OK && n == 2 && nc == 4, "receipts: sizes asked with 0 capacities: 2 receipts, 4 candidates",
+    check(s == ADPR_ERR_SHORT_BUFFER && n == 2 && nc == 4, "receipts: totals asked with 0 capacities: 2 receipts, 4 candidates",
           fmt("status %d n %lld nc %lld %s", s, (long long)n, (long long)nc, err));
     std::vector<adpr_receipt> rc(2);
     std::vector<adpr_candidate> cand(4);
@@ -1259,34 +1274,37 @@ void check_receipts() {
           "receipts: candidates carry loads, scores and the shuffle [3, 1, 0, 2]",
           fmt("pos %d %d %d %d", cand[0].shuffle_pos, cand[1].shuffle_pos, cand[2].shuffle_pos, cand[3].shuffle_pos));
 
-    char text[1024], tiny[10];
-    size_t need = 0, need2 = 0;
+    char text[1024], tiny[10] = "unwritten";
+    int64_t need = 0, need2 = 0;
     s = A.receipt_text(h, 1, text, sizeof text, &need, err, sizeof err);
     std::string txt = text;
-    check(s == ADPR_OK && need == txt.size() + 1 && txt.find("request 7 (10 tokens) -> rank 3: scored") == 0 &&
+    check(s == ADPR_OK && need == (int64_t)txt.size() + 1 && txt.find("request 7 (10 tokens) -> rank 3: scored") == 0 &&
               txt.find("3 ranks tied; random.Random(7).shuffle gave [3 1 0 2]") != std::string::npos,
           "receipt_text: the scored receipt explains the tie", txt);
     s = A.receipt_text(h, 1, tiny, sizeof tiny, &need2, err, sizeof err);
-    check(s == ADPR_OK && need2 == need && std::string(tiny) == txt.substr(0, 9), "receipt_text: truncated to len, needed says the full size",
-          fmt("needed %zu \"%s\"", need2, tiny));
+    check(s == ADPR_ERR_SHORT_BUFFER && need2 == need && std::string(tiny) == "unwritten",
+          "receipt_text: a short buffer is left unwritten, total says the full size",
+          fmt("status %d total %lld \"%s\"", s, (long long)need2, tiny));
     s = A.receipt_text(h, 2, text, sizeof text, &need2, err, sizeof err);
     check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"index"}), "receipt_text error: index 2 of 2 receipts",
           fmt("status %d \"%s\"", s, err));
 
     std::vector<adpr_receipt> small(1);
+    small[0].id = 12345;
     int64_t n2 = -1, nc2 = -1;
-    s = A.receipts(h, small.data(), 1, nullptr, 0, &n2, &nc2, err, sizeof err);
-    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"max_receipts", "2"}) && n2 == -1,
-          "receipts error: max_receipts 1 for 2 receipts, counts untouched", fmt("status %d \"%s\"", s, err));
+    s = A.receipts(h, small.data(), 1, cand.data(), 4, &n2, &nc2, err, sizeof err);
+    check(s == ADPR_ERR_SHORT_BUFFER && mentions(err, {"receipts", "2"}) && n2 == 2 && nc2 == 4 && small[0].id == 12345,
+          "receipts: capacity 1 for 2 receipts: ADPR_ERR_SHORT_BUFFER, the totals, nothing written",
+          fmt("status %d \"%s\"", s, err));
     s = A.receipts(h, rc.data(), 2, nullptr, 0, nullptr, &nc2, err, sizeof err);
-    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"num_receipts"}), "receipts error: num_receipts NULL",
+    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"total_receipts"}), "receipts error: total_receipts NULL",
           fmt("status %d \"%s\"", s, err));
     s = A.receipts(h, nullptr, 2, nullptr, 0, &n2, &nc2, err, sizeof err);
-    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"receipts"}), "receipts error: receipts NULL with max_receipts 2",
+    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"receipts"}), "receipts error: receipts NULL with capacity 2",
           fmt("status %d \"%s\"", s, err));
     Batch bad(idle(4), {plain(1, 10), plain(1, 10)}, 8);  // duplicate ids: rejected
     route(h, bad, o);
-    s = A.receipts(h, rc.data(), 2, nullptr, 0, &n2, &nc2, err, sizeof err);
+    s = A.receipts(h, rc.data(), 2, cand.data(), 4, &n2, &nc2, err, sizeof err);
     check(s == ADPR_OK && n2 == 2 && rc[1].id == 7, "receipts: a rejected route keeps the last decision's receipts",
           fmt("status %d n %lld", s, (long long)n2));
     A.destroy(h);
@@ -1374,15 +1392,18 @@ void check_block_hashes() {
     std::vector<uint64_t> one(3, kFill64);
     int64_t n1 = -1;
     s = A.block_hashes(t.data(), 100, 32, 0, 0, one.data(), 1, &n1, nullptr, 0);
-    check(s == ADPR_OK && n1 == 3 && one[0] == h[0] && one[1] == kFill64, "block_hashes: out_cap 1 writes one hash, reports 3");
+    check(s == ADPR_ERR_SHORT_BUFFER && n1 == 3 && one[0] == kFill64,
+          "block_hashes: capacity 1 for 3 blocks: ADPR_ERR_SHORT_BUFFER, total 3, nothing written");
     s = A.block_hashes(t.data(), 100, 32, 0, 0, nullptr, 0, &n1, nullptr, 0);
-    check(s == ADPR_OK && n1 == 3, "block_hashes: out NULL with out_cap 0 counts blocks");
+    check(s == ADPR_ERR_SHORT_BUFFER && n1 == 3, "block_hashes: out NULL with capacity 0 asks the total");
+    s = A.block_hashes(t.data(), 31, 32, 0, 0, nullptr, 0, &n1, nullptr, 0);
+    check(s == ADPR_OK && n1 == 0, "block_hashes: no full block: ADPR_OK with total 0 and no buffer");
     s = A.block_hashes(t.data(), 100, 0, 0, 0, h.data(), 8, &n, err, sizeof err);
     check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"tokens_per_block"}), "block_hashes error: tokens_per_block 0", fmt("\"%s\"", err));
     s = A.block_hashes(nullptr, 100, 32, 0, 0, h.data(), 8, &n, err, sizeof err);
     check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"tokens"}), "block_hashes error: tokens NULL", fmt("\"%s\"", err));
     s = A.block_hashes(t.data(), 100, 32, 0, 0, h.data(), 8, nullptr, err, sizeof err);
-    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"num_out"}), "block_hashes error: num_out NULL", fmt("\"%s\"", err));
+    check(s == ADPR_ERR_INVALID_ARGUMENT && mentions(err, {"total"}), "block_hashes error: total NULL", fmt("\"%s\"", err));
 }
 
 // --- concurrency -----------------------------------------------------------

@@ -203,6 +203,30 @@ int main() {
               bound[1] == std::make_pair(std::string("chat-2"), int32_t{1}),
           "conversations(): chat-1 on 0, chat-2 on 1, least recently used first");
 
+    // The buffer rule through the wrappers: each sizes its buffer from the
+    // library's total and gets the whole result.
+    std::string eff = chat.effective_options();
+    check(eff.find("policy=conversation\n") != std::string::npos && eff.find("dp_size=2\n") != std::string::npos &&
+              eff.find("max_sessions=65536\n") != std::string::npos,
+          "effective_options(): every option, defaults included: " + eff.substr(0, 60));
+    adprouter::options rec2;
+    rec2.dp_size = 2;
+    rec2.preset = adprouter::preset::recommended;
+    check(adprouter::router(rec2).effective_options().find("score=ttft\n") != std::string::npos,
+          "effective_options() expands the preset");
+    check(adprouter::preset_options(adprouter::preset::recommended, adprouter::policy::kv_cache_aware) ==
+              "prefix_source=probe+index\nscore=ttft\nwarmup=quiet\n",
+          "preset_options(recommended, kv_cache_aware)");
+    std::string schema = adprouter::option_schema();
+    check(schema.size() > 2000 && schema.front() == '{' && schema.back() == '}' &&
+              schema.find("\"name\":\"cold_start_warmup\"") != std::string::npos,
+          "option_schema(): the whole JSON");
+    std::vector<int32_t> toks(100);
+    for (int i = 0; i < 100; i++) toks[i] = i;
+    auto hashes = adprouter::block_hashes(toks, 32);
+    check(hashes.size() == 3 && hashes[0] != hashes[1], "block_hashes(): 3 full blocks of 100 tokens");
+    check(chat.hot_groups().empty(), "hot_groups(): none without demand warmup");
+
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -51,7 +51,7 @@ from ._errors import (ConfigError, Error, ForkedError, GPULostError, GPUNotFound
 from ._nvml import (fill_rank_state, kv_bytes_per_token, nvml_device_count, nvml_init, nvml_shutdown,
                     read_memory, size_kv)
 from ._pack import PREFIX_TOKENS
-from ._router import Router, block_hashes
+from ._router import Router, block_hashes, option_schema, preset_options
 from ._types import RankState, RouteResult
 
 # The pure-Python Request, also when the C one is exported (README).
@@ -60,7 +60,7 @@ _PyRequest = _types.Request
 __all__ = [
     "Router", "RankState", "Request", "RouteResult",
     "Error", "InvalidArgumentError", "ConfigError", "InvalidHandleError", "InternalError",
-    "library_path", "abi_version", "version", "block_hashes",
+    "library_path", "abi_version", "version", "block_hashes", "option_schema", "preset_options",
     "NVMLError", "NVMLUnavailableError", "GPULostError", "NVMLNotSupportedError",
     "NVMLPermissionError", "GPUNotFoundError", "ForkedError",
     "nvml_init", "nvml_shutdown", "nvml_device_count", "read_memory",

@@ -12,13 +12,15 @@ import os
 import struct
 import threading
 
-from ._errors import ERRORS, INVALID_ARGUMENT, OK, Error, InternalError, InvalidArgumentError
+from . import _consts
+from ._errors import ERRORS, INVALID_ARGUMENT, OK, SHORT_BUFFER, Error, InternalError, InvalidArgumentError
 
-ABI_VERSION = 1
-NO_TARGET = -1
+ABI_VERSION = _consts.ABI_VERSION
+NO_TARGET = _consts.NO_TARGET
 
-# Room for the library's error messages (the errbuf of every call).
-ERRBUF = 512
+# Room for the library's error messages (the errbuf of every call): any
+# message fits ADPR_MESSAGE_MAX.
+ERRBUF = _consts.MESSAGE_MAX
 
 
 # --- the C structs (layout of include/adprouter.h, x86-64/aarch64 LP64) ------
@@ -55,7 +57,6 @@ class Stats(ctypes.Structure):
         ("warmup_placements", ctypes.c_uint64), ("demand_placements", ctypes.c_uint64),
         ("pending_warmup", ctypes.c_int64), ("conversations", ctypes.c_int64),
         ("index_entries", ctypes.c_int64), ("index_bytes", ctypes.c_int64),
-        ("num_hot_groups", ctypes.c_int32), ("reserved", ctypes.c_int32),
     ]
 
 
@@ -172,16 +173,19 @@ SIGNATURES = {
     "adpr_strerror": (ctypes.c_char_p, [ctypes.c_int32]),
     "adpr_router_create": (ctypes.c_int32, [_P(Option), ctypes.c_int32, _P(ctypes.c_uint64)] + _ERR),
     "adpr_preset_options": (ctypes.c_int32, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
-                                             ctypes.c_size_t] + _ERR),
+                                             ctypes.c_int64, _P(ctypes.c_int64)] + _ERR),
+    "adpr_option_schema": (ctypes.c_int32, [ctypes.c_char_p, ctypes.c_int64, _P(ctypes.c_int64)] + _ERR),
+    "adpr_router_options": (ctypes.c_int32, [ctypes.c_uint64, ctypes.c_char_p, ctypes.c_int64,
+                                             _P(ctypes.c_int64)] + _ERR),
     "adpr_router_destroy": (ctypes.c_int32, [ctypes.c_uint64]),
     "adpr_router_state_digest": (ctypes.c_int32, [ctypes.c_uint64, _P(ctypes.c_uint64)]),
     "adpr_router_tokens_read": (ctypes.c_int32, [ctypes.c_uint64, _P(ctypes.c_int32)]),
     "adpr_router_receipts": (ctypes.c_int32, [ctypes.c_uint64, _P(ReceiptC), ctypes.c_int64, _P(CandidateC),
                                               ctypes.c_int64, _P(ctypes.c_int64), _P(ctypes.c_int64)] + _ERR),
     "adpr_router_receipt_text": (ctypes.c_int32, [ctypes.c_uint64, ctypes.c_int64, ctypes.c_char_p,
-                                                  ctypes.c_size_t, _P(ctypes.c_size_t)] + _ERR),
+                                                  ctypes.c_int64, _P(ctypes.c_int64)] + _ERR),
     "adpr_router_stats": (ctypes.c_int32, [ctypes.c_uint64, _P(Stats), _P(RankStats), ctypes.c_int32,
-                                           _P(HotGroup), ctypes.c_int32] + _ERR),
+                                           _P(HotGroup), ctypes.c_int64, _P(ctypes.c_int64)] + _ERR),
     "adpr_router_pending_warmup": (ctypes.c_int32, [ctypes.c_uint64, _P(ctypes.c_int32), ctypes.c_int64,
                                                     _P(ctypes.c_int64)] + _ERR),
     "adpr_router_set_pending_warmup": (ctypes.c_int32, [ctypes.c_uint64, _P(ctypes.c_int32),
@@ -281,3 +285,25 @@ def call(name, *args):
         raise InvalidArgumentError("%s: %s" % (name, e), INVALID_ARGUMENT) from None
     if status != OK:
         raise_status(status, errbuf)
+
+
+def text(name, *args, initial=4096):
+    """The NUL-terminated text that export name writes after args
+    (name(*args, out, capacity, &total, err, err_len)), decoded, under the
+    header's buffer rule: a buffer short of the total gets
+    ADPR_ERR_SHORT_BUFFER and the total, and the call is repeated with a
+    buffer that size."""
+    fn = getattr(load(), name)
+    errbuf = ctypes.create_string_buffer(ERRBUF)
+    total = ctypes.c_int64(0)
+    size = initial
+    for _ in range(8):  # the text may grow between calls (another thread's decision)
+        buf = ctypes.create_string_buffer(size)
+        status = fn(*args, buf, size, ctypes.byref(total), errbuf, ERRBUF)
+        if status == SHORT_BUFFER and total.value > size:
+            size = total.value
+            continue
+        if status != OK:
+            raise_status(status, errbuf)
+        return buf.value.decode()
+    raise InternalError("%s: the text kept growing while it was read" % name)

@@ -8,10 +8,14 @@ text comes from the caller (an error buffer, or adpr_strerror via
 _abi.raise_status).
 """
 
-# Status codes (include/adprouter.h).
-OK, INVALID_ARGUMENT, INVALID_HANDLE, CONFIG, INTERNAL = 0, 1, 2, 3, 4
-NVML_UNAVAILABLE, GPU_LOST, NOT_SUPPORTED, NO_PERMISSION, NOT_FOUND = 5, 6, 7, 8, 9
-NVML, FORKED, SHORT_BUFFER = 10, 11, 12
+from . import _consts as C
+
+# Status codes (include/adprouter.h, through _consts).
+OK, INVALID_ARGUMENT, INVALID_HANDLE, CONFIG, INTERNAL = (C.OK, C.ERR_INVALID_ARGUMENT, C.ERR_INVALID_HANDLE,
+                                                          C.ERR_CONFIG, C.ERR_INTERNAL)
+NVML_UNAVAILABLE, GPU_LOST, NOT_SUPPORTED, NO_PERMISSION, NOT_FOUND = (
+    C.ERR_NVML_UNAVAILABLE, C.ERR_GPU_LOST, C.ERR_NOT_SUPPORTED, C.ERR_NO_PERMISSION, C.ERR_NOT_FOUND)
+NVML, FORKED, SHORT_BUFFER = C.ERR_NVML, C.ERR_FORKED, C.ERR_SHORT_BUFFER
 
 
 class Error(Exception):

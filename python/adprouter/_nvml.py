@@ -6,7 +6,7 @@ subclass (or InvalidArgumentError for a bad argument).
 
 import ctypes
 
-from ._abi import KVBudget, KVShape, MemoryInfo, RankStateC, call
+from ._abi import ERRBUF, KVBudget, KVShape, MemoryInfo, RankStateC, call
 from ._errors import I32, I64, INVALID_ARGUMENT, U64, InvalidArgumentError, check_int
 
 
@@ -86,8 +86,8 @@ def size_kv(free_bytes, bytes_per_token, reserve_bytes=0, fraction=0.9, tokens_p
                   fraction, check_int("bytes_per_token", bytes_per_token, 0, U64),
                   check_int("tokens_per_block", tokens_per_block, 0, U64),
                   check_int("max_tokens", max_tokens, 0, U64))
-    reason = ctypes.create_string_buffer(256)
-    call("adpr_size_kv", ctypes.byref(b), reason, 256)
+    reason = ctypes.create_string_buffer(ERRBUF)  # ADPR_MESSAGE_MAX holds any reason
+    call("adpr_size_kv", ctypes.byref(b), reason, ERRBUF)
     out = {name: getattr(b, name) for name, _ in KVBudget._fields_ if name != "reserved"}
     out["capped"] = bool(b.capped)
     out["reason"] = reason.value.decode()

@@ -12,14 +12,14 @@ import ctypes
 import struct
 from array import array
 
-from . import _accel
+from . import _accel, _consts
 from ._abi import NO_TARGET, REQUEST, STATE
 from ._errors import INVALID_ARGUMENT, InvalidArgumentError
 from ._types import RouteResult
 
 # The KV-aware policy groups requests by their first PREFIX_TOKENS tokens and
-# reads no others; the other policies read none.
-PREFIX_TOKENS = 64
+# reads no others; the other policies read none (ADPR_PREFIX_TOKENS).
+PREFIX_TOKENS = _consts.PREFIX_TOKENS
 
 REQ_SIZE = REQUEST.size
 

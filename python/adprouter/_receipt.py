@@ -19,7 +19,7 @@ decoding and the Receipt classes are here.
 import ctypes
 
 from ._abi import CandidateC, ReceiptC
-from ._errors import INTERNAL, INVALID_ARGUMENT, InternalError
+from ._errors import INTERNAL, INVALID_ARGUMENT, OK, SHORT_BUFFER, InternalError
 
 # ADPR_REASON_* and ADPR_EXCLUDED_* of include/adprouter.h, by value: the
 # name is the macro's suffix in lower case (python/tests/test_abi_layout.py
@@ -111,33 +111,33 @@ def read(router, raise_status, errbuf):
     for attempt in range(_TRIES):
         last = attempt == _TRIES - 1
         status = lib.adpr_router_receipts(h, None, 0, None, 0, ctypes.byref(n), ctypes.byref(nc), errbuf, errlen)
-        if status != 0:
+        if status not in (OK, SHORT_BUFFER):
             raise_status(status, errbuf)
         rcs, cands, status = _copy(lib, h, n, nc, errbuf, errlen)
-        if status == INVALID_ARGUMENT and not last:
+        if status == SHORT_BUFFER and not last:
             continue  # more receipts than asked for: a decision in between
-        if status != 0:
+        if status != OK:
             raise_status(status, errbuf)
         texts = []
-        need = ctypes.c_size_t(0)
+        total = ctypes.c_int64(0)
         buf = ctypes.create_string_buffer(4096)
         for i in range(n.value):
-            status = lib.adpr_router_receipt_text(h, i, buf, len(buf), ctypes.byref(need), errbuf, errlen)
-            if status == 0 and need.value > len(buf):
-                buf = ctypes.create_string_buffer(need.value)
-                status = lib.adpr_router_receipt_text(h, i, buf, len(buf), ctypes.byref(need), errbuf, errlen)
-            if status != 0:
+            status = lib.adpr_router_receipt_text(h, i, buf, len(buf), ctypes.byref(total), errbuf, errlen)
+            if status == SHORT_BUFFER and total.value > len(buf):
+                buf = ctypes.create_string_buffer(total.value)
+                status = lib.adpr_router_receipt_text(h, i, buf, len(buf), ctypes.byref(total), errbuf, errlen)
+            if status != OK:
                 break
             texts.append(buf.value.decode())
-        if status == INVALID_ARGUMENT and not last:
-            continue  # fewer receipts now: a decision in between
-        if status != 0:
+        if status in (INVALID_ARGUMENT, SHORT_BUFFER) and not last:
+            continue  # fewer receipts now, or a longer text: a decision in between
+        if status != OK:
             raise_status(status, errbuf)
         n2, nc2 = ctypes.c_int64(n.value), ctypes.c_int64(nc.value)
         rcs2, cands2, status = _copy(lib, h, n2, nc2, errbuf, errlen)
-        if status == INVALID_ARGUMENT and not last:
+        if status == SHORT_BUFFER and not last:
             continue
-        if status != 0:
+        if status != OK:
             raise_status(status, errbuf)
         if (n2.value, nc2.value) == (n.value, nc.value) and bytes(rcs2) == bytes(rcs) and \
                 bytes(cands2) == bytes(cands):

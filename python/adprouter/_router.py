@@ -17,10 +17,11 @@ accepted (Router(dp_size="4").dp_size == 4).
 """
 
 import ctypes
+import json
 import threading
 from array import array
 
-from . import _abi, _accel, _receipt
+from . import _abi, _accel, _consts, _receipt
 from ._abi import ERRBUF, Batch, BindingC, HotGroup, Option, RankStats, Result, Stats, load, raise_status
 from ._errors import (CONFIG, FORKED, INVALID_ARGUMENT, INVALID_HANDLE, OK, SHORT_BUFFER, U64, ConfigError,
                       InvalidArgumentError, InvalidHandleError, check_int)
@@ -51,7 +52,7 @@ def block_hashes(tokens, tokens_per_block=32, lora_id=0, cache_salt=0):
     partial last block is not hashed). The router hashes a prompt without its
     last token, as engines cache it."""
     lib = load()
-    check_int("tokens_per_block", tokens_per_block, 1, 65536)
+    check_int("tokens_per_block", tokens_per_block, 1, _consts.MAX_TOKENS_PER_BLOCK)
     check_int("lora_id", lora_id, 0, U64)
     check_int("cache_salt", cache_salt, 0, U64)
     try:
@@ -66,9 +67,31 @@ def block_hashes(tokens, tokens_per_block=32, lora_id=0, cache_salt=0):
     status = lib.adpr_block_hashes(buf.buffer_info()[0] if n else None, n, tokens_per_block,
                                    lora_id, cache_salt, out.buffer_info()[0], cap,
                                    ctypes.byref(got), errbuf, ERRBUF)
-    if status != OK:
+    if status != OK:  # the buffer holds every full block: never ADPR_ERR_SHORT_BUFFER
         raise_status(status, errbuf)
     return out[:got.value].tolist()
+
+
+def option_schema():
+    """The library's option schema (docs/configuration.md): {"options": [one
+    dict per option: name, kind, values, default, range, unit, policies,
+    doc], "bool_true": [...], "bool_false": [...], "presets": {preset:
+    {policy: [[key, value], ...]}}}. The one list of option names: the
+    TensorRT-LLM drop-in reads it too."""
+    global _schema
+    if _schema is None:
+        _schema = json.loads(_abi.text("adpr_option_schema", initial=1 << 15))
+    return _schema
+
+
+_schema = None
+
+
+def preset_options(preset, policy="kv_cache_aware"):
+    """The options preset sets for policy, {name: text}, from the
+    library's table (adpr_preset_options)."""
+    text = _abi.text("adpr_preset_options", str(preset).encode(), str(policy).encode())
+    return dict(line.split("=", 1) for line in text.splitlines())
 
 
 class Router:
@@ -367,32 +390,55 @@ class Router:
         if not self._handle:
             raise InvalidHandleError("the router is closed", INVALID_HANDLE)
 
+    def options(self):
+        """The router's effective configuration, {option: text}: every
+        option of the schema (option_schema()), presets expanded and unset
+        options as the values they mean, as the library parsed them.
+        Router(**router.options()) builds the same configuration."""
+        self._check_open()
+        text = _abi.text("adpr_router_options", self._handle)
+        return dict(line.split("=", 1) for line in text.splitlines())
+
     def stats(self, max_groups=16):
-        """Cumulative counters as a dict: decisions, unassigned,
+        """The router's counters and gauges as a dict: decisions, unassigned,
         warmup_placements, demand_placements, pending_warmup, conversations,
-        index_entries, index_bytes, ranks (a list of per-rank dicts: placed,
+        index_entries, index_bytes, ranks (one dict per rank: placed,
         predicted_hit_tokens, index_blocks, index_limit_blocks,
-        index_evicted_blocks, memory_pressure) and hot_groups (family,
-        requests, share, replicas, target; most requested first)."""
+        index_evicted_blocks, memory_pressure) and hot_groups (at most
+        max_groups dicts: family, requests, share, replicas, target; most
+        requested first). docs/operations.md ("What stats() counts") gives
+        each field's kind and unit; adprouter.metrics exports them."""
         if not self._handle:
             raise InvalidHandleError("the router is closed", INVALID_HANDLE)
         check_int("max_groups", max_groups, 0, _MAX_GROUPS)
         st = Stats()
         ranks = (RankStats * self.dp_size)()
-        groups = (HotGroup * max(max_groups, 1))()
         err = _take_errbuf()
-        status = self._lib.adpr_router_stats(self._handle, ctypes.byref(st), ranks,
-                                             self.dp_size, groups, max_groups, err, ERRBUF)
+        total = ctypes.c_int64(0)
+        capacity = max_groups
+        while True:
+            # The library writes every hot group or none (the buffer rule):
+            # ask for room for max_groups, then for all of them if there
+            # are more, and keep the first max_groups (most requested first).
+            groups = (HotGroup * max(capacity, 1))()
+            status = self._lib.adpr_router_stats(self._handle, ctypes.byref(st), ranks, self.dp_size,
+                                                 groups if capacity else None, capacity, ctypes.byref(total),
+                                                 err, ERRBUF)
+            if status == SHORT_BUFFER and max_groups > 0 and total.value > capacity:
+                capacity = total.value
+                continue
+            break
+        if status == SHORT_BUFFER and max_groups == 0:
+            status = OK  # no groups wanted; stats and ranks are written
         if status != OK:
             raise_status(status, err)
         _ERRBUFS.append(err)
-        out = {name: getattr(st, name) for name, _ in Stats._fields_
-               if name not in ("num_hot_groups", "reserved")}
+        out = {name: getattr(st, name) for name, _ in Stats._fields_}
         out["ranks"] = [dict(placed=r.placed, predicted_hit_tokens=r.predicted_hit_tokens,
                              index_blocks=r.index_blocks, index_limit_blocks=r.index_limit_blocks,
                              index_evicted_blocks=r.index_evicted_blocks,
                              memory_pressure=bool(r.flags & 1)) for r in ranks]
         out["hot_groups"] = [dict(family=g.family, requests=g.requests, share=g.share,
                                   replicas=g.replicas, target=g.target)
-                             for g in groups[:st.num_hot_groups]]
+                             for g in groups[:min(total.value, max_groups)]]
         return out

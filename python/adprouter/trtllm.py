@@ -39,50 +39,24 @@ are the reference's) come from ``options=`` (a mapping) and from environment
 variables ``TRTLLM_ADPROUTER_<NAME>`` (upper case; TensorRT-LLM forwards
 ``TRTLLM*`` variables to the MPI workers it spawns) or ``ADPROUTER_<NAME>``,
 in that order of precedence after the mapping; an unknown
-``TRTLLM_ADPROUTER_*`` variable is warned about once. See ``OPTIONS`` and
-``preset_options``:
+``TRTLLM_ADPROUTER_*`` variable is warned about once. ``OPTIONS`` lists them:
+the library's options beyond TensorRT-LLM's parameters (docs/configuration.md
+has the table: preset, score, prefix_source, warmup, capacity_aware,
+explain, ...), read from the library's option schema, and this module's own:
 
-=====================  ========  ==============================================
-name                   applies   meaning (include/adprouter.h has the details)
-=====================  ========  ==============================================
-preset                 all       "reference" (nothing), "recommended" (the
-                                 predicted-TTFT score, probe+index, quiet
-                                 warmup: README "Routing quality"), "index"
-                                 (prefix_source index: no probe, no second
-                                 allgather), "full" (index + demand warmup +
-                                 capacity_aware); the library holds the table
-                                 (``preset_options``)
-score                  KV-aware  "reference" | "ttft"
-engine_reuse           KV-aware  "after_iteration" (TensorRT-LLM, default) |
-                                 "on_schedule"; read by score "ttft"
-ttft_drain_tokens      KV-aware  prefill tokens a rank computes per iteration
-                                 (max_num_tokens); read by score "ttft"
-prefix_source          KV-aware  "probe" | "index" | "probe+index"
-warmup                 KV-aware  "off" | "once" | "quiet" | "demand"
-                                 (replaces kv_cache_routing_cold_start_warmup)
-warmup_factor,         KV-aware  demand warmup tuning
-warmup_window,
-warmup_min_requests
-tokens_per_block       KV-aware  block size of the router's prefix index
-index_capacity_blocks  KV-aware  index bound per rank without KV capacity
-index_max_bytes        KV-aware  memory bound of the whole prefix index
-capacity_aware         all       avoid ranks whose free KV cannot hold a
-                                 request (read from the KV cache manager's
-                                 get_kv_cache_stats(); pass kv_cache_manager)
-new_conv_placement     conv.     "round_robin" | "least_queued" |
-                                 "least_tokens" (overrides
-                                 kv_cache_routing_new_conv_placement)
-explain                all       keep a receipt per request: ``receipts()``
-route_trace            all       fill ``_last_route_trace`` after every
-                                 decision (TensorRT-LLM's TRTLLM_ADP_ROUTE_TRACE
-                                 sink turns it on by itself)
-check_ranks            all       allgather every rank's fingerprint at the
-                                 first gather and refuse to route if they
-                                 differ (needs adprouter on every rank)
-=====================  ========  ==============================================
+=====================  ==========================================================
+route_trace            fill ``_last_route_trace`` after every decision
+                       (TensorRT-LLM's TRTLLM_ADP_ROUTE_TRACE sink turns it on
+                       by itself)
+check_ranks            allgather every rank's fingerprint at the first gather
+                       and refuse to route if they differ (needs adprouter on
+                       every rank)
+=====================  ==========================================================
 
-KV-aware-only options are ignored by the other routers, so one environment
-serves every configuration ``create`` may choose.
+The library resolves presets and their precedence (explicit options over the
+preset's); ``options`` on a router shows the effective value of every option
+given or set by its preset. KV-aware-only options are ignored by the other
+routers, so one environment serves every configuration ``create`` may choose.
 """
 
 import copy
@@ -99,8 +73,9 @@ from array import array
 from collections import OrderedDict
 from itertools import repeat
 
-from . import ConfigError, InvalidArgumentError, Request, Router, _accel, abi_version, version
-from ._abi import call
+from . import ConfigError, InvalidArgumentError, Request, Router, _accel, _consts, abi_version, version
+from . import option_schema as _option_schema
+from . import preset_options as _library_preset_options
 from ._errors import CONFIG, INVALID_ARGUMENT
 from _adprouter_startup import TRTLLM_MODULES
 
@@ -117,38 +92,37 @@ __all__ = [
 # that calls it, and its router tests).
 TRTLLM_COMMIT = "04fe30a9f89f8aabd72d632580f15c752972d954"
 
+# TensorRT-LLM's own router parameters (constructor arguments, from its
+# AttentionDpConfig): options of the library this module sets itself.
+_TRTLLM_PARAMETERS = ("policy", "dp_size", "load_balance_weight", "match_rate_threshold",
+                      "fair_share_multiplier", "cold_start_warmup", "max_sessions")
+
+
+def _options_table():
+    """OPTIONS: every option of the library's schema beyond TensorRT-LLM's
+    parameters, "kv" when only the KV-aware policy reads it, else "library";
+    and this module's own, "adapter"."""
+    out = {}
+    for o in _option_schema()["options"]:
+        if o["name"] not in _TRTLLM_PARAMETERS:
+            out[o["name"]] = "kv" if o.get("policies") == ["kv_cache_aware"] else "library"
+    out.update(route_trace="adapter", check_ranks="adapter")
+    return out
+
+
 # Options this module accepts beyond TensorRT-LLM's constructor parameters,
 # mapped to who reads them: "kv" the library, for the KV-aware router only;
-# "library" the library, for every router; "adapter" this module.
-OPTIONS = {
-    "preset": "library",
-    "prefix_source": "kv",
-    "score": "kv",
-    "engine_reuse": "kv",
-    "ttft_drain_tokens": "kv",
-    "warmup": "kv",
-    "warmup_factor": "kv",
-    "warmup_window": "kv",
-    "warmup_min_requests": "kv",
-    "tokens_per_block": "kv",
-    "index_capacity_blocks": "kv",
-    "index_max_bytes": "kv",
-    "capacity_aware": "library",
-    "new_conv_placement": "library",
-    "explain": "library",
-    "route_trace": "adapter",
-    "check_ranks": "adapter",
-}
+# "library" the library, for every router; "adapter" this module. The
+# library's come from its option schema (docs/configuration.md).
+OPTIONS = _options_table()
 
 
 def preset_options(preset, policy="kv_cache_aware"):
     """The options preset sets for policy, as {name: text}, from the
-    library's table (adpr_preset_options): "reference", "recommended",
+    library's table (adprouter.preset_options): "reference", "recommended",
     "index" or "full". Explicit options and ADPROUTER_* variables win over
     them."""
-    out = ctypes.create_string_buffer(4096)
-    call("adpr_preset_options", str(preset).encode(), str(policy).encode(), out, len(out))
-    return dict(line.split("=", 1) for line in out.value.decode().splitlines())
+    return _library_preset_options(preset, policy)
 
 
 # Environment variable prefixes of the options, the first winning:
@@ -176,46 +150,43 @@ def _env_options(env):
     return out
 
 
-def _resolve_options(options, policy, environ=None, cold_start_warmup=False):
-    """The effective extra options for policy: the preset's, overridden by
-    ADPROUTER_* variables, overridden by TRTLLM_ADPROUTER_* ones, overridden
-    by the options mapping. Values stay as given (strings from the
-    environment); the library parses them. As in the library, a true
-    cold_start_warmup replaces the preset's warmup."""
+def _given_options(options, environ=None):
+    """The options given: ADPROUTER_* variables, overridden by
+    TRTLLM_ADPROUTER_* ones, overridden by the options mapping, as given
+    (text from the environment). Presets and their precedence are the
+    library's to resolve: "preset" stays one option among the others."""
     env = os.environ if environ is None else environ
     given = dict(options or {})
     unknown = sorted(set(given) - set(OPTIONS))
     if unknown:
         raise ConfigError("unknown adprouter option(s) %s; known: %s"
                           % (", ".join(map(repr, unknown)), ", ".join(sorted(OPTIONS))))
-    from_env = _env_options(env)
-    preset = given.get("preset", from_env.get("preset", "reference"))
-    out = preset_options(preset, policy)
-    if _truthy(cold_start_warmup):
-        out.pop("warmup", None)
-    out.update(from_env)
+    out = _env_options(env)
     out.update(given)
-    out.pop("preset", None)
     return out
 
 
-def _truthy(v):
-    if isinstance(v, str):
-        return v.strip().lower() in ("1", "true", "yes", "on")
-    return bool(v)
+def _effective(policy, config):
+    """The library's effective options, {name: text}, for a router of
+    policy with config: presets expanded, explicit options over them,
+    unset options as the values they mean, canonical text ("true"/"false")."""
+    with Router(policy=policy, dp_size=1, **config) as r:
+        return r.options()
 
 
 def _flag(options, name):
     """A boolean adapter option: True, False, or the library's words for
-    them ("true"/"True"/"1", "false"/"False"/"0")."""
+    them (the schema's bool_true and bool_false)."""
     v = options.get(name, False)
     if isinstance(v, bool):
         return v
-    if str(v).strip() in ("1", "true", "True"):
+    schema = _option_schema()
+    if str(v) in schema["bool_true"]:
         return True
-    if str(v).strip() in ("0", "false", "False"):
+    if str(v) in schema["bool_false"]:
         return False
-    raise ConfigError("option %s = %r: want true or false" % (name, v), CONFIG)
+    raise ConfigError("option %s = %r: want %s or %s" % (name, v, " / ".join(map(repr, schema["bool_true"])),
+                                                          " / ".join(map(repr, schema["bool_false"]))), CONFIG)
 
 
 # ---- the executor's helpers ------------------------------------------------------------
@@ -405,8 +376,8 @@ def _salt64(salt):
     return int.from_bytes(hashlib.blake2b(b, digest_size=8).digest(), "little")
 
 
-# The library's bound on a conversation id (router.MaxConversationIDBytes).
-_MAX_CONVERSATION_BYTES = 1024
+# The library's bound on a conversation id (ADPR_MAX_CONVERSATION_ID_BYTES).
+_MAX_CONVERSATION_BYTES = _consts.MAX_CONVERSATION_ID_BYTES
 
 
 def _conversation_key(cid):
@@ -444,15 +415,24 @@ class ADPRouter:
     def __init__(self, dist, *, options=None, kv_cache_manager=None, has_seq_slot_headroom=None,
                  executor=None, **config):
         self.dist = dist
-        self.options = _resolve_options(options, self._policy,
-                                        cold_start_warmup=config.get("cold_start_warmup", False))
-        extras = {k: v for k, v in self.options.items()
+        given = _given_options(options)
+        adapter = {k: v for k, v in given.items() if OPTIONS[k] == "adapter"}
+        extras = {k: v for k, v in given.items()
                   if OPTIONS[k] == "library" or (OPTIONS[k] == "kv" and self._policy == "kv_cache_aware")}
         if self._policy != "conversation":
             extras.pop("new_conv_placement", None)
         if "warmup" in extras:
             config.pop("cold_start_warmup", None)  # warmup replaces it
-        self._capacity_aware = _truthy(extras.get("capacity_aware", False))
+        # The library resolves presets and precedence; this module reads the
+        # outcome (its effective options) to know what to gather and send.
+        eff = _effective(self._policy, dict(config, **extras))
+        # options: the effective value of every option given or set by the
+        # preset, and the adapter's own.
+        shown = set(extras) - {"preset"}
+        if "preset" in extras:
+            shown |= set(preset_options(extras["preset"], self._policy))
+        self.options = dict({k: eff[k] for k in sorted(shown) if k in eff}, **adapter)
+        self._capacity_aware = eff["capacity_aware"] == "true"
         if self._capacity_aware and kv_cache_manager is None:
             raise ConfigError("capacity_aware needs the kv_cache_manager (its get_kv_cache_stats() "
                               "is each rank's free KV); pass kv_cache_manager=")
@@ -462,25 +442,25 @@ class ADPRouter:
         # they are always left out.
         self.exclude_retiring_requests = True if has_seq_slot_headroom is None else bool(has_seq_slot_headroom)
         self._executor = weakref.ref(executor) if executor is not None else None
-        self._defaults_from_engine(extras, kv_cache_manager, executor)
+        self._defaults_from_engine(extras, eff, kv_cache_manager, executor)
         # Route traces need the library's receipts: on when our option asks,
         # or when TensorRT-LLM's trace sink variable is set (its executor
         # then sets route_trace_enabled on the rank that writes).
-        self.route_trace_enabled = _flag(self.options, "route_trace")
+        self.route_trace_enabled = _flag(adapter, "route_trace")
         self._last_route_trace = None
         if self.route_trace_enabled or os.environ.get("TRTLLM_ADP_ROUTE_TRACE"):
             extras.setdefault("explain", True)
-        self._check_ranks = _flag(self.options, "check_ranks")
+        self._check_ranks = _flag(adapter, "check_ranks")
         self._config = dict(config, **extras)
-        self._explains = _truthy(self._config.get("explain", False))
+        self._effective = eff = _effective(self._policy, self._config)
+        self._explains = eff["explain"] == "true"
         # Token counts: read by every policy but the plain conversation
         # router (TensorRT-LLM's reads none); both paths send 0 there.
         self._counts = (self._policy != "conversation" or self._capacity_aware or self._explains
-                        or str(self._config.get("new_conv_placement", "")).strip() == "least_tokens")
+                        or eff["new_conv_placement"] == "least_tokens")
         # The conversation key goes to the library where it reads it: the
         # conversation policy and the KV-aware "ttft" score.
-        self._send_conversations = (self._policy == "conversation"
-                                    or str(extras.get("score", "")).strip() == "ttft")
+        self._send_conversations = self._policy == "conversation" or eff["score"] == "ttft"
         # TensorRT-LLM sizes every decision by the number of rank states.
         # The library keeps per-rank state, so its router is sized by the
         # first decision (built before it from mapping.dp_size, else
@@ -500,18 +480,18 @@ class ADPRouter:
                  getattr(dist, "tp_rank", "?"), type(self).__name__, version(), abi_version(),
                  _describe(self._config), self.fingerprint)
 
-    def _defaults_from_engine(self, extras, kv_cache_manager, executor):
-        """Options the engine knows, unless set: the KV block size of the
-        prefix index (kv_cache_manager.tokens_per_block), and the per-iteration
-        token budget of the ttft score (the executor's max_num_tokens)."""
+    def _defaults_from_engine(self, extras, eff, kv_cache_manager, executor):
+        """Options the engine knows, unless set (added to extras): the KV
+        block size of the prefix index (kv_cache_manager.tokens_per_block),
+        and the per-iteration token budget of the ttft score (the executor's
+        max_num_tokens). eff: the effective options without them."""
         if self._policy != "kv_cache_aware":
             return
-        indexed = (str(extras.get("prefix_source", "probe")).strip() in ("index", "probe+index")
-                   or str(extras.get("warmup", "")).strip() == "demand")
+        indexed = eff["prefix_source"] in ("index", "probe+index") or eff["warmup"] == "demand"
         tpb = _positive_int(getattr(kv_cache_manager, "tokens_per_block", None))
         if indexed and tpb is not None and "tokens_per_block" not in extras:
             extras["tokens_per_block"] = tpb
-        if str(extras.get("score", "")).strip() == "ttft" and "ttft_drain_tokens" not in extras:
+        if eff["score"] == "ttft" and "ttft_drain_tokens" not in extras:
             budget = _positive_int(getattr(getattr(executor, "llm_args", None), "max_num_tokens", None))
             if budget is not None:
                 extras["ttft_drain_tokens"] = budget
@@ -600,9 +580,9 @@ class ADPRouter:
         common = dict(has_seq_slot_headroom=given["has_seq_slot_headroom"], executor=executor, options=options)
         get = lambda name, default: getattr(cfg, name, default) if cfg is not None else default
         conv = get("kv_cache_routing_conversation_affinity", False)
-        policy = ConversationAwareADPRouter._policy if conv else DefaultADPRouter._policy
-        capacity = _truthy(_resolve_options(options, policy).get("capacity_aware", False))
-        kv = kv_cache_manager if capacity else None
+        # Every router gets the KV cache manager: the option capacity_aware
+        # (the library resolves whether it is on) reads its free KV.
+        kv = kv_cache_manager
         if conv:
             return ConversationAwareADPRouter(
                 dist=dist, max_sessions=get("kv_cache_routing_max_sessions", 1 << 16),
@@ -1004,8 +984,7 @@ class KVCacheAwareADPRouter(ADPRouter):
                          match_rate_threshold=match_rate_threshold,
                          fair_share_multiplier=fair_share_multiplier,
                          cold_start_warmup=bool(cold_start_warmup))
-        source = self.options.get("prefix_source", "probe")
-        self._use_matches = source != "index"
+        self._use_matches = self._effective["prefix_source"] != "index"
         self.needs_prefix_matches = self._use_matches
         self._gathered = None  # (ids probed, [flat id/match list per rank])
         self._dicts = None     # explicit per-rank {id: match} dicts

@@ -195,13 +195,23 @@ def platform_tag(library):
 # --- building ---------------------------------------------------------------
 
 
+def soname(root=ROOT):
+    """libadprouter.so.N for N = ADPR_ABI_VERSION of include/adprouter.h."""
+    with open(os.path.join(root, "include", "adprouter.h"), encoding="utf-8") as f:
+        m = re.search(r"^#define ADPR_ABI_VERSION (\d+)$", f.read(), re.M)
+    if not m:
+        raise RuntimeError("include/adprouter.h has no line #define ADPR_ABI_VERSION N")
+    return "libadprouter.so." + m.group(1)
+
+
 def build_library(outdir, root=ROOT):
-    """Builds libadprouter.so.1 into outdir with build.sh and returns its path."""
+    """Builds the library (its soname: soname()) into outdir with build.sh
+    and returns its path."""
     env = dict(os.environ, ADPROUTER_BUILD_DIR=outdir)
     # build.sh's progress goes to stderr: stdout may be a frontend's channel.
     subprocess.run(["bash", os.path.join(root, "build.sh"), "build"], env=env, check=True,
                    stdout=sys.stderr)
-    return os.path.join(outdir, "libadprouter.so.1")
+    return os.path.join(outdir, soname(root))
 
 
 def build_speedups(source, outdir):

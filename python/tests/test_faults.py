@@ -59,6 +59,8 @@ class InjectedPanicTest(unittest.TestCase):
             "adpr_router_receipt_text": r.receipts,
             "adpr_block_hashes": lambda: adprouter.block_hashes(list(range(64))),
             "adpr_preset_options": lambda: adprouter.trtllm.preset_options("full"),
+            "adpr_option_schema": lambda: adprouter._abi.text("adpr_option_schema"),
+            "adpr_router_options": r.options,
             "adpr_nvml_init": adprouter.nvml_init,
             "adpr_nvml_shutdown": adprouter.nvml_shutdown,
             "adpr_nvml_device_count": adprouter.nvml_device_count,

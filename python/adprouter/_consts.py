@@ -1,0 +1,52 @@
+"""The integer constants of include/adprouter.h (status codes, limits,
+receipt reasons, enum values, the ABI version), without their ADPR_ prefix.
+Generated from the header by go generate ./... (internal/schemagen), so the
+binding never restates them; ./build.sh test fails while this file is stale.
+"""
+
+# BEGIN constants (generated from include/adprouter.h by go generate; do not edit)
+ABI_VERSION = 2
+OK = 0
+ERR_INVALID_ARGUMENT = 1
+ERR_INVALID_HANDLE = 2
+ERR_CONFIG = 3
+ERR_INTERNAL = 4
+ERR_NVML_UNAVAILABLE = 5
+ERR_GPU_LOST = 6
+ERR_NOT_SUPPORTED = 7
+ERR_NO_PERMISSION = 8
+ERR_NOT_FOUND = 9
+ERR_NVML = 10
+ERR_FORKED = 11
+ERR_SHORT_BUFFER = 12
+MAX_OPTIONS = 256
+MAX_OPTION_BYTES = 4096
+MAX_DP_SIZE = 4096
+MAX_REQUESTS = 4194304
+MAX_CONVERSATION_ID_BYTES = 1024
+PREFIX_TOKENS = 64
+MAX_TOKENS_PER_BLOCK = 65536
+MAX_DEVICE_BYTES = 256
+MESSAGE_MAX = 512
+NO_TARGET = -1
+UNPLACED = -1
+RANK_MEMORY_PRESSURE = 1
+REASON_UNPLACED = 0
+REASON_EXPLICIT = 1
+REASON_COLD_START_WARMUP = 2
+REASON_DEMAND_WARMUP = 3
+REASON_SCORED = 4
+REASON_LEAST_LOADED = 5
+REASON_CONVERSATION_BOUND = 6
+REASON_NEW_CONVERSATION = 7
+REASON_PREDICTED_TTFT = 8
+EXCLUDED_NONE = 0
+EXCLUDED_AT_CAP = 1
+EXCLUDED_NO_ROOM = 2
+ATTENTION_GQA = 1
+ATTENTION_MLA = 2
+DTYPE_BF16 = 1
+DTYPE_FP16 = 2
+DTYPE_FP8 = 3
+DTYPE_NVFP4 = 4
+# END constants
