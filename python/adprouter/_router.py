@@ -22,6 +22,7 @@ import threading
 from array import array
 
 from . import _abi, _accel, _consts, _receipt
+from . import _log
 from ._abi import ERRBUF, Batch, BindingC, HotGroup, Option, RankStats, Result, Stats, load, raise_status
 from ._errors import (CONFIG, FORKED, INVALID_ARGUMENT, INVALID_HANDLE, OK, SHORT_BUFFER, U64, ConfigError,
                       InvalidArgumentError, InvalidHandleError, check_int)
@@ -206,6 +207,7 @@ class Router:
         name every request in batch order and pairs in batch order are the
         fastest.
         """
+        t0 = _log.clock() if _log.decisions.isEnabledFor(_log.DEBUG) else None  # DEBUG: adprouter._log
         h = self._handle  # a close() from here on: adpr_route says InvalidHandleError
         if not h:
             raise InvalidHandleError("the router is closed", INVALID_HANDLE)
@@ -235,7 +237,8 @@ class Router:
                 if status != OK:
                     raise_status(status, err)
                 _ERRBUFS.append(err)
-                return RouteResult(assignment, expected, unassigned, ranks)
+                res = RouteResult(assignment, expected, unassigned, ranks)
+                return res if t0 is None else _log.routed(self, res, t0)
             _ERRBUFS.append(err)
         # Read from snapshots, as the C path does: code run meanwhile (another
         # thread, a __del__, a flag's __bool__) cannot resize them under the
@@ -273,7 +276,8 @@ class Router:
         if status != OK:
             raise_status(status, err)
         _ERRBUFS.append(err)
-        return LazyResult(order, offsets, ranks, out.expected)
+        res = LazyResult(order, offsets, ranks, out.expected)
+        return res if t0 is None else _log.routed(self, res, t0)
 
     def _route_items(self, states, items, flags, match_rows, maxn):
         """adprouter.trtllm's C path (adprouter._speedups.trtllm_route): one

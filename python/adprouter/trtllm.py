@@ -76,6 +76,7 @@ from itertools import repeat
 from . import ConfigError, InvalidArgumentError, Request, Router, _accel, _consts, abi_version, version
 from . import option_schema as _option_schema
 from . import preset_options as _library_preset_options
+from . import _log
 from ._errors import CONFIG, INVALID_ARGUMENT
 from _adprouter_startup import TRTLLM_MODULES
 
@@ -763,6 +764,7 @@ class ADPRouter:
         items = self._carry + list(new_requests) if self._carry else list(new_requests)
         lib = self._library(len(all_rank_states))
         got = None
+        t0 = _log.clock() if _log.decisions.isEnabledFor(_log.DEBUG) else None  # DEBUG: adprouter._log
         if not self.route_trace_enabled:
             # The C path: the same reading of every item, the library call
             # and the decoding in one; None where the Python path must run.
@@ -771,6 +773,8 @@ class ADPRouter:
         if got is not None:
             expected, out, left = got
             self._routed = True
+            if t0 is not None:  # the Python path's lib.route() logs its own
+                _log.routed_items(lib, expected, out, left, t0)
         else:
             reqs = self._requests(items)
             ids = [q.id for q in reqs]
