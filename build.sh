@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
 # adprouter's one entry point.
 #
-#   ./build.sh          build build/libadprouter.so (release) and print where it is
-#   ./build.sh run      build, then run the C++ and Python quickstarts
-#   ./build.sh test     everything CI checks: gofmt, go vet, go test ./...,
-#                       the C++ harness and the Python tests (via router_test.go)
+#   ./build.sh          build everything (as build) and run the demo: the C++
+#                       and Python quickstarts route a batch on the default
+#                       configuration and print where each request went
+#   ./build.sh build    build build/libadprouter.so (release), the Python
+#                       extension and the example programs (build/quickstart,
+#                       build/nvml_budget), and print where they are
+#   ./build.sh library  build build/libadprouter.so only (what the Python
+#                       build backend runs)
+#   ./build.sh test     everything CI checks, talking as it goes: gofmt, go
+#                       vet, then go test ./... (the Go packages; router_test.go
+#                       and the other root tests build the library and run
+#                       the C, C++, Python, MPI, install and documentation
+#                       suites), one line per package and per long suite, and
+#                       a summary naming every skipped test and why
 #   ./build.sh bench    Go, C and Python benchmarks and a simulator sweep
 #   ./build.sh soak [N] millions of good and bad calls on every export, with
 #                       resident memory checked flat (default N = 200000
@@ -14,6 +24,8 @@
 #                       package under PREFIX (relocatable)
 #   ./build.sh wheel    build the Python wheel (library inside) into build/dist/
 #   ./build.sh sdist    build the Python source distribution into build/dist/
+#   ./build.sh version  print the release version (ADPR_VERSION)
+#   ./build.sh help     print this text
 #
 # Environment: GO (default: go on PATH, else /usr/local/go/bin/go), CXX (g++),
 # PYTHON (python3), ADPROUTER_BUILD_DIR (default build/; the Python build
@@ -68,10 +80,36 @@ build_speedups() {
   fi
 }
 
+# build_examples: the example programs the docs run, into $BUILD.
 build_examples() {
   mkdir -p "$BUILD"
   "$CXX" -std=c++17 -O2 -Wall -Wextra -I"$ROOT/include" -o "$BUILD/quickstart" examples/cpp/quickstart.cpp \
     -L"$BUILD" -ladprouter -Wl,-rpath,"$BUILD"
+  "$CXX" -std=c++17 -O2 -Wall -Wextra -I"$ROOT/include" -o "$BUILD/nvml_budget" examples/cpp/nvml_budget.cpp -ldl
+}
+
+# usage prints the comment at the top of this file.
+usage() {
+  sed -n '2,/^$/{s/^# \{0,1\}//;p}' "$ROOT/build.sh" | sed '/^set -euo/,$d'
+}
+
+# stage NAME CMD...: runs one stage of the test command, saying what it is
+# and how long it took.
+stage() {
+  local name=$1 start=$SECONDS
+  shift
+  echo "== $name"
+  "$@"
+  echo "   ($name: $((SECONDS - start)) s)"
+}
+
+check_gofmt() {
+  local unformatted
+  unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+  if [ -n "$unformatted" ]; then
+    echo "gofmt needed on: $unformatted" >&2
+    return 1
+  fi
 }
 
 # version prints ADPR_VERSION of include/adprouter.h, the one home of the
@@ -107,34 +145,43 @@ backend() {
     "$1" "$ROOT/build/dist"
 }
 
-cmd=${1:-build}
+cmd=${1:-demo}
 case "$cmd" in
   build)
     build_lib
     build_speedups
+    build_examples
     echo "library: $BUILD/libadprouter.so (soname $(soname))"
-    echo "header:  $ROOT/include/adprouter.h"
+    echo "header:  $ROOT/include/adprouter.h (C), $ROOT/include/adprouter.hpp (C++)"
     echo "python:  PYTHONPATH=$ROOT/python python3 -c 'import adprouter'"
+    echo "examples: $BUILD/quickstart, $BUILD/nvml_budget"
     ;;
-  run)
+  library)
     build_lib
+    ;;
+  demo | run)
+    build_lib
+    build_speedups
     build_examples
     echo "== C++ quickstart (examples/cpp/quickstart.cpp) =="
     "$BUILD/quickstart"
     echo
     echo "== Python quickstart (examples/python/quickstart.py) =="
     PYTHONPATH="$ROOT/python" python3 examples/python/quickstart.py
+    echo
+    echo "Next: ./build.sh test runs every suite; README.md links the guides."
     ;;
   test)
-    unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
-    if [ -n "$unformatted" ]; then
-      echo "gofmt needed on: $unformatted" >&2
-      exit 1
-    fi
-    "$GO" vet ./...
-    # router_test.go (the root package) builds the library and runs the C++
-    # harness and the Python tests against it.
-    "$GO" test -count=1 ./...
+    start=$SECONDS
+    stage "gofmt" check_gofmt
+    stage "go vet ./..." "$GO" vet ./...
+    echo "== go test ./... (one line per package as it finishes; the root package builds the library and"
+    echo "   runs the C, C++, Python, MPI, install and documentation suites, each named when it passes)"
+    "$GO" test -count=1 -json ./... | "$GO" run ./internal/testsummary
+    echo "== all passed in $((SECONDS - start)) s"
+    ;;
+  help | -h | --help)
+    usage
     ;;
   bench)
     build_lib
@@ -196,7 +243,7 @@ case "$cmd" in
     version
     ;;
   *)
-    echo "usage: $0 [build|run|test|bench|soak [N]|install PREFIX|wheel|sdist|version]" >&2
+    echo "build.sh: unknown command \"$cmd\"; ./build.sh help lists the commands" >&2
     exit 2
     ;;
 esac

@@ -25,6 +25,7 @@ import hashlib
 import io
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -204,13 +205,42 @@ def soname(root=ROOT):
     return "libadprouter.so." + m.group(1)
 
 
+def go_toolchain(environ=None):
+    """The go command build.sh will use ($GO, else go on PATH, else
+    /usr/local/go/bin/go), or raise BuildError saying what is missing."""
+    env = os.environ if environ is None else environ
+    if env.get("GO"):
+        go = env["GO"]
+        found = shutil.which(go, path=env.get("PATH"))
+        if found is None:
+            raise BuildError("GO=%s is not an executable go command" % go)
+        return found
+    go = shutil.which("go", path=env.get("PATH")) or (
+        "/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None)
+    if go is None:
+        raise BuildError("building adprouter needs the Go toolchain (go 1.26 or newer): no go on PATH "
+                         "or at /usr/local/go/bin/go; install Go (https://go.dev/dl/) or set GO")
+    return go
+
+
+class BuildError(Exception):
+    """A build step that cannot work here; its message says why in one line."""
+
+
 def build_library(outdir, root=ROOT):
     """Builds the library (its soname: soname()) into outdir with build.sh
-    and returns its path."""
+    and returns its path. Without a Go toolchain, or when build.sh fails,
+    it exits with one line saying so (pip shows it instead of a traceback)."""
+    try:
+        go_toolchain()
+    except BuildError as e:
+        raise SystemExit("error: %s" % e) from None
     env = dict(os.environ, ADPROUTER_BUILD_DIR=outdir)
     # build.sh's progress goes to stderr: stdout may be a frontend's channel.
-    subprocess.run(["bash", os.path.join(root, "build.sh"), "build"], env=env, check=True,
-                   stdout=sys.stderr)
+    done = subprocess.run(["bash", os.path.join(root, "build.sh"), "library"], env=env, stdout=sys.stderr)
+    if done.returncode != 0:
+        raise SystemExit("error: ./build.sh library failed (exit %d) building libadprouter; its output is above"
+                         % done.returncode)
     return os.path.join(outdir, soname(root))
 
 

@@ -5,11 +5,13 @@ builds real wheels):
 """
 
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 import adprouter_build as b  # noqa: E402
 
 EXTENSION = r"""#include <Python.h>
@@ -83,6 +85,30 @@ class ProjectTest(unittest.TestCase):
         root = self.write('[project]\nname = "x"\n')
         with self.assertRaisesRegex(RuntimeError, "needs description"):
             b.project(root)
+
+
+class ToolchainTest(unittest.TestCase):
+    """Without Go, building stops with one line saying so, not a traceback."""
+
+    def test_go_from_the_environment(self):
+        with tempfile.TemporaryDirectory() as d:
+            fake = os.path.join(d, "go")
+            with open(fake, "w") as f:
+                f.write("#!/bin/sh\n")
+            os.chmod(fake, 0o755)
+            self.assertEqual(b.go_toolchain({"GO": fake, "PATH": ""}), fake)
+            self.assertEqual(b.go_toolchain({"PATH": d}), fake)
+
+    def test_missing_go_is_one_clear_line(self):
+        with self.assertRaises(b.BuildError) as cm:
+            b.go_toolchain({"GO": "/nonexistent/go", "PATH": ""})
+        self.assertIn("GO=/nonexistent/go", str(cm.exception))
+        env = dict(os.environ, GO="/nonexistent/go")
+        code = "import adprouter_build as b; b.build_library(%r)" % tempfile.gettempdir()
+        p = subprocess.run([sys.executable, "-c", code], env=dict(env, PYTHONPATH=HERE),
+                           capture_output=True, text=True)
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stderr.strip().splitlines(), ["error: GO=/nonexistent/go is not an executable go command"])
 
 
 class VersionTest(unittest.TestCase):
