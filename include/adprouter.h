@@ -202,11 +202,10 @@ typedef uint64_t adpr_router;
  *                         dp_size x warmup_factor) ranks, replicating only
  *                         while the engine is quiet). Read by kv_cache_aware.
  *   warmup_factor         [1.0] > 0, finite. Scales demand warmup's replica
- *                         target (and the ttft score's). Read by
- *                         kv_cache_aware.
+ *                         target. Read by kv_cache_aware.
  *   warmup_window         [1024] 1..1048576 requests. Routed requests that
- *                         demand warmup (and the ttft score's replica target)
- *                         count prompt families over. Read by kv_cache_aware.
+ *                         demand warmup counts prompt families over. Read by
+ *                         kv_cache_aware.
  *   warmup_min_requests   [2] >= 1 requests. Requests of a family the window
  *                         must hold before demand warmup replicates it
  *                         (one-off prompts never are). Read by
@@ -214,10 +213,12 @@ typedef uint64_t adpr_router;
  *   score                 ["reference"] "reference" | "ttft". How the
  *                         KV-aware policy ranks ranks: "reference"
  *                         (TensorRT-LLM's score) or "ttft" (predicted time to
- *                         first token: uncached prefill queued on the rank
- *                         plus the request's uncached tokens, in-flight
- *                         prefixes counted as engine_reuse allows); "ttft"
- *                         needs prefix_source "index" or "probe+index"
+ *                         first token in lock-step iterations: the uncached
+ *                         prefill queued on the rank and the request's own,
+ *                         in-flight prefixes counted as engine_reuse allows,
+ *                         recomputing a prefix counted as its cost, and the
+ *                         KV room ranks report heeded); "ttft" needs
+ *                         prefix_source "index" or "probe+index"
  *                         (docs/ROUTING.md). Read by kv_cache_aware.
  *   engine_reuse          ["after_iteration"] "after_iteration" |
  *                         "on_schedule". When a block being computed becomes

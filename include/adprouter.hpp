@@ -285,19 +285,19 @@ struct options {
     // ceil(share x dp_size x warmup_factor) ranks, replicating only while
     // the engine is quiet).
     std::optional<adprouter::warmup> warmup;
-    // Scales demand warmup's replica target (and the ttft score's).
+    // Scales demand warmup's replica target.
     std::optional<double> warmup_factor;
-    // Routed requests that demand warmup (and the ttft score's replica
-    // target) count prompt families over.
+    // Routed requests that demand warmup counts prompt families over.
     std::optional<int32_t> warmup_window;
     // Requests of a family the window must hold before demand warmup
     // replicates it (one-off prompts never are).
     std::optional<int32_t> warmup_min_requests;
     // How the KV-aware policy ranks ranks: "reference" (TensorRT-LLM's
-    // score) or "ttft" (predicted time to first token: uncached prefill
-    // queued on the rank plus the request's uncached tokens, in-flight
-    // prefixes counted as engine_reuse allows); "ttft" needs prefix_source
-    // "index" or "probe+index" (docs/ROUTING.md).
+    // score) or "ttft" (predicted time to first token in lock-step
+    // iterations: the uncached prefill queued on the rank and the request's
+    // own, in-flight prefixes counted as engine_reuse allows, recomputing a
+    // prefix counted as its cost, and the KV room ranks report heeded);
+    // "ttft" needs prefix_source "index" or "probe+index" (docs/ROUTING.md).
     std::optional<adprouter::score> score;
     // When a block being computed becomes reusable: "after_iteration"
     // (TensorRT-LLM) or "on_schedule" (vLLM); read by score "ttft".

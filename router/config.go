@@ -87,11 +87,13 @@ const (
 	// rank's relative token load, scaled by the request's length.
 	ScoreReference Score = "reference"
 	// ScoreTTFT predicts the request's time to first token on the rank, in
-	// prefill tokens under the lock-step iteration model: the uncached
-	// prefill still queued ahead of it there plus its own uncached tokens,
-	// counting in-flight prefixes as the engine's reuse semantics allow
-	// (EngineReuse), and keeps conversations on their rank while that costs
-	// no more than moving them. See policy_ttft.go.
+	// prefill tokens under the lock-step iteration model: the iterations
+	// the uncached prefill queued there and its own uncached tokens take,
+	// the last as long as the busiest rank's share, counting in-flight
+	// prefixes as the engine's reuse semantics allow (EngineReuse); the
+	// tokens it would compute beyond the least any candidate computes are
+	// added as a cost, and the KV room ranks report is heeded. See
+	// policy_ttft.go.
 	ScoreTTFT Score = "ttft"
 )
 
@@ -231,14 +233,11 @@ type Config struct {
 	// WarmupDemand is a
 	// contradiction that Validate rejects.
 	Warmup Warmup
-	// WarmupFactor scales the replica target of demand warmup (> 0). The
-	// three Warmup* numbers also set the replica target of ScoreTTFT,
-	// which keeps a family on a rank past the soft cap only while the
-	// family has as many replicas as the target.
+	// WarmupFactor scales the replica target of demand warmup (> 0).
 	WarmupFactor float64
-	// WarmupWindow is how many recently routed requests demand warmup (and
-	// ScoreTTFT) counts prompt families over (1..1<<20). It counts
-	// requests, not time, so that every rank agrees.
+	// WarmupWindow is how many recently routed requests demand warmup
+	// counts prompt families over (1..1<<20). It counts requests, not
+	// time, so that every rank agrees.
 	WarmupWindow int
 	// WarmupMinRequests is how many requests of a family the window must
 	// hold before demand warmup replicates it: one-off prompts are never

@@ -4,20 +4,14 @@ import "slices"
 
 // The predicted-TTFT score (Config.Score = ScoreTTFT) of the KV-aware policy.
 //
-// An ADP engine steps its ranks in lock step, and a rank computes the
-// prefill queued on it first come, first served, about TTFTDrainTokens
-// tokens per iteration. A request's time to first token on rank k is then
-// roughly proportional to
-//
-//	queued(k) + uncached(k)
-//
-// the uncached prefill still queued ahead of it there (earlier batches not
-// yet computed, and what this batch already placed there) plus its own
-// uncached tokens. The reference's score, uncached tokens plus a relative
-// load term, treats a rank whose queue is full of prefill the same as one
-// whose requests are all decoding, and the reference's prefix index counts a
-// prefix as cached the moment a request is placed, while its prefill is
-// still in flight. The TTFT score differs in these ways:
+// An ADP engine steps its ranks in lock step: every iteration each rank
+// computes up to about TTFTDrainTokens tokens of the prefill queued on it,
+// first come, first served, and the iteration lasts as long as the busiest
+// rank's share. The score predicts each request's wait on each rank from
+// that model (see ttftCost) and departs from the least-prefill placement only
+// when the prediction says it saves more than the work it adds. It differs
+// from the reference's score (uncached tokens plus a relative load term) in
+// these ways:
 //
 //   - Load is queued prefill, in tokens, not relative token load: a rank
 //     whose earlier requests have finished their prefill is free for the
@@ -26,6 +20,19 @@ import "slices"
 //     TTFTDrainTokens per routing call (one call per iteration with new
 //     requests) and caps them by the rank's reported NumActiveTokens (an
 //     upper bound: the uncached tokens of its active requests).
+//   - The wait is counted in iterations: a request that brings its rank's
+//     queue to t tokens waits ceil(t/drain) iterations, the last as long as
+//     the larger of its remainder and the busiest rank's share. A rank whose
+//     queue ends within the iteration the busiest rank fills anyway is as
+//     fast as an idle one.
+//   - Work no rank would otherwise do is a cost: the tokens a request
+//     computes on a rank beyond the least any candidate computes (a prefix
+//     cached elsewhere, or in flight elsewhere, computed again), less a
+//     block, are added to its prediction. It takes GPU time and, in lock
+//     step, lengthens other ranks' iterations too. A request leaves the rank
+//     that holds its prefix (its conversation's context, a shared system
+//     prompt, a sibling's prompt in flight) only for a wait shorter by more
+//     than what it would compute again.
 //   - An in-flight prefix — in the router's index but not yet in the probed
 //     match lengths, or placed earlier in this batch — counts as cached
 //     only when the engine reuses blocks as soon as they are scheduled
@@ -36,30 +43,28 @@ import "slices"
 //   - A request's home — its conversation's rank, else the rank that
 //     computed the longest prefix of it when no rank under the soft cap
 //     holds as much — stays a candidate past the soft cap, up to the hard
-//     cap: the soft cap counts requests, most of which only decode. A
-//     prefix home holds only while the family has the replicas its share
-//     of recent traffic wants (demand warmup's target, over the last
-//     WarmupWindow placements): a family that outgrows its ranks spreads
-//     to new ones instead of piling onto one, where in lock step its
-//     concurrent prefills would run one after another while other ranks
-//     idle.
-//   - Leaving a conversation's rank counts the tokens computed again
-//     twice: once in the request's own TTFT, once for the other ranks, which
-//     in lock step wait for that work. A turn leaves home only for a queue
-//     shorter by more than the context it recomputes.
-//   - A new conversation goes to a rank with the fewest requests and, among
-//     those, the one home to the fewest recently active conversations (see
-//     recentHomes): its later turns and follow-ups come back there, and so
-//     do theirs.
+//     cap: the soft cap counts requests, most of which only decode.
+//   - A new conversation goes, among the ranks where it would wait no longer
+//     than computing its whole prompt on an idle rank, to one with the
+//     fewest requests and, among those, the one home to the fewest recently
+//     active conversations (see recentHomes): its later turns and follow-ups
+//     come back there, and so do theirs. The bound keeps it from waiting
+//     behind another new conversation computing the same system prompt, in
+//     flight: under ReuseAfterIteration it would compute it again beside it
+//     and double that rank's iteration.
+//   - The KV room ranks report (RankState.KVCapacityTokens, FreeKVTokens)
+//     is always heeded, as capacity_aware does, less the prefill the router
+//     believes queued there (placed, not yet computed: it will take blocks
+//     the report does not show yet): a request the pool of the
+//     best-predicted rank cannot hold would wait there for memory, not for
+//     compute.
 //
 // Every candidate whose prediction is within one block (TokensPerBlock) of
-// the lowest is a tie: the index resolves whole blocks, and the prompt's
-// last block is computed wherever it goes. Ties go to the conversation's
-// rank, then the rank that computes fewer tokens for the request (under
-// ReuseOnSchedule a sibling stays beside the one computing its prompt), then
-// the lower prediction, then the rank holding fewer cached blocks, then fewer
-// active requests, then the lower index: no randomness, so the decision is a
-// pure function of the router's state and the call.
+// the lowest is a tie: the index resolves whole blocks. Ties go to the
+// conversation's rank, then the rank that computes fewer tokens for the
+// request, then the lower prediction, then the rank holding fewer cached
+// blocks, then fewer active requests, then the lower index: no randomness,
+// so the decision is a pure function of the router's state and the call.
 
 // ttftState is what the TTFT score keeps across calls: per rank, the
 // uncached prefill tokens it placed there and believes still queued; and
@@ -118,6 +123,11 @@ func (r *Router) routeTTFT(b *batch) {
 	r.ready = ready
 	r.ttft.begin(&r.cfg, b.states, &r.digest)
 	queued := r.ttft.queued
+	// The prefill placed on a rank and not yet computed will take KV
+	// blocks there that its reported free room does not show yet.
+	for k, q := range queued {
+		r.room.take(k, int(q))
+	}
 	onSchedule := r.cfg.EngineReuse == ReuseOnSchedule
 
 	// place puts request i on rank k: the index and the loads learn it.
@@ -170,9 +180,6 @@ func (r *Router) routeTTFT(b *batch) {
 				if m > held && count[k] < b.maxn {
 					home, held = k, m
 				}
-			}
-			if home >= 0 && r.underReplicated(b, i) {
-				home = -1
 			}
 		}
 		if home >= 0 {
@@ -237,7 +244,11 @@ func usable(k int, row, ready []int, onSchedule bool) int {
 }
 
 // ttftRank returns the eligible, allowed rank with the lowest predicted TTFT
-// for request i, preferring its conversation's rank on ties.
+// for request i (see ttftCost), preferring its conversation's rank on ties.
+// A request of a conversation not bound yet goes instead, among the ranks
+// where it waits no longer than it would computing its whole prompt on an
+// idle rank, to the one with the fewest requests, then the one home to the
+// fewest recently active conversations, then the lowest prediction.
 func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, ready []int, onSchedule bool) int {
 	q := &b.reqs[i]
 	home, fresh := -1, false
@@ -248,39 +259,44 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 			fresh = true
 		}
 	}
-	cost := r.ttftCoster(b, i, eligible, allow, row, ready, onSchedule).at
+	pred := r.ttftCoster(b, i, eligible, allow, row, ready, onSchedule)
 	var homes []int
 	if fresh {
 		homes = r.recentHomes()
 	}
 	// The lowest prediction; every candidate within a block of it is a
-	// tie: the index resolves whole blocks, and the prompt's last block is
-	// computed wherever it goes.
+	// tie: the index resolves whole blocks.
 	least := int64(-1)
 	for _, k := range eligible {
 		if allowed(allow, k) {
-			if c, _ := cost(k); least < 0 || c < least {
+			if c, _, _ := pred.at(k); least < 0 || c < least {
 				least = c
 			}
 		}
 	}
 	limit := least + int64(r.cfg.TokensPerBlock)
+	// A new conversation's bound: computing its whole prompt on an idle
+	// rank (or, when every rank is worse, the lowest prediction).
+	bound := max(pred.idle(), least)
 	best := -1
 	var bestCost, bestUnc int64
 	for _, k := range eligible {
 		if !allowed(allow, k) {
 			continue
 		}
-		c, unc := cost(k)
+		c, wait, unc := pred.at(k)
 		var better bool
 		switch {
 		case fresh:
-			// A new conversation brings its later turns with it: it goes
-			// to the rank with the fewest requests, then the one home to
-			// the fewest recently active conversations (whose turns will
-			// come back there), then the lower TTFT.
-			better = best < 0 || r.count[k] < r.count[best] ||
-				(r.count[k] == r.count[best] && (homes[k] < homes[best] || (homes[k] == homes[best] && c < bestCost)))
+			// It brings its later turns with it: the fewest requests,
+			// then the fewest recently active conversations (whose
+			// turns will come back there), then the lower prediction;
+			// but never where it waits behind more than its own
+			// prefill would take on an idle rank (a rank computing the
+			// same prefix, in flight, is no help under
+			// ReuseAfterIteration).
+			better = wait <= bound && (best < 0 || r.count[k] < r.count[best] ||
+				(r.count[k] == r.count[best] && (homes[k] < homes[best] || (homes[k] == homes[best] && c < bestCost))))
 		case c > limit || (best >= 0 && best == home):
 		case best < 0 || k == home:
 			better = true
@@ -295,43 +311,79 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 	return best
 }
 
-// A ttftCost predicts one request's time to first token on each rank.
+// A ttftCost predicts one request's time to first token on each rank, in
+// prefill tokens.
+//
+// The ranks of an ADP engine step in lock step: every iteration each rank
+// computes up to TTFTDrainTokens of its queued prefill, and the iteration
+// lasts as long as the busiest rank's share. A request that brings the
+// prefill queued on rank k to t tokens gets its first token after
+// it = ceil(t/drain) iterations; the first it-1 are full, and the last lasts
+// as long as the larger of its own remainder and the busiest rank's share of
+// that iteration. So a rank whose queue ends within the iteration another
+// rank's queue fills anyway is as fast as an idle one.
+//
+// To that wait the prediction adds what the request computes beyond the
+// least any candidate rank would (less a block's grace): a prefix computed
+// again — ready elsewhere, or in flight elsewhere — is work no rank would
+// otherwise do, which takes GPU time and, in lock step, lengthens other
+// ranks' iterations too. A rank that computes more wins only when its wait
+// is shorter by more than that.
 type ttftCost struct {
 	r          *Router
 	b          *batch
 	i          int
 	row, ready []int
 	onSchedule bool
-	// homeUnc is what the request computes on its conversation's rank when
-	// that rank competes, else -1.
-	homeUnc int64
+	// least is the fewest tokens any eligible, allowed rank computes for
+	// the request; busiest the most prefill queued on any rank.
+	least, busiest int64
 }
 
 // ttftCoster returns the predictor of request i's TTFT over the eligible,
 // allowed ranks.
 func (r *Router) ttftCoster(b *batch, i int, eligible []int, allow []bool, row, ready []int, onSchedule bool) ttftCost {
-	c := ttftCost{r: r, b: b, i: i, row: row, ready: ready, onSchedule: onSchedule, homeUnc: -1}
-	if id := b.reqs[i].ConversationID; id != "" {
-		if home, ok := r.conv.Get(id); ok && slices.Contains(eligible, home) && allowed(allow, home) {
-			_, c.homeUnc = c.at(home)
+	c := ttftCost{r: r, b: b, i: i, row: row, ready: ready, onSchedule: onSchedule, least: -1}
+	for _, k := range eligible {
+		if allowed(allow, k) {
+			if u := c.unc(k); c.least < 0 || u < c.least {
+				c.least = u
+			}
 		}
+	}
+	c.least = max(c.least, 0)
+	for _, v := range r.ttft.queued {
+		c.busiest = max(c.busiest, v)
 	}
 	return c
 }
 
-// at returns the predicted TTFT of the request on rank k, in prefill
-// tokens, and the tokens it computes there: the prefill queued on k plus its
-// own uncached tokens. Leaving a conversation's rank computes again what
-// that rank holds: work no rank would otherwise do, which in lock step
-// delays every rank's requests, not only this one, so it counts twice.
-func (c ttftCost) at(k int) (cost, unc int64) {
-	n := int64(c.b.reqs[c.i].Len())
-	unc = max(n-int64(usable(k, c.row, c.ready, c.onSchedule)), 0)
-	cost = c.r.ttft.queued[k] + unc
-	if c.homeUnc >= 0 {
-		cost += max(unc-c.homeUnc, 0)
-	}
-	return cost, unc
+// unc returns the tokens the request computes on rank k.
+func (c ttftCost) unc(k int) int64 {
+	return max(int64(c.b.reqs[c.i].Len()-usable(k, c.row, c.ready, c.onSchedule)), 0)
+}
+
+// wait returns the predicted wait, in prefill tokens, of a request that
+// brings the prefill queued on its rank to t tokens (see ttftCost).
+func (c ttftCost) wait(t int64) int64 {
+	drain := int64(c.r.cfg.TTFTDrainTokens)
+	it := max((t+drain-1)/drain, 1)
+	done := (it - 1) * drain
+	return done + max(t-done, min(max(c.busiest-done, 0), drain))
+}
+
+// idle returns the predicted wait of the request computing its whole prompt
+// on a rank with nothing queued.
+func (c ttftCost) idle() int64 { return c.wait(int64(c.b.reqs[c.i].Len())) }
+
+// at returns the prediction for rank k (its wait plus what it computes
+// beyond the least, less a block), its wait alone, and the tokens the
+// request computes there.
+func (c ttftCost) at(k int) (cost, wait, unc int64) {
+	unc = c.unc(k)
+	wait = c.wait(c.r.ttft.queued[k] + unc)
+	cost = wait + max(unc-c.least-int64(c.r.cfg.TokensPerBlock), 0)
+	return cost, wait, unc
 }
 
 // bound reports whether q's conversation is bound to a rank: such a turn
@@ -352,13 +404,4 @@ func (r *Router) bound(q *Request) bool {
 func (r *Router) spreads(k, best int) bool {
 	bk, bb := r.prefix.idx.Blocks(k), r.prefix.idx.Blocks(best)
 	return bk < bb || (bk == bb && r.count[k] < r.count[best])
-}
-
-// underReplicated reports whether request i's prompt family is held by
-// fewer ranks than its share of recent traffic wants (demand warmup's
-// replica target): such a family outgrows its ranks, and keeping it on a
-// full one past the soft cap would pile the whole family there.
-func (r *Router) underReplicated(b *batch, i int) bool {
-	_, want, have, ok := r.prefix.replicaTarget(&r.cfg, b, i)
-	return ok && have < want
 }

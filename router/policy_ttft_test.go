@@ -105,18 +105,21 @@ func TestTTFTSiblings(t *testing.T) {
 		t.Errorf("ttft score: siblings on %d ranks, want 4", n)
 	}
 	// Under on_schedule a sibling beside the first computes only the
-	// prompt's last block, and its predicted TTFT is within that block of
-	// an empty rank's: it stays rather than compute the prompt again. A
-	// third would wait two blocks: it goes to an empty rank.
+	// prompt's last block. On an empty rank it would wait as long (the
+	// first one's rank sets the iteration), but compute the prompt again:
+	// work no rank would otherwise do, counted as its cost. They all stay.
 	cfg.EngineReuse = ReuseOnSchedule
-	if n := used(mustRoute(t, mustNew(t, cfg), busy, reqs, 8, make([]int32, 16))); n != 2 {
-		t.Errorf("ttft score, on_schedule: siblings on %d ranks, want 2", n)
+	if n := used(mustRoute(t, mustNew(t, cfg), busy, reqs, 8, make([]int32, 16))); n != 1 {
+		t.Errorf("ttft score, on_schedule: siblings on %d ranks, want 1", n)
 	}
 }
 
 // A conversation stays on its rank past the soft cap (its requests mostly
 // decode), up to the hard cap; a new conversation goes to the rank with the
-// fewest requests even when another caches the shared system prompt.
+// fewest requests even when another caches the shared system prompt, but not
+// to wait there behind another new conversation computing that prompt: under
+// after_iteration the prompt in flight is no help, and the second would wait
+// longer than on an idle rank.
 func TestTTFTConversations(t *testing.T) {
 	system := prompt(512)
 	for _, tc := range []struct {
@@ -151,9 +154,102 @@ func TestTTFTConversations(t *testing.T) {
 	a, b := extend(1, system, 100), extend(2, system, 120)
 	a.ConversationID, b.ConversationID = "a", "b"
 	m := []int32{512, 0, 512, 0} // rank 0 caches the system prompt
+	// b, the longer, is placed first: rank 1, with the fewest requests. a
+	// would wait there behind b's cold prompt: rank 0, which has it ready.
 	res := mustRoute(t, r, states, []Request{a, b}, 8, m)
-	if res.Ranks[0] != 1 || res.Ranks[1] != 1 {
-		t.Errorf("new conversations on %v, want both on rank 1 (fewest requests: 1, then 2 < 3)", res.Ranks)
+	if res.Ranks[0] != 0 || res.Ranks[1] != 1 {
+		t.Errorf("new conversations on %v, want [0 1]: b to the fewest requests, a not behind b's cold prompt", res.Ranks)
+	}
+	// A third rank, as few requests, idle and cold: computing the whole
+	// prompt there is within the bound, so a goes there.
+	r = mustNew(t, ttftCfg(3, ReuseAfterIteration))
+	states = st([2]int64{3, 0}, [2]int64{1, 0}, [2]int64{1, 0})
+	res = mustRoute(t, r, states, []Request{a, b}, 8, []int32{512, 0, 0, 512, 0, 0})
+	if res.Ranks[0] != 2 || res.Ranks[1] != 1 {
+		t.Errorf("new conversations on %v, want [2 1]: the fewest requests among the ranks within the bound", res.Ranks)
+	}
+}
+
+// The predicted TTFT of the recommended score: ranks step in lock step, so a
+// rank whose queue ends within the iteration the busiest rank fills anyway
+// is as fast as an idle one, and a rank that would compute a prefix cached
+// elsewhere again pays for that work. A request leaves the rank holding its
+// prefix only when that saves it a whole iteration or more.
+func TestTTFTLockStepPrediction(t *testing.T) {
+	const drain = 8192
+	for _, tc := range []struct {
+		name            string
+		busiest, holder int // prefill queued on rank 0 and on rank 1, which holds the prefix
+		leaves          bool
+	}{
+		{"holder's queue ends within the busiest rank's iteration: stays", 6000, 3000, false},
+		{"holder's queue under the recompute: stays", 0, 500, false},
+		{"holder's queue over the recompute but within one iteration: stays", 0, 3000, false},
+		{"holder a full iteration behind: an idle rank computes the prefix again", 0, 12000, true},
+		{"holder and busiest over one iteration: the idle rank", 12000, 12000, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ttftCfg(3, ReuseAfterIteration)
+			cfg.TTFTDrainTokens = drain
+			r := mustNew(t, cfg)
+			// Every rank is active (no warmup), with room for the queues.
+			states := st([2]int64{1, 1 << 20}, [2]int64{1, 1 << 20}, [2]int64{1, 1 << 20})
+			// The request: 1000 tokens, 960 of them ready on rank 1.
+			q := extend(9, prompt(960), 40)
+			var batch []Request
+			if tc.busiest > 0 {
+				b := extend(1, nil, tc.busiest)
+				b.TargetRank, b.Strict = 0, true
+				batch = append(batch, b)
+			}
+			h := extend(2, nil, tc.holder)
+			h.TargetRank, h.Strict = 1, true
+			batch = append(batch, h, q)
+			m := make([]int32, 3*len(batch))
+			m[3*(len(batch)-1)+1] = 960
+			res := mustRoute(t, r, states, batch, 8, m)
+			got := res.Ranks[len(batch)-1]
+			if (got != 1) != tc.leaves || (tc.leaves && tc.busiest > 0 && got != 2) {
+				t.Errorf("request on rank %d, holder 1, busiest 0: want leaves = %v", got, tc.leaves)
+			}
+		})
+	}
+}
+
+// The recommended score heeds the KV room ranks report (whatever
+// capacity_aware says): a request the best-predicted rank cannot hold would
+// wait there for memory, not for compute.
+func TestTTFTHeedsKVRoom(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		free   int64 // free KV tokens reported by rank 0, which holds the prefix
+		queued int   // prefill placed on rank 0 by an earlier call, not yet computed
+		want   int
+	}{
+		{"room on the holder", 1 << 20, 0, 0},
+		{"no room on the holder", 100, 0, 1},
+		{"room on the holder, but not beside its queued prefill", 2000, 1800, 1},
+		{"room on the holder beside its queued prefill", 4000, 1800, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ttftCfg(2, ReuseAfterIteration)
+			cfg.TTFTDrainTokens = 1 // the earlier call's prefill stays queued
+			r := mustNew(t, cfg)
+			states := []RankState{
+				{Rank: 0, NumActiveRequests: 1, NumActiveTokens: 1 << 20, KVCapacityTokens: 1 << 20, FreeKVTokens: tc.free},
+				{Rank: 1, NumActiveRequests: 1, NumActiveTokens: 1 << 20, KVCapacityTokens: 1 << 20, FreeKVTokens: 1 << 20},
+			}
+			if tc.queued > 0 {
+				early := extend(8, nil, tc.queued)
+				early.TargetRank, early.Strict = 0, true
+				mustRoute(t, r, states, []Request{early}, 8, make([]int32, 2))
+			}
+			q := extend(9, prompt(960), 400)
+			res := mustRoute(t, r, states, []Request{q}, 8, []int32{960, 0})
+			if got := res.Ranks[0]; got != tc.want {
+				t.Errorf("request on rank %d, want %d", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -14,8 +14,9 @@ import (
 var presets = map[string]func(p Policy) [][2]string{
 	// PresetReference is the reference: no option beyond TensorRT-LLM's.
 	PresetReference: func(Policy) [][2]string { return nil },
-	// PresetRecommended is the configuration we stand behind; README
-	// "Routing quality" has the evidence. KV-aware only.
+	// PresetRecommended is the configuration we stand behind;
+	// docs/routing-quality.md has the evaluation it is judged by. KV-aware
+	// only.
 	PresetRecommended: func(p Policy) [][2]string {
 		if p != PolicyKVCacheAware {
 			return nil

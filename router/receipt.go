@@ -307,10 +307,10 @@ func (l *receiptLog) leastLoaded(r *Router, i, expected int, allow []bool, token
 // ttft records a placement of request i by the predicted-TTFT score
 // (Config.Score = ScoreTTFT), before it is made: per rank, the prefix it
 // would reuse (Match), the uncached prefill the router believes queued there
-// (LoadTerm) and the predicted cost (Score): queued plus the request's
-// uncached tokens, plus for a conversation's turn away from its rank the
-// context it would compute again. eligible includes a home rank past the
-// soft cap.
+// (LoadTerm) and the predicted cost (Score, see ttftCost): the lock-step wait
+// for the queued prefill and the request's uncached tokens, plus what it
+// would compute beyond the least any candidate computes. eligible includes a
+// home rank past the soft cap.
 //
 //go:noinline
 func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible []int, allow []bool,
@@ -323,7 +323,7 @@ func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible []int, allow []bo
 	s.cand, s.ncand = len(l.cands), len(row)
 	predict := r.ttftCoster(b, i, eligible, allow, row, ready, onSchedule)
 	for k := range row {
-		cost, unc := predict.at(k)
+		cost, _, unc := predict.at(k)
 		c := Candidate{Rank: k, Requests: r.count[k], Tokens: tokens[k], Match: n - int(unc),
 			LoadTerm: float64(r.ttft.queued[k]), Score: float64(cost)}
 		switch {

@@ -138,11 +138,13 @@ func checkCandidates(cfg Config, q *Request, rc *Receipt) error {
 }
 
 // checkTTFTCandidates checks a predicted-TTFT placement: every rank's
-// predicted cost is its queued prefill plus the request's tokens it would
-// compute, and no eligible rank is cheaper than the chosen one (except for a
-// new conversation, which goes to the rank home to the fewest recently active
-// conversations, then with the fewest requests, and for predictions within a
-// block of each other, which tie).
+// predicted cost is the lock-step wait for its queued prefill and the
+// request's tokens it would compute (full iterations of ttft_drain_tokens,
+// then the longer of its remainder and the busiest rank's share of that
+// iteration), plus the tokens it would compute beyond the least an eligible
+// rank computes, less a block; and no eligible rank is cheaper than the
+// chosen one by more than a block (except for a new conversation, which goes
+// to the rank with the fewest requests among those within its bound).
 func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 	if len(rc.Candidates) != cfg.DPSize {
 		return fmt.Errorf("%d candidates, want dp_size %d", len(rc.Candidates), cfg.DPSize)
@@ -150,6 +152,25 @@ func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 	chosen := rc.Candidates[rc.Rank]
 	if chosen.Excluded != Eligible {
 		return fmt.Errorf("chosen rank %d was %s", rc.Rank, chosen.Excluded)
+	}
+	drain := int64(cfg.TTFTDrainTokens)
+	if drain == 0 {
+		drain = DefaultTTFTDrainTokens
+	}
+	tpb := int64(cfg.TokensPerBlock)
+	var busiest int64
+	least := int64(-1)
+	for _, c := range rc.Candidates {
+		busiest = max(busiest, int64(c.LoadTerm))
+		if u := int64(max(rc.Len-c.Match, 0)); c.Excluded == Eligible && (least < 0 || u < least) {
+			least = u
+		}
+	}
+	least = max(least, 0)
+	wait := func(t int64) int64 {
+		it := max((t+drain-1)/drain, 1)
+		done := (it - 1) * drain
+		return done + max(t-done, min(max(busiest-done, 0), drain))
 	}
 	competing := 0
 	for k, c := range rc.Candidates {
@@ -159,14 +180,14 @@ func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 		if c.Excluded != ExcludedAtCap {
 			competing++
 		}
-		// A conversation's turn pays again, away from its rank, for the
-		// context it would recompute.
-		if base := c.LoadTerm + float64(max(rc.Len-c.Match, 0)); c.Score != base && (q.ConversationID == "" || c.Score < base) {
-			return fmt.Errorf("rank %d: predicted %v is not queued %v + uncached %d", k, c.Score, c.LoadTerm, max(rc.Len-c.Match, 0))
+		u := int64(max(rc.Len-c.Match, 0))
+		if want := wait(int64(c.LoadTerm)+u) + max(u-least-tpb, 0); c.Score != float64(want) {
+			return fmt.Errorf("rank %d: predicted %v, want the wait for queued %v + uncached %d and %d beyond the least = %d",
+				k, c.Score, c.LoadTerm, u, max(u-least-tpb, 0), want)
 		}
 		// Predictions within a block of the lowest are ties, won by
 		// the rank that computes less.
-		if c.Excluded == Eligible && c.Score+float64(cfg.TokensPerBlock) < chosen.Score && q.ConversationID == "" {
+		if c.Excluded == Eligible && c.Score+float64(tpb) < chosen.Score && q.ConversationID == "" {
 			return fmt.Errorf("rank %d predicts %v, below the chosen rank's %v", k, c.Score, chosen.Score)
 		}
 	}

@@ -125,7 +125,9 @@ func (r *Router) RouteInto(res *Result, states []RankState, reqs []Request, maxA
 		return err
 	}
 	res.reset(r.cfg.DPSize, len(reqs))
-	r.room.reset(r.cfg.CapacityAware, states)
+	// The predicted-TTFT score always heeds the KV room ranks report: a
+	// request a rank's pool cannot hold waits for memory, not compute.
+	r.room.reset(r.cfg.CapacityAware || (r.cfg.Policy == PolicyKVCacheAware && r.cfg.Score == ScoreTTFT), states)
 	b := batch{states: states, reqs: reqs, maxn: maxActive, matches: matches, res: res}
 	if r.rc != nil {
 		r.rc.begin(&b, r.cfg.PrefixSource)

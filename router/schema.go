@@ -140,18 +140,19 @@ var optionSchema = []OptionSpec{
 			`"demand" (keep each hot prompt family on about ceil(share x dp_size x warmup_factor) ranks, `+
 			`replicating only while the engine is quiet).`),
 	withRange(floatOption("warmup_factor", func(c *Config) *float64 { return &c.WarmupFactor }, kvOnly,
-		"Scales demand warmup's replica target (and the ttft score's)."), "> 0, finite", ""),
+		"Scales demand warmup's replica target."), "> 0, finite", ""),
 	withRange(intOption("warmup_window", func(c *Config) *int { return &c.WarmupWindow }, kvOnly,
-		"Routed requests that demand warmup (and the ttft score's replica target) count prompt "+
-			"families over."), fmt.Sprintf("1..%d", MaxWarmupWindow), "requests"),
+		"Routed requests that demand warmup counts prompt families over."),
+		fmt.Sprintf("1..%d", MaxWarmupWindow), "requests"),
 	withRange(intOption("warmup_min_requests", func(c *Config) *int { return &c.WarmupMinRequests }, kvOnly,
 		"Requests of a family the window must hold before demand warmup replicates it (one-off prompts "+
 			"never are)."), ">= 1", "requests"),
 	enumOption("score", func(c *Config) *Score { return &c.Score }, kvOnly,
 		[]Score{ScoreReference, ScoreTTFT},
 		`How the KV-aware policy ranks ranks: "reference" (TensorRT-LLM's score) or "ttft" (predicted `+
-			`time to first token: uncached prefill queued on the rank plus the request's uncached tokens, `+
-			`in-flight prefixes counted as engine_reuse allows); "ttft" needs prefix_source "index" or `+
+			`time to first token in lock-step iterations: the uncached prefill queued on the rank and the `+
+			`request's own, in-flight prefixes counted as engine_reuse allows, recomputing a prefix counted `+
+			`as its cost, and the KV room ranks report heeded); "ttft" needs prefix_source "index" or `+
 			`"probe+index" (docs/ROUTING.md).`),
 	enumOption("engine_reuse", func(c *Config) *EngineReuse { return &c.EngineReuse }, kvOnly,
 		[]EngineReuse{ReuseAfterIteration, ReuseOnSchedule},

@@ -23,6 +23,7 @@
 package main
 
 import (
+	"embed"
 	"flag"
 	"fmt"
 	"io"
@@ -34,6 +35,12 @@ import (
 	"github.com/adprouter/adprouter/cmd/adprouter-sim/sim"
 )
 
+// mooncake holds the slices of Mooncake's public traces the evaluation
+// replays (testdata/mooncake/README.md).
+//
+//go:embed testdata/mooncake/*.jsonl
+var mooncake embed.FS
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -42,7 +49,7 @@ func main() {
 // stdout and the requested files, and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("adprouter-sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // a parse error is reported below, with a pointer to -h
 
 	eng := sim.DefaultEngine()
 	base, _ := sim.DefaultWorkload(sim.KindShared)
@@ -64,6 +71,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	quiet := fs.Bool("q", false, "do not print the table")
 	seeds := fs.String("seeds", "", "-sweep: a robustness matrix over these workload seeds (comma-separated): prints every cell where a -policies variant misses the goals, and the miss count")
 	dps := fs.String("dps", "", "-sweep: a robustness matrix over these rank counts (comma-separated), as -seeds")
+	eval := fs.Bool("eval", false, "judge a variant (-policies, default "+sim.VariantRecommended+") on the evaluation grid against the best reference policy on every case, under each -reuse semantics (default both): prints the families, the worst cells and the verdict; exits 3 when a goal is missed")
+	evalGrid := fs.String("eval-grid", sim.EvalFull, "-eval: the grid, "+strings.Join(sim.EvalGrids, " or ")+" (the reduced slice the tests run)")
+	evalWorst := fs.Int("eval-worst", 12, "-eval: cells listed per reuse semantics, worst first")
 
 	fs.IntVar(&eng.DPSize, "dp", eng.DPSize, "attention-DP ranks (dp_size)")
 	fs.IntVar(&eng.KVBlocks, "kv-blocks", eng.KVBlocks, "KV pool per rank, in blocks")
@@ -141,8 +151,11 @@ Policy variants (-policies; -policies all runs every one):
 
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
+			fs.SetOutput(stdout)
+			fs.Usage()
 			return 0
 		}
+		fmt.Fprintf(stderr, "adprouter-sim: %v\nRun adprouter-sim -h for its flags, workloads and policies.\n", err)
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -184,7 +197,7 @@ Policy variants (-policies; -policies all runs every one):
 	for i := range modes {
 		modes[i] = strings.TrimSpace(modes[i])
 	}
-	if len(modes) > 1 && !*sweep {
+	if len(modes) > 1 && !*sweep && !*eval {
 		return fail(fmt.Errorf("-reuse %s: one reuse semantics at a time, or -sweep to compare them", *reuse))
 	}
 	eng.Reuse = modes[0]
@@ -250,6 +263,9 @@ Policy variants (-policies; -policies all runs every one):
 			return fail(err)
 		}
 		return 0
+	}
+	if *eval {
+		return evaluate(*evalGrid, *policies, set["policies"], modes, set["reuse"] || set["eager-reuse"], *evalWorst, *parallel, *jsonFile, *quiet, stdout, stderr)
 	}
 	if !*sweep && (*seeds != "" || *dps != "") {
 		return fail(fmt.Errorf("-seeds and -dps run a robustness matrix and need -sweep"))
@@ -322,6 +338,57 @@ Policy variants (-policies; -policies all runs every one):
 		if err := writeFile(*svgFile, stdout, write); err != nil {
 			return fail(err)
 		}
+	}
+	return 0
+}
+
+// evaluate runs the evaluation grid with the variant named by policies
+// (default: the recommended preset) and writes it; it returns 3 when a goal
+// is missed.
+func evaluate(grid, policies string, setPolicies bool, modes []string, setReuse bool, worst, parallel int,
+	jsonFile string, quiet bool, stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "adprouter-sim: %v\n", err)
+		return 1
+	}
+	name := sim.VariantRecommended
+	if setPolicies {
+		name = policies
+	}
+	vs, err := sim.ParseVariants(name)
+	if err != nil {
+		return fail(err)
+	}
+	if len(vs) != 1 {
+		return fail(fmt.Errorf("-eval judges one variant, -policies lists %d", len(vs)))
+	}
+	if !setReuse {
+		modes = sim.ReuseModes
+	}
+	traces, err := sim.LoadEvalTraces(mooncake, "testdata/mooncake")
+	if err != nil {
+		return fail(err)
+	}
+	cases, err := sim.EvalGrid(grid, traces)
+	if err != nil {
+		return fail(err)
+	}
+	ev, err := sim.RunEval(sim.EvalOptions{Grid: grid, Cases: cases, Variant: vs[0], Reuse: modes, Parallel: parallel})
+	if err != nil {
+		return fail(err)
+	}
+	if !quiet {
+		if err := ev.WriteEval(stdout, worst); err != nil {
+			return fail(err)
+		}
+	}
+	if jsonFile != "" {
+		if err := writeFile(jsonFile, stdout, ev.WriteJSON); err != nil {
+			return fail(err)
+		}
+	}
+	if !ev.Pass() {
+		return 3
 	}
 	return 0
 }

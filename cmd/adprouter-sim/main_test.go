@@ -107,12 +107,21 @@ func TestRunFlagsAndErrors(t *testing.T) {
 		{[]string{"-dp", "3", "-ranks", "1,2"}, 1, "-ranks lists 2"},
 		{[]string{"-rate", "-1", "-workload", "shared"}, 1, "rate"},
 		{[]string{"-json", "/nonexistent/dir/x.json", "-dp", "1", "-quiet", "2", "-spike", "0.2"}, 1, "no such file"},
+		{[]string{"-eval", "-eval-grid", "huge"}, 1, `evaluation grid "huge"`},
+		{[]string{"-eval", "-policies", "kv_cache_aware"}, 1, "is a reference"},
+		{[]string{"-eval", "-policies", "recommended,kv_cache_aware+index"}, 1, "judges one variant"},
 	}
 	for _, tc := range tests {
 		code, out, errs := runCmd(t, tc.args...)
 		if code != tc.code || !strings.Contains(out+errs, tc.want) {
 			t.Errorf("%q: exit %d, want %d with %q; got:\n%s%s", tc.args, code, tc.code, tc.want, out, errs)
 		}
+	}
+	// A bad flag is one error line and a pointer to -h, not the whole help.
+	code, out, errs := runCmd(t, "-bogus")
+	if lines := strings.Split(strings.TrimSpace(errs), "\n"); code != 2 || out != "" || len(lines) != 2 ||
+		!strings.Contains(lines[1], "adprouter-sim -h") {
+		t.Errorf("-bogus: exit %d, stdout %q, stderr %q: want 2 lines ending with a pointer to -h", code, out, errs)
 	}
 }
 
@@ -254,5 +263,31 @@ func TestTraceAndReuseErrors(t *testing.T) {
 		if code != 1 || !strings.Contains(out+errs, tc.want) {
 			t.Errorf("%q: exit %d, want 1 with %q; got:\n%s%s", tc.args, code, tc.want, out, errs)
 		}
+	}
+}
+
+// -eval runs the evaluation grid: the quick one here, on one reuse
+// semantics. It prints the families, the worst cells and the verdict, and
+// exits 3 when a goal is missed (the quick grid has a known miss under
+// on-schedule reuse, none under after-iteration).
+func TestEvalCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the quick evaluation")
+	}
+	code, out, errs := runCmd(t, "-eval", "-eval-grid", "quick", "-reuse", "after-iteration", "-eval-worst", "3")
+	if code != 0 && code != 3 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"evaluation quick of recommended", "trace-conversation", "trace-synthetic", "tenant-spike",
+		"worst 3 cells", "verdict:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "reuse on-schedule") {
+		t.Errorf("-reuse after-iteration evaluated on-schedule too:\n%s", out)
+	}
+	if (code == 3) != strings.Contains(out, "verdict: FAIL") {
+		t.Errorf("exit %d with verdict:\n%s", code, out)
 	}
 }

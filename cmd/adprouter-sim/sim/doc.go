@@ -112,6 +112,20 @@
 // reference on each workload (Compare): the one with the lowest TTFT p99.
 // WritePercentileSVG plots the TTFT percentiles of the spike workloads.
 //
+// # Evaluation
+//
+// RunEval judges one variant (the recommended preset) on a grid of cases
+// (EvalGrid: EvalFull, or EvalQuick for the tests): workload families ×
+// parameters × seeds × engine shapes, Mooncake trace slices among them
+// (LoadEvalTraces), each simulated with the References and the variant under
+// both reuse semantics. Each cell is the variant relative to the best
+// reference there (EvalCell); the goals are matrix.go's: prefill at most
+// GoalPrefill and TTFT p99 at most GoalP99 times the best reference's on
+// every cell, and a p99 geometric mean at most GoalWin on EvalWinFamilies
+// families per semantics, a trace family among them. WriteEval prints the
+// families, the worst cells and the verdict. Simulator.Observe reports every
+// request's rank and first token, to trace a cell's decisions.
+//
 // # Policies
 //
 // A Variant names a router configuration: a policy and a mutation of the
@@ -119,7 +133,8 @@
 // kv_cache_aware+warmup, conversation and conversation+least_queued, and
 // kv_cache_aware with the options beyond the reference (+capacity, +index,
 // +probe+index, +demand, +probe+index+demand), and recommended (the
-// router's preset, which sweeps compare by default: SweepVariants); Register
+// router's preset, which sweeps compare by default: SweepVariants, and the
+// evaluation judges); Register
 // adds more (one line per option). A variant can also withhold the probed
 // match lengths (NoProbe), report more rank state (Gather), or tell the
 // router the engine's reuse semantics (KnowsReuse).

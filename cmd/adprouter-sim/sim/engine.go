@@ -199,6 +199,7 @@ type request struct {
 	decoding  bool // generates a token in the current iteration
 	held      []uint64
 	private   int
+	rank      int // the rank it was routed to
 }
 
 func (q *request) tokens() int64 { return int64(len(q.prompt) + q.generated) }
@@ -294,6 +295,27 @@ type Simulator struct {
 	seq     []int32
 
 	m collector
+
+	// Observe, if not nil, is called once per request at its first token
+	// (for tracing decisions; it does not change the simulation).
+	Observe func(RequestEvent)
+}
+
+// RequestEvent is one request's first token: where it ran and how long it
+// waited.
+type RequestEvent struct {
+	// ID is the request id, ConvID its conversation ("" for none).
+	ID     uint64
+	ConvID string
+	// Group is its session's prompt family (Session.Group).
+	Group int
+	// Rank is the rank it was routed to.
+	Rank int
+	// Arrival and FirstToken are simulated times in ns.
+	Arrival, FirstToken int64
+	// Prompt is its prompt length in tokens, Cached the part found cached
+	// when it started.
+	Prompt, Cached int
 }
 
 // maxIdleSteps bounds consecutive iterations in which requests wait but
@@ -523,6 +545,7 @@ func (s *Simulator) route() error {
 			np++
 			r := s.ranks[k]
 			q := batch[i]
+			q.rank = k
 			r.queue = append(r.queue, q)
 			r.add(q, 1)
 		}
@@ -648,6 +671,10 @@ func (s *Simulator) complete(r *rank) {
 				q.generated = 1
 				r.tokens++
 				s.m.firstToken(q, s.now)
+				if s.Observe != nil {
+					s.Observe(RequestEvent{ID: q.id, ConvID: q.sess.ConvID, Group: q.sess.Group, Rank: q.rank, Arrival: q.arrival,
+						FirstToken: s.now, Prompt: len(q.prompt), Cached: q.cached})
+				}
 			}
 		case q.decoding:
 			q.generated++

@@ -8,7 +8,7 @@ import (
 )
 
 // The goals a variant is held to against the best reference on every
-// workload (the issue behind the recommended preset): prefill tokens at most
+// workload (the recommended preset's goals): prefill tokens at most
 // GoalPrefill times, and TTFT p99 at most GoalP99 times, the best reference
 // policy's; a TTFT p99 at most GoalWin times the best reference's is a win.
 const (

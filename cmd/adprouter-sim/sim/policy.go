@@ -36,8 +36,10 @@ type Variant struct {
 	// more (KV capacity, free blocks, ...) from info, as an executor would.
 	Gather func(info RankInfo, st *router.RankState)
 	// KnowsReuse, when true, tells the router the engine's reuse semantics
-	// (router.Config.EngineReuse from EngineConfig.Reuse), as an executor
-	// that knows its engine would.
+	// (router.Config.EngineReuse from EngineConfig.Reuse) and its
+	// per-iteration token budget (router.Config.TTFTDrainTokens from
+	// EngineConfig.MaxNumTokens), as an executor that knows its engine
+	// would.
 	KnowsReuse bool
 }
 
@@ -72,7 +74,7 @@ func (v *Variant) Config(dpSize, tokensPerBlock int) router.Config {
 }
 
 // EngineConfig returns the router configuration of v on eng: Config, and
-// with KnowsReuse the engine's reuse semantics.
+// with KnowsReuse the engine's reuse semantics and iteration budget.
 func (v *Variant) EngineConfig(eng *EngineConfig) router.Config {
 	c := v.Config(eng.DPSize, eng.TokensPerBlock)
 	if v.KnowsReuse {
@@ -80,6 +82,7 @@ func (v *Variant) EngineConfig(eng *EngineConfig) router.Config {
 		if eng.Reuse == ReuseOnSchedule {
 			c.EngineReuse = router.ReuseOnSchedule
 		}
+		c.TTFTDrainTokens = eng.MaxNumTokens
 	}
 	return c
 }
@@ -126,13 +129,13 @@ var registry = []Variant{
 		Doc:   "kv_cache_aware with demand-proportional warmup of hot prompt families",
 		Apply: func(c *router.Config) { c.Warmup = router.WarmupDemand }},
 	{Name: VariantKVProbeDemand, Policy: router.PolicyKVCacheAware,
-		Doc: "kv_cache_aware with prefix_source probe+index and demand warmup (the options of issue 15's table)",
+		Doc: "kv_cache_aware with prefix_source probe+index and demand warmup",
 		Apply: func(c *router.Config) {
 			c.PrefixSource = router.SourceProbeIndex
 			c.Warmup = router.WarmupDemand
 		}},
 	{Name: VariantRecommended, Policy: router.PolicyKVCacheAware, KnowsReuse: true,
-		Doc: `preset "recommended": predicted-TTFT score, in-flight-aware probe+index, quiet warmup (engine_reuse from the engine)`,
+		Doc: `preset "recommended": predicted-TTFT score, in-flight-aware probe+index, quiet warmup (engine_reuse and ttft_drain_tokens from the engine)`,
 		Apply: func(c *router.Config) {
 			if err := router.ApplyPreset(c, router.PresetRecommended); err != nil {
 				panic(err) // a builtin preset

@@ -1,0 +1,646 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"path"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+)
+
+// The evaluation a variant (by default the recommended preset) is judged by:
+// a deterministic grid of workload families × parameters × seeds × engine
+// shapes, each case simulated with the References and the variant under
+// both reuse semantics, and every case judged against the best reference
+// there (the one with the lowest TTFT p99), by the goals of matrix.go:
+//
+//   - on every case and under each reuse semantics, prefill tokens at most
+//     GoalPrefill (1.02) and TTFT p99 at most GoalP99 (1.05) times the best
+//     reference's;
+//   - under each reuse semantics, TTFT p99 at most GoalWin (0.80) times the
+//     best reference's on at least EvalWinFamilies families, a trace family
+//     among them; a family wins when the geometric mean of its cases' p99
+//     ratios is at most GoalWin.
+//
+// EvalGrid builds the grid (EvalFull, the one the docs report, or
+// EvalQuick, the slice the tests run); RunEval simulates it; WriteEval prints
+// per semantics a summary per family and the worst cells, and the verdict.
+
+// EvalWinFamilies is how many families the judged variant must win under
+// each reuse semantics (a trace family among them).
+const EvalWinFamilies = 2
+
+// Evaluation grids (EvalGrid).
+const (
+	// EvalFull is the whole grid: every family × parameters × seeds 1-3
+	// on the default engine, and engine shapes (4, 16 and 32 ranks, 2048-
+	// and 16384-token iteration budgets, a 32k-token KV pool per rank).
+	EvalFull = "full"
+	// EvalQuick is a reduced but representative slice of EvalFull, a few
+	// seconds on 2 cores: the cases the tests judge the preset by.
+	EvalQuick = "quick"
+)
+
+// EvalGrids lists the grids, the default first.
+var EvalGrids = []string{EvalFull, EvalQuick}
+
+// EvalCase is one workload on one engine.
+type EvalCase struct {
+	// Family names the workload family; Name the case within it (its
+	// parameters, seed and engine shape).
+	Family string `json:"family"`
+	Name   string `json:"case"`
+	// Trace reports whether the family replays a trace.
+	Trace bool `json:"trace,omitempty"`
+	// Workload and Engine are the case (the engine's Reuse is replaced by
+	// each semantics evaluated).
+	Workload WorkloadConfig `json:"workload"`
+	Engine   EngineConfig   `json:"engine"`
+}
+
+// EvalCell is the judged variant on one case under one reuse semantics,
+// relative to the best reference there.
+type EvalCell struct {
+	Family string `json:"family"`
+	Case   string `json:"case"`
+	Reuse  string `json:"reuse"`
+	// Best is the best reference (lowest TTFT p99, ties: lower prefill).
+	Best string `json:"best_reference"`
+	// Prefill and P99 are the variant's prefill tokens and TTFT p99 over
+	// the best reference's.
+	Prefill float64 `json:"prefill_vs_best"`
+	P99     float64 `json:"ttft_p99_vs_best"`
+	// The absolute figures: the variant's and the best reference's.
+	PrefillTokens     int64   `json:"prefill_tokens"`
+	BestPrefillTokens int64   `json:"best_prefill_tokens"`
+	P99Ms             float64 `json:"ttft_p99_ms"`
+	BestP99Ms         float64 `json:"best_ttft_p99_ms"`
+}
+
+// Miss reports whether the cell breaks a goal.
+func (c EvalCell) Miss() bool { return c.Prefill > GoalPrefill || c.P99 > GoalP99 }
+
+// Excess is how far the cell is from its goals: the larger of prefill over
+// GoalPrefill and p99 over GoalP99 (above 1: a miss). Cells sort by it,
+// worst first.
+func (c EvalCell) Excess() float64 { return max(c.Prefill/GoalPrefill, c.P99/GoalP99) }
+
+// EvalFamily summarises one family under one reuse semantics.
+type EvalFamily struct {
+	Family string `json:"family"`
+	Reuse  string `json:"reuse"`
+	Trace  bool   `json:"trace,omitempty"`
+	Cells  int    `json:"cells"`
+	Misses int    `json:"misses"`
+	// WinCells counts the cells with TTFT p99 at most GoalWin.
+	WinCells int `json:"win_cells"`
+	// P99GeoMean is the geometric mean of the cells' p99 ratios;
+	// PrefillGeoMean that of their prefill ratios. The family wins when
+	// P99GeoMean <= GoalWin.
+	P99GeoMean     float64 `json:"ttft_p99_geomean"`
+	PrefillGeoMean float64 `json:"prefill_geomean"`
+	// WorstPrefill and WorstP99 are its cells with the highest prefill and
+	// the highest p99 ratio.
+	WorstPrefill EvalCell `json:"worst_prefill"`
+	WorstP99     EvalCell `json:"worst_p99"`
+}
+
+// Win reports whether the family's typical p99 is at least 20% below the
+// best reference's.
+func (f EvalFamily) Win() bool { return f.P99GeoMean > 0 && f.P99GeoMean <= GoalWin }
+
+// Evaluation is the outcome of RunEval.
+type Evaluation struct {
+	Tool    string   `json:"tool"`
+	Version int      `json:"version"`
+	Grid    string   `json:"grid"`
+	Variant string   `json:"variant"`
+	Refs    []string `json:"references"`
+	Reuse   []string `json:"reuse"`
+	// Cases are the grid's cases, in order; Cells one entry per case and
+	// reuse semantics (cases outer).
+	Cases    []EvalCase   `json:"cases"`
+	Cells    []EvalCell   `json:"cells"`
+	Families []EvalFamily `json:"families"`
+	// Problems lists every goal missed, in words; empty when all are met.
+	Problems []string `json:"problems"`
+}
+
+// Pass reports whether every goal is met.
+func (e *Evaluation) Pass() bool { return len(e.Problems) == 0 }
+
+// EvalOptions is one evaluation.
+type EvalOptions struct {
+	// Grid names the grid, for reports; Cases are its cases (EvalGrid).
+	Grid  string
+	Cases []EvalCase
+	// Variant is the judged variant.
+	Variant Variant
+	// Reuse lists the reuse semantics (nil: ReuseModes).
+	Reuse []string
+	// Parallel is how many simulations run at once (0: GOMAXPROCS).
+	// Results do not depend on it.
+	Parallel int
+}
+
+// evalFigures is what the evaluation keeps of one simulation.
+type evalFigures struct {
+	prefill int64
+	p99     float64
+}
+
+// RunEval simulates every case with the References and the variant under
+// each reuse semantics and judges the variant. Deterministic: each
+// simulation is sequential and its result lands in a slot of its own.
+func RunEval(o EvalOptions) (*Evaluation, error) {
+	if len(o.Cases) == 0 {
+		return nil, errors.New("evaluation: no case")
+	}
+	refs, err := ParseVariants(strings.Join(References, ","))
+	if err != nil {
+		return nil, err
+	}
+	if slices.Contains(References, o.Variant.Name) {
+		return nil, fmt.Errorf("evaluation: variant %s is a reference", o.Variant.Name)
+	}
+	variants := append(refs, o.Variant)
+	modes := o.Reuse
+	if len(modes) == 0 {
+		modes = ReuseModes
+	}
+	for i, m := range modes {
+		if !slices.Contains(ReuseModes, m) || slices.Contains(modes[:i], m) {
+			return nil, fmt.Errorf("evaluation: reuse semantics %q unknown or listed twice", m)
+		}
+	}
+	wls := make([]*Workload, len(o.Cases))
+	for i, c := range o.Cases {
+		if err := c.Engine.Validate(); err != nil {
+			return nil, fmt.Errorf("case %s/%s: %w", c.Family, c.Name, err)
+		}
+		if wls[i], err = Generate(c.Workload); err != nil {
+			return nil, fmt.Errorf("case %s/%s: %w", c.Family, c.Name, err)
+		}
+	}
+	nv, nm := len(variants), len(modes)
+	figs := make([]evalFigures, len(o.Cases)*nm*nv)
+	errs := make([]error, len(figs))
+	par := o.Parallel
+	if par <= 0 {
+		par = runtime.GOMAXPROCS(0)
+	}
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range min(par, len(figs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				c, m, v := j/(nm*nv), j/nv%nm, j%nv
+				eng := o.Cases[c].Engine
+				eng.Reuse = modes[m]
+				s, err := NewSimulator(eng, wls[c], variants[v], false)
+				var res *Result
+				if err == nil {
+					res, err = s.Run()
+				}
+				if err != nil {
+					errs[j] = fmt.Errorf("case %s/%s, reuse %s: %w", o.Cases[c].Family, o.Cases[c].Name, modes[m], err)
+					continue
+				}
+				figs[j] = evalFigures{prefill: res.PrefillTokens, p99: res.TTFT.P99}
+			}
+		}()
+	}
+	// Longest first would balance better; the order of the jobs does not
+	// change any result.
+	for j := range figs {
+		jobs <- j
+	}
+	close(jobs)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+
+	e := &Evaluation{Tool: "adprouter-sim", Version: 1, Grid: o.Grid, Variant: o.Variant.Name,
+		Refs: slices.Clone(References), Reuse: slices.Clone(modes), Cases: o.Cases}
+	for c := range o.Cases {
+		for m := range modes {
+			base := (c*nm + m) * nv
+			best := -1
+			for r := range refs {
+				f := figs[base+r]
+				if best < 0 || f.p99 < figs[base+best].p99 || (f.p99 == figs[base+best].p99 && f.prefill < figs[base+best].prefill) {
+					best = r
+				}
+			}
+			b, x := figs[base+best], figs[base+nv-1]
+			e.Cells = append(e.Cells, EvalCell{Family: o.Cases[c].Family, Case: o.Cases[c].Name, Reuse: modes[m],
+				Best: refs[best].Name, Prefill: ratio(x.prefill, b.prefill), P99: fratio(x.p99, b.p99),
+				PrefillTokens: x.prefill, BestPrefillTokens: b.prefill, P99Ms: x.p99, BestP99Ms: b.p99})
+		}
+	}
+	e.summarise()
+	return e, nil
+}
+
+// summarise fills Families and Problems from Cells.
+func (e *Evaluation) summarise() {
+	var order []string
+	trace := map[string]bool{}
+	for _, c := range e.Cases {
+		if !slices.Contains(order, c.Family) {
+			order = append(order, c.Family)
+		}
+		trace[c.Family] = trace[c.Family] || c.Trace
+	}
+	e.Families, e.Problems = nil, nil
+	for _, m := range e.Reuse {
+		wins, traceWin := 0, false
+		for _, fam := range order {
+			f := EvalFamily{Family: fam, Reuse: m, Trace: trace[fam]}
+			lp, lq := 0.0, 0.0
+			for _, c := range e.Cells {
+				if c.Family != fam || c.Reuse != m {
+					continue
+				}
+				if f.Cells == 0 || c.Prefill > f.WorstPrefill.Prefill {
+					f.WorstPrefill = c
+				}
+				if f.Cells == 0 || c.P99 > f.WorstP99.P99 {
+					f.WorstP99 = c
+				}
+				f.Cells++
+				if c.Miss() {
+					f.Misses++
+					e.Problems = append(e.Problems, fmt.Sprintf("reuse %s, %s/%s: prefill %.2fx (goal %.2fx), TTFT p99 %.2fx (goal %.2fx) of %s",
+						m, c.Family, c.Case, c.Prefill, GoalPrefill, c.P99, GoalP99, c.Best))
+				}
+				if c.P99 > 0 && c.P99 <= GoalWin {
+					f.WinCells++
+				}
+				lp += math.Log(max(c.Prefill, 1e-9))
+				lq += math.Log(max(c.P99, 1e-9))
+			}
+			if f.Cells == 0 {
+				continue
+			}
+			f.PrefillGeoMean = round(math.Exp(lp/float64(f.Cells)), 4)
+			f.P99GeoMean = round(math.Exp(lq/float64(f.Cells)), 4)
+			if f.Win() {
+				wins++
+				traceWin = traceWin || f.Trace
+			}
+			e.Families = append(e.Families, f)
+		}
+		if wins < EvalWinFamilies {
+			e.Problems = append(e.Problems, fmt.Sprintf("reuse %s: TTFT p99 geometric mean <= %.2fx of the best reference on %d families, want %d or more",
+				m, GoalWin, wins, EvalWinFamilies))
+		}
+		if !traceWin {
+			e.Problems = append(e.Problems, fmt.Sprintf("reuse %s: no trace family with TTFT p99 geometric mean <= %.2fx of the best reference", m, GoalWin))
+		}
+	}
+}
+
+// WriteEval writes the evaluation: per reuse semantics a table of the
+// families (cells, misses, worst prefill and p99 cells, geometric means,
+// winning cells) and the worst cells overall, then the verdict and every
+// goal missed. worst bounds the cells listed per semantics.
+func (e *Evaluation) WriteEval(w io.Writer, worst int) error {
+	var b strings.Builder
+	sims := len(e.Cells) * (len(e.Refs) + 1)
+	fmt.Fprintf(&b, "evaluation %s of %s: %d cases in %d families x %d reuse semantics, %d simulations\n",
+		e.Grid, e.Variant, len(e.Cases), len(e.Families)/max(len(e.Reuse), 1), len(e.Reuse), sims)
+	fmt.Fprintf(&b, "goals, against the best reference (lowest TTFT p99 of %s) on each cell:\n", strings.Join(e.Refs, ", "))
+	fmt.Fprintf(&b, "  every cell: prefill <= %.2fx and TTFT p99 <= %.2fx\n", GoalPrefill, GoalP99)
+	fmt.Fprintf(&b, "  per reuse semantics: TTFT p99 geometric mean <= %.2fx on >= %d families, a trace family among them\n", GoalWin, EvalWinFamilies)
+	for _, m := range e.Reuse {
+		fmt.Fprintf(&b, "\nreuse %s: %s\n", m, DescribeReuse(m))
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  family\tcells\tmisses\tp99 geomean\twin cells\tprefill geomean\tworst prefill\tworst p99\t")
+		for _, f := range e.Families {
+			if f.Reuse != m {
+				continue
+			}
+			mark := ""
+			if f.Win() {
+				mark = " win"
+			}
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%.2fx%s\t%d\t%.3fx\t%.3fx\t%.3fx\t\n", f.Family, f.Cells, f.Misses, f.P99GeoMean, mark, f.WinCells,
+				f.PrefillGeoMean, f.WorstPrefill.Prefill, f.WorstP99.P99)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		var cells []EvalCell
+		for _, c := range e.Cells {
+			if c.Reuse == m {
+				cells = append(cells, c)
+			}
+		}
+		slices.SortStableFunc(cells, func(x, y EvalCell) int {
+			switch a, b := x.Excess(), y.Excess(); {
+			case a > b:
+				return -1
+			case a < b:
+				return 1
+			}
+			return 0
+		})
+		cells = cells[:min(worst, len(cells))]
+		fmt.Fprintf(&b, "worst %d cells (by the larger of prefill/%.2f and p99/%.2f):\n", len(cells), GoalPrefill, GoalP99)
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  \tfamily\tcase\tprefill\tp99\tp99 ms\t+ms\tbest reference\t")
+		for _, c := range cells {
+			mark := ""
+			if c.Miss() {
+				mark = "MISS"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%.3fx\t%.3fx\t%.1f\t%+.1f\t%s\t\n", mark, c.Family, c.Case, c.Prefill, c.P99, c.P99Ms, c.P99Ms-c.BestP99Ms, c.Best)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if e.Pass() {
+		fmt.Fprintf(&b, "\nverdict: PASS (%d cells, no goal missed)\n", len(e.Cells))
+	} else {
+		fmt.Fprintf(&b, "\nverdict: FAIL, %d goals missed:\n", len(e.Problems))
+		for _, p := range e.Problems {
+			fmt.Fprintf(&b, "  %s\n", p)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteJSON writes the evaluation as indented JSON (same grid, same bytes).
+func (e *Evaluation) WriteJSON(w io.Writer) error { return writeJSON(w, e) }
+
+// EvalTrace is a trace the evaluation replays: its family (conversation,
+// synthetic, ...) and its records.
+type EvalTrace struct {
+	Family   string
+	Workload WorkloadConfig
+}
+
+// evalShape is an engine shape of the grid.
+type evalShape struct {
+	name   string
+	dp     int
+	budget int
+	blocks int
+}
+
+// The engine shapes: the default engine (8 ranks, 8192-token budget, 4096
+// blocks of 32 tokens per rank) and one change each.
+var (
+	shapeDefault = evalShape{"dp8", 8, 8192, 4096}
+	evalShapes   = []evalShape{
+		{"dp4", 4, 8192, 4096},
+		{"dp16", 16, 8192, 4096},
+		{"dp32", 32, 8192, 4096},
+		{"budget2k", 8, 2048, 4096},
+		{"budget16k", 8, 16384, 4096},
+		{"pool1k", 8, 8192, 1024},
+	}
+)
+
+func (s evalShape) engine() EngineConfig {
+	e := DefaultEngine()
+	e.DPSize, e.MaxNumTokens, e.KVBlocks = s.dp, s.budget, s.blocks
+	return e
+}
+
+// load is the factor by which a case scales its arrival rate on this
+// shape: the load per rank stays that of the default engine.
+func (s evalShape) load() float64 { return float64(s.dp) / float64(shapeDefault.dp) }
+
+// evalParam is one parameter setting of a family.
+type evalParam struct {
+	name string
+	set  func(w *WorkloadConfig, load float64)
+}
+
+// evalFamily is a family of the grid: a workload kind, its parameter
+// settings, and which of them run on the other engine shapes.
+type evalFamily struct {
+	name   string
+	kind   string
+	params []evalParam
+	// shaped lists the indexes of params that also run on every engine
+	// shape (seed 1); quick the (param, seed) pairs of EvalQuick, on the
+	// default engine, and quickShapes the shapes EvalQuick adds (param 0,
+	// seed 1).
+	shaped      []int
+	quick       [][2]int
+	quickShapes []string
+}
+
+// evalFamilies are the generated families of the grid.
+func evalFamilies() []evalFamily {
+	spike := func(w *WorkloadConfig, load float64, sys, groups int, zipf, spikeS float64) {
+		w.SystemTokens, w.Groups, w.ZipfS = sys, groups, zipf
+		w.QuietS, w.QuietIntervalS, w.SpikeS = 60, 1.5, spikeS
+		w.SpikeFactor = 150 * load // 100 req/s on 8 ranks
+	}
+	tenants := func(groups int, zipf float64, sys int, spikeS float64) evalParam {
+		return evalParam{fmt.Sprintf("tenants=%d zipf=%g sys=%d spike=%gs", groups, zipf, sys, spikeS), func(w *WorkloadConfig, load float64) {
+			spike(w, load, sys, groups, zipf, spikeS)
+		}}
+	}
+	steady := func(groups int, zipf float64, arrival string) evalParam {
+		return evalParam{fmt.Sprintf("tenants=%d zipf=%g %s", groups, zipf, arrival), func(w *WorkloadConfig, load float64) {
+			w.Groups, w.ZipfS, w.Arrival = groups, zipf, arrival
+			w.Rate, w.DurationS = 20*load, evalDuration
+		}}
+	}
+	return []evalFamily{
+		{name: "shared-spike", kind: KindColdStart, params: []evalParam{
+			{"sys=4096", func(w *WorkloadConfig, load float64) { spike(w, load, 4096, 1, 0, 8) }},
+			{"sys=1024", func(w *WorkloadConfig, load float64) { spike(w, load, 1024, 1, 0, 8) }},
+		}, shaped: []int{0}, quick: [][2]int{{0, 1}}},
+		{name: "tenant-spike", kind: KindTenantSpike, params: []evalParam{
+			tenants(6, 1.1, 3000, 2),
+			tenants(2, 0.6, 4096, 8),
+			tenants(16, 1.1, 2048, 8),
+			tenants(64, 1.4, 2048, 8),
+			tenants(64, 0.6, 1024, 8),
+		}, shaped: []int{0, 2}, quick: [][2]int{{0, 1}, {0, 2}, {3, 1}}, quickShapes: []string{"dp16"}},
+		{name: "multitenant", kind: KindMultiTenant, params: []evalParam{
+			steady(1, 0, ArrivalPoisson),
+			steady(2, 1.0, ArrivalPoisson),
+			steady(8, 0.6, ArrivalPoisson),
+			steady(8, 1.4, ArrivalBursty),
+			steady(32, 1.1, ArrivalPoisson),
+			steady(64, 0.6, ArrivalBursty),
+			steady(64, 1.4, ArrivalPoisson),
+		}, shaped: []int{4}, quick: [][2]int{{0, 1}, {4, 1}, {5, 1}}},
+		{name: "mixed-lengths", kind: KindMultiTenant, params: []evalParam{
+			{"tenants=8 zipf=1.1 sys=1024 suffix=32-6144", func(w *WorkloadConfig, load float64) {
+				w.Groups, w.ZipfS, w.SystemTokens, w.SuffixMin, w.SuffixMax = 8, 1.1, 1024, 32, 6144
+				w.Rate, w.DurationS = 10*load, evalDuration
+			}},
+			{"tenants=4 zipf=0.8 sys=512 suffix=64-8192 bursty", func(w *WorkloadConfig, load float64) {
+				w.Groups, w.ZipfS, w.SystemTokens, w.SuffixMin, w.SuffixMax = 4, 0.8, 512, 64, 8192
+				w.Arrival, w.Rate, w.DurationS = ArrivalBursty, 8*load, evalDuration
+			}},
+		}, shaped: []int{0}, quick: [][2]int{{1, 1}}},
+		{name: "siblings", kind: KindSiblings, params: []evalParam{
+			{"samples=8", func(w *WorkloadConfig, load float64) { w.Siblings, w.Rate, w.DurationS = 8, 2.5*load, evalDuration }},
+			{"samples=4", func(w *WorkloadConfig, load float64) { w.Siblings, w.Rate, w.DurationS = 4, 5*load, evalDuration }},
+			{"samples=16 prompt=1024-8192", func(w *WorkloadConfig, load float64) {
+				w.Siblings, w.Rate, w.DurationS, w.PromptMin, w.PromptMax = 16, 0.6*load, evalDuration, 1024, 8192
+			}},
+		}, shaped: []int{0}, quick: [][2]int{{0, 1}, {2, 1}}},
+		{name: "noreuse", kind: KindNoReuse, params: []evalParam{
+			{"prompt=256-2048", func(w *WorkloadConfig, load float64) { w.Rate, w.DurationS = 20*load, evalDuration }},
+			{"prompt=64-8192 bursty", func(w *WorkloadConfig, load float64) {
+				w.PromptMin, w.PromptMax, w.Arrival, w.Rate, w.DurationS = 64, 8192, ArrivalBursty, 8*load, evalDuration
+			}},
+		}, shaped: []int{0}, quick: [][2]int{{1, 1}}},
+		{name: "conversation-cold", kind: KindConversation, params: []evalParam{
+			{"sys=1200 think=5s", func(w *WorkloadConfig, load float64) {
+				w.SystemTokens, w.ThinkS, w.Rate, w.DurationS = 1200, 5, 4*load, evalDuration
+			}},
+			{"sys=1200 think=1s", func(w *WorkloadConfig, load float64) {
+				w.SystemTokens, w.ThinkS, w.Rate, w.DurationS = 1200, 1, 4*load, evalDuration
+			}},
+			{"sys=4096 think=10s msg=256-2048", func(w *WorkloadConfig, load float64) {
+				w.SystemTokens, w.ThinkS, w.Rate, w.DurationS, w.SuffixMin, w.SuffixMax = 4096, 10, 2*load, evalDuration, 256, 2048
+			}},
+			{"sys=1200 think=2s bursty(8) 8/s", func(w *WorkloadConfig, load float64) {
+				w.SystemTokens, w.ThinkS, w.Arrival, w.Rate, w.DurationS = 1200, 2, ArrivalBursty, 8*load, evalDuration/2
+			}},
+		}, shaped: []int{0, 3}, quick: [][2]int{{0, 1}, {1, 2}, {3, 1}}, quickShapes: []string{"budget2k"}},
+		{name: "followup", kind: KindFollowUp, params: []evalParam{
+			{"p=0.5 delay=50ms", func(w *WorkloadConfig, load float64) { w.Rate, w.DurationS = 2*load, evalDuration }},
+		}, shaped: []int{0}, quick: [][2]int{{0, 1}}},
+	}
+}
+
+// evalDuration is how long the steady families' arrivals go on, in
+// seconds: long enough that a TTFT p99 is a statistic of a thousand
+// requests or more, not the few slowest of a cold start.
+const evalDuration = 60
+
+// evalTraceScales are the (time, length) scales at which every trace runs
+// on the default engine (the time scale divided by the load factor on the
+// other shapes).
+var evalTraceScales = [][2]float64{{1, 0.5}, {0.5, 0.5}, {1, 1}}
+
+// EvalGrid returns the cases of the named grid (EvalFull or EvalQuick).
+// traces are the traces replayed, each in its family ("trace-" + Family).
+func EvalGrid(grid string, traces []EvalTrace) ([]EvalCase, error) {
+	if !slices.Contains(EvalGrids, grid) {
+		return nil, fmt.Errorf("evaluation grid %q, want one of %s", grid, strings.Join(EvalGrids, ", "))
+	}
+	quick := grid == EvalQuick
+	var cases []EvalCase
+	add := func(fam string, trace bool, name string, w WorkloadConfig, s evalShape) {
+		cases = append(cases, EvalCase{Family: fam, Name: name + " " + s.name, Trace: trace, Workload: w, Engine: s.engine()})
+	}
+	shapeByName := func(n string) evalShape {
+		for _, s := range evalShapes {
+			if s.name == n {
+				return s
+			}
+		}
+		panic("unknown shape " + n)
+	}
+	for _, f := range evalFamilies() {
+		gen := func(p int, seed uint64, s evalShape) {
+			w, err := DefaultWorkload(f.kind)
+			if err != nil {
+				panic(err) // the families name known kinds
+			}
+			w.Seed = seed
+			f.params[p].set(&w, s.load())
+			add(f.name, false, fmt.Sprintf("%s seed=%d", f.params[p].name, seed), w, s)
+		}
+		if quick {
+			for _, q := range f.quick {
+				gen(q[0], uint64(q[1]), shapeDefault)
+			}
+			for _, n := range f.quickShapes {
+				gen(0, 1, shapeByName(n))
+			}
+			continue
+		}
+		for p := range f.params {
+			for seed := uint64(1); seed <= 3; seed++ {
+				gen(p, seed, shapeDefault)
+			}
+		}
+		for _, p := range f.shaped {
+			for _, s := range evalShapes {
+				gen(p, 1, s)
+			}
+		}
+	}
+	for i, t := range traces {
+		fam := "trace-" + t.Family
+		gen := func(ts, ls float64, s evalShape) {
+			w := t.Workload
+			w.Seed = 1
+			w.TraceTimeScale, w.TraceLengthScale = ts/s.load(), ls
+			add(fam, true, fmt.Sprintf("%s time=%g len=%g", w.Trace, ts, ls), w, s)
+		}
+		if quick {
+			if i%2 == 0 {
+				gen(evalTraceScales[0][0], evalTraceScales[0][1], shapeDefault)
+			} else {
+				gen(evalTraceScales[1][0], evalTraceScales[1][1], shapeDefault)
+			}
+			continue
+		}
+		for _, sc := range evalTraceScales {
+			gen(sc[0], sc[1], shapeDefault)
+		}
+		for _, s := range evalShapes {
+			gen(evalTraceScales[0][0], evalTraceScales[0][1], s)
+		}
+	}
+	for i := range cases {
+		if err := cases[i].Workload.Validate(); err != nil {
+			return nil, fmt.Errorf("case %s/%s: %w", cases[i].Family, cases[i].Name, err)
+		}
+	}
+	return cases, nil
+}
+
+// LoadEvalTraces reads every *.jsonl file of dir in fsys, in name order, as
+// a trace of the evaluation; a file's family is its name up to the first
+// "-" (conversation-0.jsonl: conversation).
+func LoadEvalTraces(fsys fs.FS, dir string) ([]EvalTrace, error) {
+	names, err := fs.Glob(fsys, path.Join(dir, "*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	var out []EvalTrace
+	for _, n := range names {
+		f, err := fsys.Open(n)
+		if err != nil {
+			return nil, err
+		}
+		recs, err := ParseTrace(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", n, err)
+		}
+		wc, _ := DefaultWorkload(KindTrace)
+		wc.Trace, wc.TraceRecords = path.Base(n), recs
+		fam, _, _ := strings.Cut(strings.TrimSuffix(path.Base(n), ".jsonl"), "-")
+		out = append(out, EvalTrace{Family: fam, Workload: wc})
+	}
+	return out, nil
+}

@@ -1,0 +1,205 @@
+package sim
+
+import (
+	"bytes"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func evalTraces(t *testing.T) []EvalTrace {
+	t.Helper()
+	traces, err := LoadEvalTraces(os.DirFS("../testdata"), "mooncake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return traces
+}
+
+// The Mooncake slices load, each in its family, in name order.
+func TestLoadEvalTraces(t *testing.T) {
+	traces := evalTraces(t)
+	var fams []string
+	for _, tr := range traces {
+		if len(tr.Workload.TraceRecords) < 100 || tr.Workload.Kind != KindTrace {
+			t.Errorf("%s: %d records, kind %s", tr.Workload.Trace, len(tr.Workload.TraceRecords), tr.Workload.Kind)
+		}
+		if !slices.Contains(fams, tr.Family) {
+			fams = append(fams, tr.Family)
+		}
+	}
+	if !slices.Equal(fams, []string{"conversation", "synthetic"}) {
+		t.Errorf("families %v, want conversation, synthetic", fams)
+	}
+}
+
+// The grids: every family, engine shape and reuse-relevant case named once;
+// the quick grid a subset of the full one; the cases present.
+func TestEvalGrid(t *testing.T) {
+	traces := evalTraces(t)
+	full, err := EvalGrid(EvalFull, traces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quick, err := EvalGrid(EvalQuick, traces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	fams := map[string]bool{}
+	shapes := map[int]bool{}
+	for _, c := range full {
+		key := c.Family + "/" + c.Name
+		if names[key] {
+			t.Errorf("case %s twice", key)
+		}
+		names[key] = true
+		fams[c.Family] = true
+		shapes[c.Engine.DPSize] = true
+	}
+	for _, c := range quick {
+		if !names[c.Family+"/"+c.Name] {
+			t.Errorf("quick case %s/%s is not in the full grid", c.Family, c.Name)
+		}
+		delete(fams, c.Family)
+	}
+	if len(fams) > 0 {
+		t.Errorf("families without a quick case: %v", fams)
+	}
+	for _, dp := range []int{4, 8, 16, 32} {
+		if !shapes[dp] {
+			t.Errorf("no case on %d ranks", dp)
+		}
+	}
+	for _, want := range []string{
+		"tenant-spike/tenants=6 zipf=1.1 sys=3000 spike=2s seed=1 dp8",
+		"conversation-cold/sys=1200 think=2s bursty(8) 8/s seed=1 dp8",
+		"siblings/samples=8 seed=1 dp8",
+		"noreuse/prompt=256-2048 seed=1 dp8",
+		"trace-conversation/conversation-1512.jsonl time=1 len=0.5 dp8",
+		"trace-synthetic/synthetic-636.jsonl time=1 len=0.5 budget2k",
+	} {
+		if !names[want] {
+			t.Errorf("no case %s", want)
+		}
+	}
+	if _, err := EvalGrid("huge", traces); err == nil {
+		t.Error("unknown grid accepted")
+	}
+}
+
+// An evaluation is a pure function of its options: the same bytes whatever
+// the parallelism.
+func TestRunEvalDeterministic(t *testing.T) {
+	cases, err := EvalGrid(EvalQuick, evalTraces(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases = cases[:3]
+	v := mustVariants(t, VariantRecommended)[0]
+	var outs []string
+	for _, par := range []int{1, 3} {
+		ev, err := RunEval(EvalOptions{Grid: "test", Cases: cases, Variant: v, Parallel: par})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := ev.WriteJSON(&b); err != nil {
+			t.Fatal(err)
+		}
+		if err := ev.WriteEval(&b, 5); err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, b.String())
+	}
+	if outs[0] != outs[1] {
+		t.Error("evaluation differs with the parallelism")
+	}
+	if _, err := RunEval(EvalOptions{Cases: cases, Variant: mustVariants(t, VariantKVCacheAware)[0]}); err == nil ||
+		!strings.Contains(err.Error(), "reference") {
+		t.Errorf("judging a reference: %v", err)
+	}
+	if _, err := RunEval(EvalOptions{Variant: v}); err == nil {
+		t.Error("an evaluation without cases ran")
+	}
+}
+
+// The verdict: a cell over either bound is a miss; a family wins on the
+// geometric mean of its cells' p99 ratios; a semantics needs
+// EvalWinFamilies winning families, a trace family among them.
+func TestEvalVerdict(t *testing.T) {
+	cell := func(fam, reuse string, prefill, p99 float64) EvalCell {
+		return EvalCell{Family: fam, Case: "c", Reuse: reuse, Best: VariantKVCacheAware, Prefill: prefill, P99: p99}
+	}
+	e := &Evaluation{Reuse: []string{ReuseAfterIteration}, Cases: []EvalCase{
+		{Family: "a"}, {Family: "b"}, {Family: "trace-x", Trace: true}}}
+	e.Cells = []EvalCell{
+		cell("a", ReuseAfterIteration, 1.00, 0.70), cell("a", ReuseAfterIteration, 1.02, 0.85),
+		cell("b", ReuseAfterIteration, 1.00, 0.60), cell("b", ReuseAfterIteration, 1.00, 1.10),
+		cell("trace-x", ReuseAfterIteration, 1.03, 0.50),
+	}
+	e.summarise()
+	got := map[string]EvalFamily{}
+	for _, f := range e.Families {
+		got[f.Family] = f
+	}
+	if !got["a"].Win() || got["a"].Misses != 0 || got["a"].WinCells != 1 {
+		t.Errorf("family a: %+v, want a win (geomean %.3f), no miss", got["a"], got["a"].P99GeoMean)
+	}
+	if got["b"].Win() || got["b"].Misses != 1 {
+		t.Errorf("family b: %+v, want no win, one miss", got["b"])
+	}
+	if !got["trace-x"].Win() || got["trace-x"].Misses != 1 {
+		t.Errorf("family trace-x: %+v, want a win and a (prefill) miss", got["trace-x"])
+	}
+	// Two misses, and the wins goal met (a and trace-x).
+	if len(e.Problems) != 2 || e.Pass() {
+		t.Errorf("problems %q, want the two missed cells", e.Problems)
+	}
+	var b bytes.Buffer
+	if err := e.WriteEval(&b, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"MISS", "verdict: FAIL, 2 goals missed", "x win"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+	// Without a trace family among the wins: a problem of its own.
+	e.Cells[4].P99 = 0.95
+	e.Cells[4].Prefill = 1
+	e.summarise()
+	if e.Pass() || !strings.Contains(strings.Join(e.Problems, "\n"), "no trace family") {
+		t.Errorf("problems %q, want the missing trace win", e.Problems)
+	}
+}
+
+// Observe sees every request's first token once, on the rank it ran on.
+func TestObserve(t *testing.T) {
+	wc, _ := DefaultWorkload(KindConversation)
+	wc.DurationS = 2
+	wl, err := Generate(wc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := DefaultEngine()
+	s, err := NewSimulator(eng, wl, mustVariants(t, VariantRecommended)[0], false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]bool{}
+	s.Observe = func(e RequestEvent) {
+		if seen[e.ID] || e.Rank < 0 || e.Rank >= eng.DPSize || e.FirstToken < e.Arrival || e.Cached > e.Prompt || e.ConvID == "" {
+			t.Errorf("event %+v (seen before: %v)", e, seen[e.ID])
+		}
+		seen[e.ID] = true
+	}
+	res, err := s.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != res.Completed {
+		t.Errorf("%d events, %d requests completed", len(seen), res.Completed)
+	}
+}
