@@ -148,7 +148,13 @@ func TestCppHarness(t *testing.T) {
 	run(t, nil, cxx, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-Iinclude",
 		"-o", bin, "capi/testdata/harness.cpp", "-ldl", "-lpthread")
 	for _, env := range [][]string{nil, {"LD_BIND_NOW=1"}} {
-		runChecks(t, env, bin, lib)
+		out := runChecks(t, env, bin, lib)
+		// How many shared routing fixtures (testdata/routing) the harness ran.
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "NOTE routing fixtures:") {
+				t.Log(line)
+			}
+		}
 	}
 }
 
@@ -156,15 +162,17 @@ func TestCppHarness(t *testing.T) {
 var allPassed = regexp.MustCompile(`(?m)^\d+ passed, 0 failed$`)
 
 // runChecks runs a C or C++ test program, which prints one line per check
-// and "N passed, M failed", and fails t unless every check passed.
-func runChecks(t *testing.T, env []string, bin string, args ...string) {
+// and "N passed, M failed", and fails t unless every check passed. It
+// returns the program's output.
+func runChecks(t *testing.T, env []string, bin string, args ...string) string {
 	t.Helper()
 	out := run(t, env, bin, args...)
 	if !allPassed.MatchString(out) {
 		t.Errorf("%s %s (env %v) did not pass:\n%s", filepath.Base(bin), strings.Join(args, " "), env, out)
-		return
+		return out
 	}
 	t.Log(lastLines(out, 1))
+	return out
 }
 
 // Plain C linking against -ladprouter resolves and runs.

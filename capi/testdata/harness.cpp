@@ -172,6 +172,7 @@ struct Req {
     int32_t target = ADPR_NO_TARGET;
     int32_t relax = 1;
     std::string conv;
+    uint64_t lora = 0, salt = 0;
 };
 
 std::vector<int32_t> iota_tokens(int n, int32_t first = 0) {
@@ -248,6 +249,8 @@ struct Batch {
         r.conversation_len = (int64_t)q.conv.size();
         r.target_rank = q.target;
         r.relax = q.relax;
+        r.lora_id = q.lora;
+        r.cache_salt = q.salt;
         tokens.insert(tokens.end(), q.tokens.begin(), q.tokens.end());
         text += q.conv;
         reqs.push_back(r);
@@ -472,9 +475,12 @@ void check_create_policies() {
 // examples and vectors of docs/ROUTING.md and the cases every suite shares;
 // the Go and Python suites read the same files. Each directive runs through
 // the C ABI and its output, rendered in the fixtures' canonical text, must
-// equal the expected text. The C ABI has no random generator: "shuffle" is
-// checked through routing (a lone request with id = seed on n tied ranks goes
-// to the permutation's first element) and "genrand" is skipped.
+// equal the expected text. "new" takes any option of the library (passed to
+// adpr_router_create as is), "receipts" reads adpr_router_receipt_text and
+// "state" adpr_router_pending_warmup and adpr_router_conversations. The C
+// ABI has no random generator: "shuffle" is checked through routing (a lone
+// request with id = seed on n tied ranks goes to the permutation's first
+// element) and "genrand" is skipped.
 
 struct Arg {
     std::string key, value;
@@ -545,10 +551,27 @@ const std::string &arg(const Directive &d, const std::string &key) {
     throw std::invalid_argument("missing argument " + key + "=");
 }
 
+// A comma-separated list of values v, runs lo..hi (lo, lo+1, ..., hi) and
+// repetitions v*k (k copies of v).
 std::vector<int32_t> int_list(const std::string &s) {
+    constexpr long kMaxList = 1L << 20;
     std::vector<int32_t> v;
     std::istringstream in(s);
-    for (std::string x; std::getline(in, x, ',');) v.push_back((int32_t)std::stol(x));
+    for (std::string x; std::getline(in, x, ',');) {
+        size_t run = x.find(".."), rep = x.find('*');
+        if (run != std::string::npos) {
+            long lo = std::stol(x.substr(0, run)), hi = std::stol(x.substr(run + 2));
+            if (hi < lo || hi - lo >= kMaxList) throw std::invalid_argument("run " + x + ", want lo..hi with lo <= hi");
+            for (long t = lo; t <= hi; t++) v.push_back((int32_t)t);
+        } else if (rep != std::string::npos) {
+            long val = std::stol(x.substr(0, rep)), k = std::stol(x.substr(rep + 1));
+            if (k < 0 || k > kMaxList) throw std::invalid_argument("repetition " + x + ", want value*count");
+            v.insert(v.end(), (size_t)k, (int32_t)val);
+        } else {
+            v.push_back((int32_t)std::stol(x));
+        }
+        if ((long)v.size() > kMaxList) throw std::invalid_argument("list too long: " + s);
+    }
     return v;
 }
 
@@ -580,9 +603,14 @@ Batch fixture_batch(const Directive &d, int32_t size) {
         if (f[0] == "states") {
             if (f.size() != (size_t)size + 1) throw std::invalid_argument(fmt("want %d rank states: ", size) + line);
             for (int32_t k = 0; k < size; k++) {
-                size_t slash = f[k + 1].find('/');
-                if (slash == std::string::npos) throw std::invalid_argument("rank state " + f[k + 1] + ", want requests/tokens");
-                b.states[k] = rank_state(k, (int32_t)std::stol(f[k + 1].substr(0, slash)), std::stoll(f[k + 1].substr(slash + 1)));
+                // requests/tokens or requests/tokens/free_kv_tokens/kv_capacity_tokens
+                std::vector<int64_t> v;
+                std::istringstream in(f[k + 1]);
+                for (std::string x; std::getline(in, x, '/');) v.push_back(std::stoll(x));
+                if (v.size() != 2 && v.size() != 4)
+                    throw std::invalid_argument("rank state " + f[k + 1] + ", want requests/tokens or requests/tokens/free/capacity");
+                b.states[k] = rank_state(k, (int32_t)v[0], v[1]);
+                if (v.size() == 4) b.states[k].free_kv_tokens = v[2], b.states[k].kv_capacity_tokens = v[3];
             }
             continue;
         }
@@ -598,6 +626,8 @@ Batch fixture_batch(const Directive &d, int32_t size) {
             else if (a.key == "strict" && !a.has_value) q.relax = 0;
             else if (a.key == "relaxed" && !a.has_value) q.relax = 1;
             else if (a.key == "conv") q.conv = a.value;
+            else if (a.key == "lora") q.lora = std::stoull(a.value);
+            else if (a.key == "salt") q.salt = std::stoull(a.value);
             else if (a.key == "match") row = int_list(a.value);
             else throw std::invalid_argument("unknown request field " + a.key + ": " + line);
         }
@@ -616,10 +646,80 @@ Batch fixture_batch(const Directive &d, int32_t size) {
 struct FixtureRunner {
     adpr_router h = 0;
     int32_t size = 0;
+    bool routed = false;  // a route directive ran on h
     ~FixtureRunner() { reset(); }
     void reset() {
         if (h) A.destroy(h);
         h = 0;
+        routed = false;
+    }
+
+    // The receipts of the last decision: all, in request order, or those of
+    // the ids of id=a,b,... in that order.
+    std::string receipts(const Directive &d, std::string *got) {
+        if (!d.input.empty()) return "unexpected input " + d.input[0];
+        std::vector<uint64_t> want;
+        for (auto &a : d.args) {
+            if (a.key != "id") return "unknown argument " + a.key;
+            std::istringstream in(a.value);
+            for (std::string x; std::getline(in, x, ',');) want.push_back(std::stoull(x));
+        }
+        if (!routed) return "no decision: \"route\" must come first";
+        char err[512] = "";
+        int64_t n = 0, nc = 0;
+        adpr_status s = A.receipts(h, nullptr, 0, nullptr, 0, &n, &nc, err, sizeof err);
+        if (s != ADPR_OK && s != ADPR_ERR_SHORT_BUFFER) return fmt("adpr_router_receipts: status %d: %s", s, err);
+        std::vector<adpr_receipt> rc((size_t)n + 1);
+        std::vector<adpr_candidate> cand((size_t)nc + 1);
+        s = A.receipts(h, rc.data(), n, cand.data(), nc, &n, &nc, err, sizeof err);
+        if (s != ADPR_OK) return fmt("adpr_router_receipts: status %d: %s", s, err);
+        std::vector<int64_t> which;
+        if (d.args.empty()) {
+            for (int64_t i = 0; i < n; i++) which.push_back(i);
+        }
+        for (uint64_t id : want) {
+            int64_t i = 0;
+            while (i < n && rc[(size_t)i].id != id) i++;
+            if (i == n) return fmt("no request %llu in the last decision", (unsigned long long)id);
+            which.push_back(i);
+        }
+        for (size_t j = 0; j < which.size(); j++) {
+            int64_t need = 0;
+            s = A.receipt_text(h, which[j], nullptr, 0, &need, err, sizeof err);
+            if (s != ADPR_ERR_SHORT_BUFFER && s != ADPR_OK) return fmt("adpr_router_receipt_text: status %d: %s", s, err);
+            std::vector<char> buf((size_t)need);
+            s = A.receipt_text(h, which[j], buf.data(), need, &need, err, sizeof err);
+            if (s != ADPR_OK) return fmt("adpr_router_receipt_text: status %d: %s", s, err);
+            *got += (j ? "\n" : "") + std::string(buf.data());
+        }
+        return "";
+    }
+
+    // The pending warmup ranks and the conversation bindings, least
+    // recently used first.
+    std::string state(const Directive &d, std::string *got) {
+        if (!d.input.empty() || !d.args.empty()) return "state takes no arguments or input";
+        char err[512] = "";
+        int64_t total = 0;
+        adpr_status s = A.pending_warmup(h, nullptr, 0, &total, err, sizeof err);
+        std::vector<int32_t> ranks((size_t)total + 1);
+        if (s == ADPR_ERR_SHORT_BUFFER) s = A.pending_warmup(h, ranks.data(), total, &total, err, sizeof err);
+        if (s != ADPR_OK) return fmt("adpr_router_pending_warmup: status %d: %s", s, err);
+        *got = "pending_warmup [";
+        for (int64_t i = 0; i < total; i++) *got += (i ? "," : "") + std::to_string(ranks[(size_t)i]);
+        int64_t nb = 0, nbytes = 0;
+        s = A.conversations(h, nullptr, 0, nullptr, 0, &nb, &nbytes, err, sizeof err);
+        std::vector<adpr_binding> bs((size_t)nb + 1);
+        std::vector<char> ids((size_t)nbytes + 1);
+        if (s == ADPR_ERR_SHORT_BUFFER) s = A.conversations(h, bs.data(), nb, ids.data(), nbytes, &nb, &nbytes, err, sizeof err);
+        if (s != ADPR_OK) return fmt("adpr_router_conversations: status %d: %s", s, err);
+        *got += "]\nconversations [";
+        for (int64_t i = 0; i < nb; i++) {
+            const adpr_binding &b = bs[(size_t)i];
+            *got += (i ? " " : "") + std::string(ids.data() + b.id_offset, (size_t)b.id_length) + "=" + std::to_string(b.rank);
+        }
+        *got += "]";
+        return "";
     }
 
     // Runs d; returns "" or what went wrong. *got is the output, compared
@@ -639,7 +739,8 @@ struct FixtureRunner {
             adpr_status s = create(opts, &h, &msg);
             return s == ADPR_OK && d.input.empty() ? "" : fmt("status %d: %s", s, msg.c_str());
         }
-        if ((d.cmd == "route" || d.cmd == "stats") && !h) return "no router: \"new\" must come first";
+        if ((d.cmd == "route" || d.cmd == "stats" || d.cmd == "state" || d.cmd == "receipts") && !h)
+            return "no router: \"new\" must come first";
         if (d.cmd == "route") {
             Batch b = fixture_batch(d, size);
             Out o;
@@ -648,9 +749,12 @@ struct FixtureRunner {
             if (s != ADPR_OK) return fmt("status %d: %s", s, msg.c_str());
             std::string bad = consistency(b, o);
             if (!bad.empty()) return bad;
+            routed = true;
             *got = render(o);
             return "";
         }
+        if (d.cmd == "receipts") return receipts(d, got);
+        if (d.cmd == "state") return state(d, got);
         if (d.cmd == "stats") {
             adpr_stats st;
             char err[256] = "";
@@ -682,7 +786,7 @@ struct FixtureRunner {
             *compare = false;  // the C ABI exposes no generator
             return "";
         }
-        return "unknown command (want new, route, stats, shuffle or genrand)";
+        return "unknown command (want new, route, stats, state, receipts, shuffle or genrand)";
     }
 };
 
@@ -700,10 +804,12 @@ void check_fixtures() {
     std::sort(names.begin(), names.end());
     if (!check(!names.empty(), "routing fixtures found in " + dir, "run from the repository root or set ADPROUTER_FIXTURES"))
         return;
+    size_t directives = 0;
     for (auto &name : names) {
         std::vector<Directive> ds;
         std::string err;
         if (!check(parse_fixture(dir + "/" + name, name, &ds, &err), "parse fixture " + name, err)) continue;
+        directives += ds.size();
         FixtureRunner runner;
         for (auto &d : ds) {
             std::string got;
@@ -718,6 +824,7 @@ void check_fixtures() {
             check(bad.empty(), "fixture " + d.pos + " " + d.cmd, bad);
         }
     }
+    note(fmt("routing fixtures: %zu files, %zu directives run from %s", names.size(), directives, dir.c_str()));
 }
 
 void check_unassigned() {

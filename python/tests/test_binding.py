@@ -283,8 +283,9 @@ class ConstructionTest(unittest.TestCase):
 
 
 class BindingAdapter:
-    """Runs the routing fixtures (testdata/routing) through the library. The C ABI
-    has no random generator: shuffle vectors are checked through routing only."""
+    """Runs the routing fixtures (testdata/routing) through the library, with every
+    option of the library (given as text, as the C ABI takes them). The C ABI has
+    no random generator: shuffle vectors are checked through routing only."""
 
     check_generator = False
 
@@ -296,8 +297,11 @@ class BindingAdapter:
 
     def route(self, router, call):
         reqs = [Request(q.id, tokens=q.tokens, num_tokens=q.num_tokens, target_rank=q.target_rank,
-                        relax=q.relax, conversation_id=q.conversation_id) for q in call.requests]
-        res = router.route(states(*call.states), reqs, call.maxn, call.matches)
+                        relax=q.relax, conversation_id=q.conversation_id, lora_id=q.lora_id,
+                        cache_salt=q.cache_salt) for q in call.requests]
+        sts = [RankState(k, a, t, kv_capacity_tokens=cap, free_kv_tokens=free)
+               for k, (a, t, free, cap) in enumerate(call.states)]
+        res = router.route(sts, reqs, call.maxn, call.matches)
         where = {i: k for k, ids in res.assignment.items() for i in ids}
         self.tc.assertEqual(res.ranks, [where.get(q.id, -1) for q in reqs], "ranks disagree with assignment")
         return lists(res, router.dp_size), res.expected, res.unassigned
@@ -306,12 +310,18 @@ class BindingAdapter:
         st = router.stats(0)
         return st["pending_warmup"], st["conversations"]
 
+    def state(self, router):
+        return router.pending_warmup(), router.conversations()
+
+    def receipts(self, router):
+        return [(rc.id, str(rc)) for rc in router.receipts()]
+
 
 class FixturesTest(unittest.TestCase):
     """The worked examples and vectors of docs/ROUTING.md and the shared cases."""
 
     def test_routing_fixtures(self):
-        self.assertGreater(routing_fixtures.run_fixtures(self, BindingAdapter(self)), 0)
+        self.assertGreater(routing_fixtures.run_fixtures(self, BindingAdapter(self), "the ctypes binding"), 0)
 
 
 class ResultShapeTest(unittest.TestCase):

@@ -3,6 +3,10 @@
 // input lines, a "----" separator and the expected output, separated by blank
 // lines. The format of the routing fixtures that use it is described in
 // testdata/routing/README.md at the root of the repository.
+//
+// Rewrite puts new expected outputs into a file's text and leaves everything
+// else (directives, input, comments, blank lines) as it was: the rewrite mode
+// of the fixture tests.
 package datadriven
 
 import (
@@ -27,6 +31,20 @@ type Directive struct {
 	// Want is the expected output: its lines joined by "\n", no trailing
 	// newline; "" when empty.
 	Want string
+	// WantFrom and WantTo locate the expected output in the text: its lines
+	// are the text's lines [WantFrom, WantTo), counted from 0 (WantFrom is
+	// the line after "----"; WantFrom == WantTo when the output is empty).
+	WantFrom, WantTo int
+}
+
+// Get returns the value of the argument key and whether it is there.
+func (d *Directive) Get(key string) (string, bool) {
+	for _, a := range d.Args {
+		if a.Key == key {
+			return a.Value, true
+		}
+	}
+	return "", false
 }
 
 // ParseArgs splits fields (already separated by spaces) into arguments.
@@ -85,6 +103,7 @@ func Parse(name, text string) ([]Directive, error) {
 		if !sep {
 			return nil, fmt.Errorf(`%s: %q has no "----" line before a blank line or the end of the file`, d.Pos, d.Cmd)
 		}
+		d.WantFrom = line // the 0-based index of the line after "----"
 		var want []string
 		for {
 			s, ok = next()
@@ -93,11 +112,54 @@ func Parse(name, text string) ([]Directive, error) {
 			}
 			want = append(want, s)
 		}
+		d.WantTo = d.WantFrom + len(want)
 		d.Want = strings.Join(want, "\n")
 		out = append(out, d)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, nil
+}
+
+// Rewrite returns text, whose directives Parse returned as ds, with the
+// expected output of ds[i] replaced by outs[i]; every other line is kept as
+// it is. An output that the format cannot hold (a blank line, which would
+// end it, or trailing spaces, which the parser drops) is an error.
+func Rewrite(text string, ds []Directive, outs []string) (string, error) {
+	if len(outs) != len(ds) {
+		return "", fmt.Errorf("%d outputs for %d directives", len(outs), len(ds))
+	}
+	lines := strings.Split(text, "\n")
+	final := len(lines) > 0 && lines[len(lines)-1] == ""
+	if final {
+		lines = lines[:len(lines)-1] // text ends with a newline
+	}
+	var b strings.Builder
+	at := 0
+	for i, d := range ds {
+		if d.WantFrom < at || d.WantTo < d.WantFrom || d.WantTo > len(lines) {
+			return "", fmt.Errorf("%s: expected output at lines [%d, %d) is not in the text", d.Pos, d.WantFrom, d.WantTo)
+		}
+		for _, s := range lines[at:d.WantFrom] {
+			b.WriteString(s + "\n")
+		}
+		if outs[i] != "" {
+			for _, s := range strings.Split(outs[i], "\n") {
+				if strings.TrimSpace(s) == "" || strings.TrimRight(s, " \t\r") != s {
+					return "", fmt.Errorf("%s: output line %q is blank or ends in spaces: the format cannot hold it", d.Pos, s)
+				}
+				b.WriteString(s + "\n")
+			}
+		}
+		at = d.WantTo
+	}
+	for _, s := range lines[at:] {
+		b.WriteString(s + "\n")
+	}
+	out := b.String()
+	if !final {
+		out = strings.TrimSuffix(out, "\n")
 	}
 	return out, nil
 }
