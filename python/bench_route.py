@@ -9,7 +9,7 @@ pure-Python reference router on the same batch.
     ... --cpu-time: time with time.thread_time_ns (this thread's CPU time; the Go code
     runs on the calling thread) instead of time.perf_counter_ns: steadier on a busy host.
 
-Workload (issue #12): 64 x 8, 256 x 16, 1024 x 16 and 1024 x 64 requests x ranks;
+Workload: 64 x 8, 256 x 16, 1024 x 16 and 1024 x 64 requests x ranks;
 prompts of 2048 tokens +-10% held as Python lists of ints, 7 in 8 starting with one of 4
 shared system prompts (so KV-aware grouping by the first 64 tokens matters), the eighth
 unique; ranks carrying uneven load. Match lengths are dense, the way an allgather of

@@ -67,16 +67,17 @@
 //
 // Reproducing the Python tie-break requires seeding MT19937 with the request
 // id (a chain of about 1,250 dependent multiplies). Only requests whose best
-// score is actually tied need it, and those are seeded four at a time on
-// interleaved chains, generating just the outputs a shuffle of the eligible
-// ranks consumes instead of twisting the whole 624-word state.
+// score is actually tied need it, and those are seeded many at a time (up
+// to 96 as 8-lane AVX2 vectors on amd64, four interleaved chains elsewhere
+// and with -tags purego), generating just the outputs a shuffle of the
+// eligible ranks consumes instead of twisting the whole 624-word state.
 //
 // Grouping by prefix hashes each request's first 64 tokens once and sorts
 // only the distinct prefixes, so it is linear in requests for realistic
 // batches. BenchmarkRoute, BenchmarkRouteScaling, BenchmarkRouteShape and
 // BenchmarkRouteTies measure a decision on batches shaped like an engine's
-// (varied prompt lengths, shared system prompts, dense match tables); the
-// README's Performance section keeps the figures and the commands. Up to
+// (varied prompt lengths, shared system prompts, dense match tables);
+// docs/performance.md keeps the figures and the commands. Up to
 // 64 ranks a decision makes 0 allocations once a Result is reused through
 // RouteInto; beyond 227 eligible ranks a tied request's shuffle outgrows
 // the precomputed outputs and allocates a full generator.

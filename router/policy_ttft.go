@@ -78,7 +78,8 @@ type ttftState struct {
 // per rank, a new conversation's placement balances: about the ones whose
 // next turns are still to come (a conversation's binding is refreshed by
 // every turn it places), not every conversation the router has bound.
-// README "Routing quality" has the measurements behind 4.
+// The window size was chosen on the simulator's follow-up and conversation
+// workloads (docs/routing-quality.md has the evaluation).
 const ttftRecentHomes = 4
 
 // recentHomes returns, per rank, how many of the ttftRecentHomes × dp_size

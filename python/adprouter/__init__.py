@@ -54,7 +54,7 @@ from ._pack import PREFIX_TOKENS
 from ._router import Router, block_hashes, option_schema, preset_options
 from ._types import RankState, RouteResult
 
-# The pure-Python Request, also when the C one is exported (README).
+# The pure-Python Request, also when the C one is exported (docs/performance.md).
 _PyRequest = _types.Request
 
 __all__ = [

@@ -21,7 +21,7 @@ has_cp_helix, tp_allgather).
 
 Decisions equal TensorRT-LLM's for the same inputs, request by request and
 in the same per-rank order, wherever TensorRT-LLM neither raises nor loses a
-request. Where it does (README, "TensorRT-LLM"):
+request. Where it does (docs/trtllm.md, "What differs"):
 
 * A request that fits on no rank (TensorRT-LLM's KV-aware router drops it
   silently, its default router raises IndexError, its conversation router

@@ -1,5 +1,5 @@
 """python/bench_route.py runs: each mode on a small cell, so that the
-figures the README quotes come from a harness that works (timings are not
+figures docs/performance.md quotes come from a harness that works (timings are not
 checked: they are benchmarks, not tests)."""
 
 import os

@@ -19,8 +19,8 @@ fails the case that was running, and the rest go on in a new child), under
 the flags of this interpreter: ./build.sh test (router_test.go) runs this
 file under python3 -X dev with PYTHONMALLOC=malloc as well, and runs the
 cases marked valgrind=True under valgrind's memcheck (--valgrind). The
-RegressionTest class holds one test per fix of the issue "The compiled path
-never crashes or hangs its host", each crashing or hanging without its fix.
+RegressionTest class holds one test per crash or hang fixed in the compiled
+path, each crashing or hanging without its fix.
 
 Run from the repository root, after ./build.sh:
     PYTHONPATH=python python3 -m unittest discover -s python/tests -p test_hostile.py -v
@@ -1183,7 +1183,7 @@ class HostileTest(unittest.TestCase):
                     self.fail(results[name])
 
 
-# --- the issue's regressions -------------------------------------------------------------
+# --- regressions of fixed crashes and hangs -------------------------------------------------------------
 
 # Run in a child under -X dev with the debug allocator (freed memory is
 # overwritten, so a use after free reads garbage and crashes), with a timeout
