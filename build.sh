@@ -190,7 +190,7 @@ case "$cmd" in
     out=$BUILD/bench
     go_cmd="$GO test ./router/... -run ^\$ -bench . -benchtime 1000x"
     c_cmd="build/harness build/libadprouter.so --bench 1000"
-    py_cmd="PYTHONPATH=python python3 python/bench_route.py"
+    py_cmd="PYTHONPATH=python python3 python/bench_route.py --cpu-time"
     sim_cmd="$GO run ./cmd/adprouter-sim -workload all -policies all -timing"
     echo "== Go: $go_cmd"
     $GO test ./router/... -run '^$' -bench . -benchtime 1000x | tee "$out/go.txt"
@@ -200,7 +200,7 @@ case "$cmd" in
     "$BUILD/harness" "$BUILD/libadprouter.so" --bench 1000 | tee "$out/c.txt"
     echo
     echo "== Python: $py_cmd"
-    PYTHONPATH=python python3 python/bench_route.py | tee "$out/python.txt"
+    PYTHONPATH=python python3 python/bench_route.py --cpu-time | tee "$out/python.txt"
     echo
     echo "== Simulator: $sim_cmd"
     $GO run ./cmd/adprouter-sim -workload all -policies all -timing -json "$out/sim.json" | tee "$out/sim.txt"
