@@ -14,7 +14,9 @@
 #                       and the other root tests build the library and run
 #                       the C, C++, Python, MPI, install and documentation
 #                       suites), one line per package and per long suite, and
-#                       a summary naming every skipped test and why
+#                       a summary naming every skipped test and why; then the
+#                       router's tests in the invariants build (-tags
+#                       invariants: incremental state rechecked as it changes)
 #   ./build.sh bench    Go, C and Python benchmarks and a simulator sweep
 #   ./build.sh soak [N] millions of good and bad calls on every export, with
 #                       resident memory checked flat (default N = 200000
@@ -178,6 +180,10 @@ case "$cmd" in
     echo "== go test ./... (one line per package as it finishes; the root package builds the library and"
     echo "   runs the C, C++, Python, MPI, install and documentation suites, each named when it passes)"
     "$GO" test -count=1 -json ./... | "$GO" run ./internal/testsummary
+    # The router's tests again with its incremental state (the KV loop's
+    # eligible set, running sum and lowest-load set, the default policy's
+    # heap, the ttft score's queues) rechecked after every change.
+    stage "go test -tags invariants ./router/..." "$GO" test -count=1 -tags invariants ./router/...
     echo "== all passed in $((SECONDS - start)) s"
     ;;
   help | -h | --help)

@@ -219,6 +219,7 @@ func BenchmarkPromptLength(b *testing.B) {
 // Allocations of a decision into a reused Result do not depend on prompt
 // length, for any policy (the conversation map is warm: same ids each call).
 func TestAllocsIndependentOfPromptLength(t *testing.T) {
+	countsAllocations(t)
 	if testing.Short() {
 		t.Skip("allocation counting is slow under -short")
 	}

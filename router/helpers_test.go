@@ -5,7 +5,18 @@ package router
 import (
 	"slices"
 	"testing"
+
+	"github.com/adprouter/adprouter/router/internal/invariants"
 )
+
+// countsAllocations skips a test that counts allocations in an invariants
+// build, whose checks allocate.
+func countsAllocations(t testing.TB) {
+	t.Helper()
+	if invariants.Enabled {
+		t.Skip("the invariants build's checks allocate")
+	}
+}
 
 // st builds rank states from (active requests, active tokens) pairs.
 func st(pairs ...[2]int64) []RankState {

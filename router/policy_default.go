@@ -1,6 +1,10 @@
 package router
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/adprouter/adprouter/router/internal/invariants"
+)
 
 // routeDefault is TensorRT-LLM's default ADP policy: explicit targets first,
 // then the largest requests to the least-loaded open rank.
@@ -47,6 +51,9 @@ func (r *Router) routeDefault(b *batch) {
 			r.place(b, i, best, b.reqs[i].Len())
 			tokens[best] += int64(b.reqs[i].Len())
 			h.raised(count[best] < expected)
+			if invariants.Enabled {
+				checkRankHeap(h, count, tokens, expected)
+			}
 		}
 		r.finish(b)
 		return

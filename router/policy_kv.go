@@ -1,6 +1,10 @@
 package router
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/adprouter/adprouter/router/internal/invariants"
+)
 
 // routeKVAware is TensorRT-LLM's KV-cache-aware ADP policy: explicit targets
 // and cold-start warmup first, then each request (grouped by prompt prefix) to
@@ -40,6 +44,10 @@ func (r *Router) routeKVAware(b *batch) {
 		eligSum += tokens[k]
 	}
 	lows := lowestLoads{}
+	var initial []int // the eligible ranks when scoring began (invariants builds)
+	if invariants.Enabled {
+		initial = slices.Clone(eligible)
+	}
 	// place puts request i on rank k, keeping eligible, eligSum and lows.
 	place := func(i, k int) {
 		before := tokens[k]
@@ -52,6 +60,9 @@ func (r *Router) routeKVAware(b *batch) {
 		}
 		if before == lows.load && (tokens[k] != before || leaves) {
 			lows.drop(k)
+		}
+		if invariants.Enabled {
+			checkKVLoop(initial, eligible, count, expected, tokens, running, eligSum, &lows)
 		}
 	}
 

@@ -1,6 +1,10 @@
 package router
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/adprouter/adprouter/router/internal/invariants"
+)
 
 // The predicted-TTFT score (Config.Score = ScoreTTFT) of the KV-aware policy.
 //
@@ -124,6 +128,9 @@ func (r *Router) routeTTFT(b *batch) {
 	r.ready = ready
 	r.ttft.begin(&r.cfg, b.states, &r.digest)
 	queued := r.ttft.queued
+	if invariants.Enabled {
+		checkQueued(queued, b.states)
+	}
 	// The prefill placed on a rank and not yet computed will take KV
 	// blocks there that its reported free room does not show yet.
 	for k, q := range queued {

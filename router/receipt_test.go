@@ -449,6 +449,7 @@ func TestReceiptsAllocationFree(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation counting is slow under -short")
 	}
+	countsAllocations(t)
 	batch := newBenchBatch(64, 8, 256, benchOpts{matches: true})
 	cfg := DefaultConfig(PolicyKVCacheAware, 8)
 	cfg.Explain = true

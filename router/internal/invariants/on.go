@@ -1,0 +1,6 @@
+//go:build invariants
+
+package invariants
+
+// Enabled reports whether the checks run (-tags invariants).
+const Enabled = true
