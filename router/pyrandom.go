@@ -20,7 +20,8 @@ const (
 	// depends only on the seeded words t, t+1 and t+397.
 	mtFastOutputs = mtN - mtM
 
-	// mtLanes is the most generators the vector seeders seed at once.
+	// mtLanes is the most generators the vector seeders seed at once: the
+	// widest of router/internal/seedwidths (TestSeederTable checks).
 	mtLanes = 96
 )
 

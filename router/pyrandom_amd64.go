@@ -2,32 +2,11 @@
 
 package router
 
-//go:generate go run ./internal/seedgen -o pyrandom_seed_amd64.s
+//go:generate go run ./internal/seedgen -dir .
 
-// seedSIMD says whether mtSeedLanes runs the AVX2 seeder. Tests switch it off
+// seedSIMD says whether the seed cache runs the AVX2 seeders (mtSeedAVX2). Tests switch it off
 // to run the portable path on the same machine.
 var seedSIMD = hasAVX2()
-
-// mtSeed16AVX2, mtSeed32AVX2, mtSeed64AVX2 and mtSeed96AVX2 (generated: see
-// internal/seedgen) seed 16, 32, 64 or 96 generators at once, as two, four,
-// eight or twelve 8-lane AVX2 vectors interleaved. For W lanes: add holds 2*W addends
-// (add[l], add[W+l] = seedAddends(seed of lane l)); st receives the seeded
-// states lane-interleaved (word i of lane l at st[i*W+l], mtN*W words); out
-// receives the first nout <= mtFastOutputs outputs the same way (output t of
-// lane l at out[t*W+l]). Only called when seedSIMD is true; mtSeed and
-// mtSeed4 are the portable equivalents.
-//
-//go:noescape
-func mtSeed16AVX2(st, add, out *uint32, nout int)
-
-//go:noescape
-func mtSeed32AVX2(st, add, out *uint32, nout int)
-
-//go:noescape
-func mtSeed64AVX2(st, add, out *uint32, nout int)
-
-//go:noescape
-func mtSeed96AVX2(st, add, out *uint32, nout int)
 
 // mtAcceptAVX2 marks, for width (a multiple of 32) lane-interleaved streams of nout
 // <= 64 outputs laid out as the seeders write them, the draws that

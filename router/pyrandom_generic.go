@@ -2,25 +2,9 @@
 
 package router
 
-// seedSIMD is false where there is no vector seeder: mtSeedLanes always
-// runs the portable code.
+// seedSIMD is false where there is no vector seeder: the seed cache always
+// runs the portable code (seeders_other.go's mtSeedAVX2 panics).
 var seedSIMD = false
-
-func mtSeed16AVX2(st, add, out *uint32, nout int) {
-	panic("router: mtSeed16AVX2 called without AVX2")
-}
-
-func mtSeed32AVX2(st, add, out *uint32, nout int) {
-	panic("router: mtSeed32AVX2 called without AVX2")
-}
-
-func mtSeed64AVX2(st, add, out *uint32, nout int) {
-	panic("router: mtSeed64AVX2 called without AVX2")
-}
-
-func mtSeed96AVX2(st, add, out *uint32, nout int) {
-	panic("router: mtSeed96AVX2 called without AVX2")
-}
 
 func mtAcceptAVX2(out, masks *uint32, width, nout, m int) {
 	panic("router: mtAcceptAVX2 called without AVX2")

@@ -5,6 +5,8 @@ import (
 	"math/bits"
 	"slices"
 	"testing"
+
+	"github.com/adprouter/adprouter/router/internal/seedwidths"
 )
 
 // The test vectors of docs/ROUTING.md (the seeded shuffle and the first
@@ -76,10 +78,7 @@ func TestSeedLanesEqualsGenerator(t *testing.T) {
 	if !seedSIMD {
 		t.Skip("no vector seeder on this CPU or build")
 	}
-	for _, c := range []struct {
-		width int
-		seed  func(st, add, out *uint32, nout int)
-	}{{16, mtSeed16AVX2}, {32, mtSeed32AVX2}, {64, mtSeed64AVX2}, {96, mtSeed96AVX2}} {
+	for _, c := range seederCases() {
 		seeds := make([]uint64, c.width)
 		for l := range seeds {
 			seeds[l] = uint64(l) * 0x9e3779b97f4a7c15 >> (l % 40)
@@ -186,10 +185,7 @@ func BenchmarkSeedLanes(b *testing.B) {
 	if !seedSIMD {
 		b.Skip("no vector seeder on this CPU or build")
 	}
-	for _, c := range []struct {
-		width int
-		seed  func(st, add, out *uint32, nout int)
-	}{{16, mtSeed16AVX2}, {32, mtSeed32AVX2}, {64, mtSeed64AVX2}, {96, mtSeed96AVX2}} {
+	for _, c := range seederCases() {
 		b.Run(fmt.Sprint(c.width), func(b *testing.B) {
 			st := make([]uint32, mtN*c.width)
 			out := make([]uint32, 48*c.width)
@@ -298,6 +294,37 @@ func TestShuffleAcceptedMatchesPython(t *testing.T) {
 			if accepted < len(rest)/2 {
 				t.Errorf("m=%d sparse=%v: %d of %d shuffles used the accepted draws, want most", m, sparse, accepted, len(rest))
 			}
+		}
+	}
+}
+
+// seederCase is one AVX2 seeder of seederWidths, through the dispatch.
+type seederCase struct {
+	width int
+	seed  func(st, add, out *uint32, nout int)
+}
+
+func seederCases() []seederCase {
+	var cs []seederCase
+	for _, w := range seederWidths {
+		cs = append(cs, seederCase{w, func(st, add, out *uint32, nout int) { mtSeedAVX2(w, st, add, out, nout) }})
+	}
+	return cs
+}
+
+// The seeders' table and the strategy agree: mtLanes is the widest seeder,
+// and every width the strategy picks is a seeder's.
+func TestSeederTable(t *testing.T) {
+	widths := seedwidths.Widths()
+	if !slices.Equal(widths, seederWidths[:]) {
+		t.Fatalf("seederWidths %v, the table says %v: run go generate ./router", seederWidths, widths)
+	}
+	if mtLanes != widths[len(widths)-1] {
+		t.Errorf("mtLanes = %d, the widest seeder seeds %d", mtLanes, widths[len(widths)-1])
+	}
+	for _, w := range []int{seedNarrow, seedMiddle, seedTail, mtLanes} {
+		if !slices.Contains(widths, w) {
+			t.Errorf("the strategy picks width %d, which no seeder has (%v)", w, widths)
 		}
 	}
 }
