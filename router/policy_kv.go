@@ -16,21 +16,65 @@ import (
 // capacity awareness.
 func (r *Router) routeKVAware(b *batch) {
 	count, tokens, row := r.kvBegin(b)
-
 	rest := r.explicitPass(b, count, false, func(i, k int) {
 		r.matchRow(b, i, row)
 		r.placeKV(b, i, k, row, tokens)
 	})
 	expected, eligible, quiet := r.scoring(b, count, rest)
-
-	beta := r.cfg.LoadBalanceWeight
 	r.seeds.reset(len(rest))
+	var l kvLoop // on the stack: a decision allocates nothing
+	l.init(b, rest, count, tokens, row, expected, eligible)
 
+	for pos, i := range rest {
+		if len(l.eligible) == 0 {
+			break // every rank is at the soft cap: the rest stay unassigned
+		}
+		q := &b.reqs[i]
+		rowMax := r.matchRow(b, i, row)
+		allow := r.room.allow(l.eligible, q.Len(), row)
+		if quiet && !q.Strict {
+			if k := r.demandRank(b, i, l.eligible, allow, tokens); k >= 0 {
+				r.stats.warmup++
+				r.stats.demand++
+				if r.rc != nil {
+					r.rc.placed(i, ReasonDemandWarmup, len(l.eligible))
+				}
+				l.place(r, b, i, k)
+				continue
+			}
+		}
+		l.place(r, b, i, l.choose(r, b, pos, i, rowMax, allow))
+	}
+	r.eligible = l.eligible
+	r.finish(b)
+}
+
+// kvLoop is the state routeKVAware keeps from one request to the next: the
+// ranks under the soft cap, the running sum of their loads and the set of
+// those with the lowest load, each updated as requests are placed instead
+// of recomputed (an invariants build rechecks them after every placement).
+// It holds no pointer to the router or the batch (its methods take them),
+// so that the batch stays on RouteInto's stack.
+type kvLoop struct {
+	rest     []int // the requests to score, in routing order
+	count    []int
+	tokens   []float64
+	row      []int // the current request's match per rank
+	expected int   // the soft cap
+	eligible []int // the ranks under it
 	// The reference sums the eligible ranks' token loads afresh for every
 	// request. While every load and the whole batch's tokens stay below
 	// 2^53 those sums are of integers, exact in any order, so one running
-	// sum (less ranks leaving, plus tokens placed) equals them bit for bit.
-	// Above that the sum is recomputed in the reference's order.
+	// sum (less ranks leaving, plus tokens placed) equals them bit for bit
+	// (running). Above that the sum is recomputed in the reference's order.
+	running bool
+	eligSum float64
+	lows    lowestLoads
+	initial []int // the eligible ranks when scoring began (invariants builds)
+}
+
+func (l *kvLoop) init(b *batch, rest, count []int, tokens []float64, row []int, expected int, eligible []int) {
+	*l = kvLoop{rest: rest, count: count, tokens: tokens, row: row, expected: expected, eligible: eligible}
 	bound := 0.0
 	for _, t := range tokens {
 		bound += t
@@ -38,140 +82,122 @@ func (r *Router) routeKVAware(b *batch) {
 	for _, i := range rest {
 		bound += float64(b.reqs[i].Len())
 	}
-	running := bound < 1<<53
-	var eligSum float64
+	l.running = bound < 1<<53
 	for _, k := range eligible {
-		eligSum += tokens[k]
+		l.eligSum += tokens[k]
 	}
-	lows := lowestLoads{}
-	var initial []int // the eligible ranks when scoring began (invariants builds)
 	if invariants.Enabled {
-		initial = slices.Clone(eligible)
+		l.initial = slices.Clone(eligible)
 	}
-	// place puts request i on rank k, keeping eligible, eligSum and lows.
-	place := func(i, k int) {
-		before := tokens[k]
-		r.placeKV(b, i, k, row, tokens)
-		eligSum += tokens[k] - before
-		leaves := count[k] >= expected
-		if leaves {
-			eligible = slices.DeleteFunc(eligible, func(e int) bool { return e == k })
-			eligSum -= tokens[k]
-		}
-		if before == lows.load && (tokens[k] != before || leaves) {
-			lows.drop(k)
-		}
-		if invariants.Enabled {
-			checkKVLoop(initial, eligible, count, expected, tokens, running, eligSum, &lows)
+}
+
+// place puts request i on rank k, keeping eligible, eligSum and lows.
+func (l *kvLoop) place(r *Router, b *batch, i, k int) {
+	before := l.tokens[k]
+	r.placeKV(b, i, k, l.row, l.tokens)
+	l.eligSum += l.tokens[k] - before
+	leaves := l.count[k] >= l.expected
+	if leaves {
+		l.eligible = slices.DeleteFunc(l.eligible, func(e int) bool { return e == k })
+		l.eligSum -= l.tokens[k]
+	}
+	if before == l.lows.load && (l.tokens[k] != before || leaves) {
+		l.lows.drop(k)
+	}
+	if invariants.Enabled {
+		checkKVLoop(l.initial, l.eligible, l.count, l.expected, l.tokens, l.running, l.eligSum, &l.lows)
+	}
+}
+
+// choose returns the rank for request i at routing position pos, whose
+// longest match on any rank is rowMax: the eligible rank allow admits with
+// the lowest (score, tokens), a tie broken by random.Random(id).shuffle of
+// the eligible ranks.
+func (l *kvLoop) choose(r *Router, b *batch, pos, i, rowMax int, allow []bool) int {
+	row, tokens, eligible := l.row, l.tokens, l.eligible
+	n := b.reqs[i].Len()
+	nf := float64(n)
+	beta := r.cfg.LoadBalanceWeight
+	sum := l.eligSum
+	if !l.running {
+		sum = 0
+		for _, k := range eligible {
+			sum += tokens[k]
 		}
 	}
-
-	for pos, i := range rest {
-		if len(eligible) == 0 {
-			break // every rank is at the soft cap: the rest stay unassigned
+	maxMatch := rowMax // every rank is eligible until one reaches the soft cap
+	if len(eligible) < len(row) {
+		maxMatch = 0
+		for _, k := range eligible {
+			maxMatch = max(maxMatch, row[k])
 		}
-		q := &b.reqs[i]
-		n := q.Len()
-		rowMax := r.matchRow(b, i, row)
-		allow := r.room.allow(eligible, n, row)
+	}
+	denom := max(sum, nf)
+	if denom == 0 {
+		denom = 1 // the reference divides by zero here
+	}
+	gate := float64(maxMatch)/float64(max(n, 1)) > r.cfg.MatchRateThreshold
 
-		if quiet && !q.Strict {
-			if k := r.demandRank(b, i, eligible, allow, tokens); k >= 0 {
-				r.stats.warmup++
-				r.stats.demand++
-				if r.rc != nil {
-					r.rc.placed(i, ReasonDemandWarmup, len(eligible))
-				}
-				place(i, k)
+	// The lowest (score, tokens) pair, and how many ranks share it.
+	var bestScore, bestTokens float64
+	best, ties := -1, 0
+	if !gate {
+		// Without cache affinity the score is n + β·(tokens/denom·n):
+		// each operation is monotone (β, n >= 0, denom > 0), so a lower
+		// load never scores higher and equal loads score the same. The
+		// lowest pair is the first rank with the lowest load, its ties the
+		// ranks with that load: no divisions.
+		if allow == nil {
+			best, bestTokens, ties = l.lows.get(eligible, tokens)
+		} else {
+			best, bestTokens, ties = lowestLoad(eligible, allow, tokens)
+		}
+		if best >= 0 {
+			bestScore = score(n, row[best], gate, nf, denom, beta, bestTokens)
+		}
+	} else {
+		for _, k := range eligible {
+			if !allowed(allow, k) {
 				continue
 			}
-		}
-
-		nf := float64(n)
-		sum := eligSum
-		if !running {
-			sum = 0
-			for _, k := range eligible {
-				sum += tokens[k]
+			// The load term is >= 0 and rounding is monotone, so a score
+			// is never below its uncached tokens: a rank whose uncached
+			// tokens exceed the best score so far can neither win nor tie,
+			// and its division is skipped.
+			if best >= 0 && float64(n-row[k]) > bestScore {
+				continue
+			}
+			s := score(n, row[k], gate, nf, denom, beta, tokens[k])
+			switch {
+			case best < 0 || s < bestScore || (s == bestScore && tokens[k] < bestTokens):
+				best, bestScore, bestTokens, ties = k, s, tokens[k], 1
+			case s == bestScore && tokens[k] == bestTokens:
+				ties++
 			}
 		}
-		maxMatch := rowMax // every rank is eligible until one reaches the soft cap
-		if len(eligible) < len(row) {
-			maxMatch = 0
-			for _, k := range eligible {
-				maxMatch = max(maxMatch, row[k])
-			}
-		}
-		denom := max(sum, nf)
-		if denom == 0 {
-			denom = 1 // the reference divides by zero here
-		}
-		gate := float64(maxMatch)/float64(max(n, 1)) > r.cfg.MatchRateThreshold
-
-		// The lowest (score, tokens) pair, and how many ranks share it.
-		var bestScore, bestTokens float64
-		best, ties := -1, 0
-		if !gate {
-			// Without cache affinity the score is n + β·(tokens/denom·n):
-			// each operation is monotone (β, n >= 0, denom > 0), so a
-			// lower load never scores higher and equal loads score the
-			// same. The lowest pair is the first rank with the lowest
-			// load, its ties the ranks with that load: no divisions.
-			if allow == nil {
-				best, bestTokens, ties = lows.get(eligible, tokens)
-			} else {
-				best, bestTokens, ties = lowestLoad(eligible, allow, tokens)
-			}
-			if best >= 0 {
-				bestScore = score(n, row[best], gate, nf, denom, beta, bestTokens)
-			}
-		} else {
-			for _, k := range eligible {
-				if !allowed(allow, k) {
-					continue
-				}
-				// The load term is >= 0 and rounding is monotone, so a
-				// score is never below its uncached tokens: a rank whose
-				// uncached tokens exceed the best score so far can neither
-				// win nor tie, and its division is skipped.
-				if best >= 0 && float64(n-row[k]) > bestScore {
-					continue
-				}
-				s := score(n, row[k], gate, nf, denom, beta, tokens[k])
-				switch {
-				case best < 0 || s < bestScore || (s == bestScore && tokens[k] < bestTokens):
-					best, bestScore, bestTokens, ties = k, s, tokens[k], 1
-				case s == bestScore && tokens[k] == bestTokens:
-					ties++
-				}
-			}
-		}
-		if r.rc != nil {
-			r.rc.scored(r, b, i, eligible, allow, row, tokens, denom, gate, maxMatch, ties)
-		}
-		if ties > 1 {
-			// The first tied rank in random.Random(id).shuffle(eligible).
-			shuffled := append(r.shuffled[:0], eligible...)
-			r.shuffled = shuffled
-			st := r.seeds.stream(pos, rest, b.reqs, len(eligible), ties)
-			st.shuffle(shuffled)
-			if r.rc != nil {
-				r.rc.shuffle(i, shuffled)
-			}
-			for _, k := range shuffled {
-				// Without the gate equal loads score the same (see above).
-				if allowed(allow, k) && tokens[k] == bestTokens &&
-					(!gate || score(n, row[k], gate, nf, denom, beta, tokens[k]) == bestScore) {
-					best = k
-					break
-				}
-			}
-		}
-
-		place(i, best)
 	}
-	r.eligible = eligible
-	r.finish(b)
+	if r.rc != nil {
+		r.rc.scored(r, b, i, eligible, allow, row, tokens, denom, gate, maxMatch, ties)
+	}
+	if ties <= 1 {
+		return best
+	}
+	// The first tied rank in random.Random(id).shuffle(eligible).
+	shuffled := append(r.shuffled[:0], eligible...)
+	r.shuffled = shuffled
+	st := r.seeds.stream(pos, l.rest, b.reqs, len(eligible), ties)
+	st.shuffle(shuffled)
+	if r.rc != nil {
+		r.rc.shuffle(i, shuffled)
+	}
+	for _, k := range shuffled {
+		// Without the gate equal loads score the same (see above).
+		if allowed(allow, k) && tokens[k] == bestTokens &&
+			(!gate || score(n, row[k], gate, nf, denom, beta, tokens[k]) == bestScore) {
+			return k
+		}
+	}
+	return best
 }
 
 // lowestLoad returns the first of the eligible ranks that allow admits with

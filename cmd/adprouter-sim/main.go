@@ -45,78 +45,99 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run is the whole command: it parses args, simulates, writes the table to
-// stdout and the requested files, and returns the exit status.
-func run(args []string, stdout, stderr io.Writer) int {
+// command holds the command line: the flag set and what it parsed into.
+type command struct {
+	fs             *flag.FlagSet
+	stdout, stderr io.Writer
+	set            map[string]bool // the flags given
+
+	eng sim.EngineConfig
+	w   sim.WorkloadConfig // the workload flags (copied into each workload when given)
+
+	workloads, policies, reuse, traces, genTrace, svgFile, jsonFile, plotFile *string
+	seeds, dps, evalGrid, ranks                                               *string
+	sweep, listPolicies, timing, quiet, eval                                  *bool
+	traceTime, traceLen                                                       *float64
+	parallel, evalWorst                                                       *int
+	seed                                                                      *uint64
+}
+
+// newCommand defines every flag.
+func newCommand(stdout, stderr io.Writer) *command {
 	fs := flag.NewFlagSet("adprouter-sim", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // a parse error is reported below, with a pointer to -h
-
-	eng := sim.DefaultEngine()
+	fs.SetOutput(io.Discard) // a parse error is reported by run, with a pointer to -h
+	c := &command{fs: fs, stdout: stdout, stderr: stderr, eng: sim.DefaultEngine(), set: map[string]bool{}}
 	base, _ := sim.DefaultWorkload(sim.KindShared)
+	c.w = base
 
-	workloads := fs.String("workload", sim.KindColdStart, "workloads to run, comma-separated, or all (-sweep: default all): "+strings.Join(sim.Kinds, ", ")+"; trace stands for the -trace files")
-	policies := fs.String("policies", strings.Join(sim.DefaultVariants, ","), "policy variants to compare, comma-separated, or all (see -list-policies); -sweep: variants compared beside the references (default "+strings.Join(sim.SweepVariants, ",")+")")
-	sweep := fs.Bool("sweep", false, "compare every workload (default all) and reference policy ("+strings.Join(sim.References, ", ")+"), plus -policies, relative to the best reference, under each -reuse semantics (default both)")
-	reuse := fs.String("reuse", sim.ReuseAfterIteration, "prompt-block reuse semantics of the engine: "+sim.ReuseAfterIteration+" (TensorRT-LLM: from the end of the iteration that computed them) or "+sim.ReuseOnSchedule+" (vLLM-like: as soon as scheduled); -sweep: a comma-separated list or all (default all)")
-	traces := fs.String("trace", "", "replay the traces in `FILES` (comma-separated; JSONL: timestamp ms, input_length, output_length, hash_ids of 512-token blocks); alone, instead of the default workload")
-	traceTime := fs.Float64("trace-time-scale", 1, "trace replay: arrival time = timestamp (relative to the first) x this (< 1 compresses)")
-	traceLen := fs.Float64("trace-length-scale", 1, "trace replay: input and output lengths, and the 512-token block, x this")
-	genTrace := fs.String("gen-trace", "", "write the -workload workloads (merged, one trace) to `FILE` in the trace format (- for stdout) and exit")
-	svgFile := fs.String("svg", "", "write an SVG of TTFT percentiles per policy for the spike workloads (coldstart, tenantspike; else every workload) to `FILE`")
-	listPolicies := fs.Bool("list-policies", false, "list the registered policy variants and exit")
-	jsonFile := fs.String("json", "", "write the full report as JSON to `FILE` (- for stdout)")
-	plotFile := fs.String("plot", "", "write an SVG of TTFT over time per policy to `FILE`")
-	timing := fs.Bool("timing", false, "measure the wall time of each routing call (non-deterministic; off keeps the output byte-identical per seed)")
-	parallel := fs.Int("parallel", 0, "simulations run at once (0 = GOMAXPROCS); does not change results")
-	quiet := fs.Bool("q", false, "do not print the table")
-	seeds := fs.String("seeds", "", "-sweep: a robustness matrix over these workload seeds (comma-separated): prints every cell where a -policies variant misses the goals, and the miss count")
-	dps := fs.String("dps", "", "-sweep: a robustness matrix over these rank counts (comma-separated), as -seeds")
-	eval := fs.Bool("eval", false, "judge a variant (-policies, default "+sim.VariantRecommended+") on the evaluation grid against the best reference policy on every case, under each -reuse semantics (default both): prints the families, the worst cells and the verdict; exits 3 when a goal is missed")
-	evalGrid := fs.String("eval-grid", sim.EvalFull, "-eval: the grid, "+strings.Join(sim.EvalGrids, " or ")+" (the reduced slice the tests run)")
-	evalWorst := fs.Int("eval-worst", 12, "-eval: cells listed per reuse semantics, worst first")
+	c.workloads = fs.String("workload", sim.KindColdStart, "workloads to run, comma-separated, or all (-sweep: default all): "+strings.Join(sim.Kinds, ", ")+"; trace stands for the -trace files")
+	c.policies = fs.String("policies", strings.Join(sim.DefaultVariants, ","), "policy variants to compare, comma-separated, or all (see -list-policies); -sweep: variants compared beside the references (default "+strings.Join(sim.SweepVariants, ",")+")")
+	c.sweep = fs.Bool("sweep", false, "compare every workload (default all) and reference policy ("+strings.Join(sim.References, ", ")+"), plus -policies, relative to the best reference, under each -reuse semantics (default both)")
+	c.reuse = fs.String("reuse", sim.ReuseAfterIteration, "prompt-block reuse semantics of the engine: "+sim.ReuseAfterIteration+" (TensorRT-LLM: from the end of the iteration that computed them) or "+sim.ReuseOnSchedule+" (vLLM-like: as soon as scheduled); -sweep: a comma-separated list or all (default all)")
+	c.traces = fs.String("trace", "", "replay the traces in `FILES` (comma-separated; JSONL: timestamp ms, input_length, output_length, hash_ids of 512-token blocks); alone, instead of the default workload")
+	c.traceTime = fs.Float64("trace-time-scale", 1, "trace replay: arrival time = timestamp (relative to the first) x this (< 1 compresses)")
+	c.traceLen = fs.Float64("trace-length-scale", 1, "trace replay: input and output lengths, and the 512-token block, x this")
+	c.genTrace = fs.String("gen-trace", "", "write the -workload workloads (merged, one trace) to `FILE` in the trace format (- for stdout) and exit")
+	c.svgFile = fs.String("svg", "", "write an SVG of TTFT percentiles per policy for the spike workloads (coldstart, tenantspike; else every workload) to `FILE`")
+	c.listPolicies = fs.Bool("list-policies", false, "list the registered policy variants and exit")
+	c.jsonFile = fs.String("json", "", "write the full report as JSON to `FILE` (- for stdout)")
+	c.plotFile = fs.String("plot", "", "write an SVG of TTFT over time per policy to `FILE`")
+	c.timing = fs.Bool("timing", false, "measure the wall time of each routing call (non-deterministic; off keeps the output byte-identical per seed)")
+	c.parallel = fs.Int("parallel", 0, "simulations run at once (0 = GOMAXPROCS); does not change results")
+	c.quiet = fs.Bool("q", false, "do not print the table")
+	c.seeds = fs.String("seeds", "", "-sweep: a robustness matrix over these workload seeds (comma-separated): prints every cell where a -policies variant misses the goals, and the miss count")
+	c.dps = fs.String("dps", "", "-sweep: a robustness matrix over these rank counts (comma-separated), as -seeds")
+	c.eval = fs.Bool("eval", false, "judge a variant (-policies, default "+sim.VariantRecommended+") on the evaluation grid against the best reference policy on every case, under each -reuse semantics (default both): prints the families, the worst cells and the verdict; exits 3 when a goal is missed")
+	c.evalGrid = fs.String("eval-grid", sim.EvalFull, "-eval: the grid, "+strings.Join(sim.EvalGrids, " or ")+" (the reduced slice the tests run)")
+	c.evalWorst = fs.Int("eval-worst", 12, "-eval: cells listed per reuse semantics, worst first")
 
-	fs.IntVar(&eng.DPSize, "dp", eng.DPSize, "attention-DP ranks (dp_size)")
-	fs.IntVar(&eng.KVBlocks, "kv-blocks", eng.KVBlocks, "KV pool per rank, in blocks")
-	ranks := fs.String("ranks", "", "per-rank KV pool sizes in blocks, comma-separated (sets -dp; for heterogeneous ranks)")
-	fs.IntVar(&eng.TokensPerBlock, "tokens-per-block", eng.TokensPerBlock, "KV block size in tokens")
-	fs.IntVar(&eng.MaxActive, "max-active", eng.MaxActive, "max_num_active_requests per rank")
-	fs.IntVar(&eng.MaxNumTokens, "max-num-tokens", eng.MaxNumTokens, "token budget per rank and iteration (decodes + prefill chunks)")
-	fs.IntVar(&eng.RouteLimit, "route-limit", eng.RouteLimit, "requests handed to the router per iteration: 0 = free slots (as TensorRT-LLM), N > 0 = at most N, -1 = all waiting")
-	fs.Float64Var(&eng.IterBaseMs, "iter-base-ms", eng.IterBaseMs, "iteration time: fixed part, ms")
-	fs.Float64Var(&eng.PrefillUsPerToken, "prefill-us", eng.PrefillUsPerToken, "iteration time: µs per prefill token")
-	fs.Float64Var(&eng.DecodeUsPerSeq, "decode-us", eng.DecodeUsPerSeq, "iteration time: µs per decoding request")
-	fs.StringVar(&eng.ActiveTokens, "active-tokens", eng.ActiveTokens, "num_active_tokens each rank reports: \"\" = as TensorRT-LLM for the policy (prompt; KV-aware: uncached prompt), or prompt, uncached, context (prompt + generated)")
+	fs.IntVar(&c.eng.DPSize, "dp", c.eng.DPSize, "attention-DP ranks (dp_size)")
+	fs.IntVar(&c.eng.KVBlocks, "kv-blocks", c.eng.KVBlocks, "KV pool per rank, in blocks")
+	c.ranks = fs.String("ranks", "", "per-rank KV pool sizes in blocks, comma-separated (sets -dp; for heterogeneous ranks)")
+	fs.IntVar(&c.eng.TokensPerBlock, "tokens-per-block", c.eng.TokensPerBlock, "KV block size in tokens")
+	fs.IntVar(&c.eng.MaxActive, "max-active", c.eng.MaxActive, "max_num_active_requests per rank")
+	fs.IntVar(&c.eng.MaxNumTokens, "max-num-tokens", c.eng.MaxNumTokens, "token budget per rank and iteration (decodes + prefill chunks)")
+	fs.IntVar(&c.eng.RouteLimit, "route-limit", c.eng.RouteLimit, "requests handed to the router per iteration: 0 = free slots (as TensorRT-LLM), N > 0 = at most N, -1 = all waiting")
+	fs.Float64Var(&c.eng.IterBaseMs, "iter-base-ms", c.eng.IterBaseMs, "iteration time: fixed part, ms")
+	fs.Float64Var(&c.eng.PrefillUsPerToken, "prefill-us", c.eng.PrefillUsPerToken, "iteration time: µs per prefill token")
+	fs.Float64Var(&c.eng.DecodeUsPerSeq, "decode-us", c.eng.DecodeUsPerSeq, "iteration time: µs per decoding request")
+	fs.StringVar(&c.eng.ActiveTokens, "active-tokens", c.eng.ActiveTokens, "num_active_tokens each rank reports: \"\" = as TensorRT-LLM for the policy (prompt; KV-aware: uncached prompt), or prompt, uncached, context (prompt + generated)")
 	fs.BoolFunc("eager-reuse", "alias of -reuse "+sim.ReuseOnSchedule, func(string) error { return fs.Set("reuse", sim.ReuseOnSchedule) })
 
-	w := base
-	seed := fs.Uint64("seed", base.Seed, "workload seed")
-	fs.StringVar(&w.Arrival, "arrival", base.Arrival, "arrival process: poisson or bursty")
-	fs.Float64Var(&w.BurstSize, "burst-size", base.BurstSize, "bursty: mean arrivals per burst")
-	fs.Float64Var(&w.Rate, "rate", base.Rate, "arrivals per second (conversation: new conversations, default 4; siblings: bursts, default 2.5)")
-	fs.Float64Var(&w.DurationS, "duration", base.DurationS, "seconds of arrivals (not coldstart)")
-	fs.IntVar(&w.SystemTokens, "system-tokens", base.SystemTokens, "shared system prompt length (coldstart: default 4096; conversation: default 512)")
-	fs.IntVar(&w.SuffixMin, "suffix-min", base.SuffixMin, "unique suffix / user message length, minimum")
-	fs.IntVar(&w.SuffixMax, "suffix-max", base.SuffixMax, "unique suffix / user message length, maximum")
-	fs.IntVar(&w.PromptMin, "prompt-min", base.PromptMin, "noreuse, siblings: prompt length, minimum")
-	fs.IntVar(&w.PromptMax, "prompt-max", base.PromptMax, "noreuse, siblings: prompt length, maximum")
-	fs.IntVar(&w.OutputMin, "output-min", base.OutputMin, "output length, minimum")
-	fs.IntVar(&w.OutputMax, "output-max", base.OutputMax, "output length, maximum")
-	fs.IntVar(&w.Groups, "groups", base.Groups, "multitenant, tenantspike: number of system prompts (tenantspike: default 4)")
-	fs.Float64Var(&w.ZipfS, "zipf", base.ZipfS, "multitenant, tenantspike: Zipf exponent of system prompt popularity")
-	fs.IntVar(&w.TurnsMin, "turns-min", base.TurnsMin, "conversation: turns, minimum")
-	fs.IntVar(&w.TurnsMax, "turns-max", base.TurnsMax, "conversation: turns, maximum")
-	fs.Float64Var(&w.ThinkS, "think", base.ThinkS, "conversation, followup: mean think time between turns, s (followup: default 3)")
-	fs.Float64Var(&w.FollowUpP, "followup-p", base.FollowUpP, "followup: probability that a turn gets an in-flight follow-up")
-	fs.Float64Var(&w.FollowUpS, "followup-delay", base.FollowUpS, "followup: mean delay of a follow-up after its turn arrived, s")
-	fs.IntVar(&w.Siblings, "siblings", base.Siblings, "siblings: samples per prompt")
-	fs.Float64Var(&w.QuietS, "quiet", base.QuietS, "coldstart, tenantspike: quiet period, s")
-	fs.Float64Var(&w.QuietIntervalS, "quiet-interval", base.QuietIntervalS, "coldstart, tenantspike: gap between quiet requests, s")
-	fs.Float64Var(&w.SpikeS, "spike", base.SpikeS, "coldstart, tenantspike: spike length, s")
-	fs.Float64Var(&w.SpikeFactor, "spike-factor", base.SpikeFactor, "coldstart, tenantspike: spike rate / quiet rate")
-	fs.IntVar(&w.Vocab, "vocab", base.Vocab, "token ids are drawn from [0, vocab)")
+	c.seed = fs.Uint64("seed", base.Seed, "workload seed")
+	fs.StringVar(&c.w.Arrival, "arrival", base.Arrival, "arrival process: poisson or bursty")
+	fs.Float64Var(&c.w.BurstSize, "burst-size", base.BurstSize, "bursty: mean arrivals per burst")
+	fs.Float64Var(&c.w.Rate, "rate", base.Rate, "arrivals per second (conversation: new conversations, default 4; siblings: bursts, default 2.5)")
+	fs.Float64Var(&c.w.DurationS, "duration", base.DurationS, "seconds of arrivals (not coldstart)")
+	fs.IntVar(&c.w.SystemTokens, "system-tokens", base.SystemTokens, "shared system prompt length (coldstart: default 4096; conversation: default 512)")
+	fs.IntVar(&c.w.SuffixMin, "suffix-min", base.SuffixMin, "unique suffix / user message length, minimum")
+	fs.IntVar(&c.w.SuffixMax, "suffix-max", base.SuffixMax, "unique suffix / user message length, maximum")
+	fs.IntVar(&c.w.PromptMin, "prompt-min", base.PromptMin, "noreuse, siblings: prompt length, minimum")
+	fs.IntVar(&c.w.PromptMax, "prompt-max", base.PromptMax, "noreuse, siblings: prompt length, maximum")
+	fs.IntVar(&c.w.OutputMin, "output-min", base.OutputMin, "output length, minimum")
+	fs.IntVar(&c.w.OutputMax, "output-max", base.OutputMax, "output length, maximum")
+	fs.IntVar(&c.w.Groups, "groups", base.Groups, "multitenant, tenantspike: number of system prompts (tenantspike: default 4)")
+	fs.Float64Var(&c.w.ZipfS, "zipf", base.ZipfS, "multitenant, tenantspike: Zipf exponent of system prompt popularity")
+	fs.IntVar(&c.w.TurnsMin, "turns-min", base.TurnsMin, "conversation: turns, minimum")
+	fs.IntVar(&c.w.TurnsMax, "turns-max", base.TurnsMax, "conversation: turns, maximum")
+	fs.Float64Var(&c.w.ThinkS, "think", base.ThinkS, "conversation, followup: mean think time between turns, s (followup: default 3)")
+	fs.Float64Var(&c.w.FollowUpP, "followup-p", base.FollowUpP, "followup: probability that a turn gets an in-flight follow-up")
+	fs.Float64Var(&c.w.FollowUpS, "followup-delay", base.FollowUpS, "followup: mean delay of a follow-up after its turn arrived, s")
+	fs.IntVar(&c.w.Siblings, "siblings", base.Siblings, "siblings: samples per prompt")
+	fs.Float64Var(&c.w.QuietS, "quiet", base.QuietS, "coldstart, tenantspike: quiet period, s")
+	fs.Float64Var(&c.w.QuietIntervalS, "quiet-interval", base.QuietIntervalS, "coldstart, tenantspike: gap between quiet requests, s")
+	fs.Float64Var(&c.w.SpikeS, "spike", base.SpikeS, "coldstart, tenantspike: spike length, s")
+	fs.Float64Var(&c.w.SpikeFactor, "spike-factor", base.SpikeFactor, "coldstart, tenantspike: spike rate / quiet rate")
+	fs.IntVar(&c.w.Vocab, "vocab", base.Vocab, "token ids are drawn from [0, vocab)")
 
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `adprouter-sim: compare ADP routing policies on a simulated engine.
+	fs.Usage = c.usage
+	return c
+}
+
+// usage prints the help (-h).
+func (c *command) usage() {
+	fs := c.fs
+	fmt.Fprint(fs.Output(), `adprouter-sim: compare ADP routing policies on a simulated engine.
 
 Usage: adprouter-sim [flags]
 
@@ -142,68 +163,101 @@ Workloads:
 
 Policy variants (-policies; -policies all runs every one):
 `)
-		for _, v := range sim.Variants() {
-			fmt.Fprintf(fs.Output(), "  %-34s %s\n", v.Name, v.Doc)
-		}
-		fmt.Fprint(fs.Output(), "\nFlags:\n")
-		fs.PrintDefaults()
+	for _, v := range sim.Variants() {
+		fmt.Fprintf(fs.Output(), "  %-34s %s\n", v.Name, v.Doc)
 	}
+	fmt.Fprint(fs.Output(), "\nFlags:\n")
+	fs.PrintDefaults()
+}
 
-	if err := fs.Parse(args); err != nil {
+// run is the whole command: it parses args, simulates, writes the table to
+// stdout and the requested files, and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	c := newCommand(stdout, stderr)
+	if err := c.fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
-			fs.SetOutput(stdout)
-			fs.Usage()
+			c.fs.SetOutput(stdout)
+			c.fs.Usage()
 			return 0
 		}
 		fmt.Fprintf(stderr, "adprouter-sim: %v\nRun adprouter-sim -h for its flags, workloads and policies.\n", err)
 		return 2
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "adprouter-sim: unexpected arguments %q\n", fs.Args())
+	if c.fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "adprouter-sim: unexpected arguments %q\n", c.fs.Args())
 		return 2
 	}
-	if *listPolicies {
+	if *c.listPolicies {
 		for _, v := range sim.Variants() {
 			fmt.Fprintf(stdout, "%-34s %s\n", v.Name, v.Doc)
 		}
 		return 0
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "adprouter-sim: %v\n", err)
-		return 1
+	c.fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	modes, err := c.engine()
+	if err != nil {
+		return c.fail(err)
 	}
+	wcs, err := c.workloadConfigs()
+	if err != nil {
+		return c.fail(err)
+	}
+	switch {
+	case *c.genTrace != "":
+		return c.writeTrace(wcs)
+	case *c.eval:
+		return evaluate(*c.evalGrid, *c.policies, c.set["policies"], modes, c.set["reuse"] || c.set["eager-reuse"],
+			*c.evalWorst, *c.parallel, *c.jsonFile, *c.quiet, stdout, stderr)
+	case !*c.sweep && (*c.seeds != "" || *c.dps != ""):
+		return c.fail(fmt.Errorf("-seeds and -dps run a robustness matrix and need -sweep"))
+	case *c.sweep:
+		return c.runSweep(modes, wcs)
+	}
+	return c.runSimulation(wcs)
+}
 
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *ranks != "" {
-		eng.RankBlocks = nil
-		for _, f := range strings.Split(*ranks, ",") {
+func (c *command) fail(err error) int {
+	fmt.Fprintf(c.stderr, "adprouter-sim: %v\n", err)
+	return 1
+}
+
+// engine applies -ranks to the engine and returns the reuse semantics to
+// run (the engine takes the first).
+func (c *command) engine() ([]string, error) {
+	if *c.ranks != "" {
+		c.eng.RankBlocks = nil
+		for _, f := range strings.Split(*c.ranks, ",") {
 			b, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil {
-				return fail(fmt.Errorf("-ranks: %v", err))
+				return nil, fmt.Errorf("-ranks: %v", err)
 			}
-			eng.RankBlocks = append(eng.RankBlocks, b)
+			c.eng.RankBlocks = append(c.eng.RankBlocks, b)
 		}
-		if set["dp"] && eng.DPSize != len(eng.RankBlocks) {
-			return fail(fmt.Errorf("-dp %d but -ranks lists %d ranks", eng.DPSize, len(eng.RankBlocks)))
+		if c.set["dp"] && c.eng.DPSize != len(c.eng.RankBlocks) {
+			return nil, fmt.Errorf("-dp %d but -ranks lists %d ranks", c.eng.DPSize, len(c.eng.RankBlocks))
 		}
-		eng.DPSize = len(eng.RankBlocks)
+		c.eng.DPSize = len(c.eng.RankBlocks)
 	}
-
-	modes := strings.Split(*reuse, ",")
-	if strings.TrimSpace(*reuse) == "all" || (*sweep && !set["reuse"] && !set["eager-reuse"]) {
+	modes := strings.Split(*c.reuse, ",")
+	if strings.TrimSpace(*c.reuse) == "all" || (*c.sweep && !c.set["reuse"] && !c.set["eager-reuse"]) {
 		modes = sim.ReuseModes
 	}
 	for i := range modes {
 		modes[i] = strings.TrimSpace(modes[i])
 	}
-	if len(modes) > 1 && !*sweep && !*eval {
-		return fail(fmt.Errorf("-reuse %s: one reuse semantics at a time, or -sweep to compare them", *reuse))
+	if len(modes) > 1 && !*c.sweep && !*c.eval {
+		return nil, fmt.Errorf("-reuse %s: one reuse semantics at a time, or -sweep to compare them", *c.reuse)
 	}
-	eng.Reuse = modes[0]
+	c.eng.Reuse = modes[0]
+	return modes, nil
+}
 
-	list := *workloads
-	if *sweep && !set["workload"] {
+// workloadConfigs returns the workloads to run: the -workload kinds (all
+// for -sweep) and the -trace files, each with the seed and the workload
+// flags given.
+func (c *command) workloadConfigs() ([]sim.WorkloadConfig, error) {
+	list := *c.workloads
+	if *c.sweep && !c.set["workload"] {
 		list = "all"
 	}
 	kinds := strings.Split(list, ",")
@@ -211,16 +265,16 @@ Policy variants (-policies; -policies all runs every one):
 		kinds = sim.Kinds
 	}
 	var traceWCs []sim.WorkloadConfig
-	if *traces != "" {
-		for _, f := range strings.Split(*traces, ",") {
+	if *c.traces != "" {
+		for _, f := range strings.Split(*c.traces, ",") {
 			wc, err := sim.ReadTraceFile(strings.TrimSpace(f))
 			if err != nil {
-				return fail(err)
+				return nil, err
 			}
-			wc.TraceTimeScale, wc.TraceLengthScale = *traceTime, *traceLen
+			wc.TraceTimeScale, wc.TraceLengthScale = *c.traceTime, *c.traceLen
 			traceWCs = append(traceWCs, wc)
 		}
-		if !set["workload"] && !*sweep {
+		if !c.set["workload"] && !*c.sweep {
 			kinds = nil // a trace alone replaces the default workload
 		}
 		if !slices.Contains(kinds, sim.KindTrace) {
@@ -232,111 +286,105 @@ Policy variants (-policies; -policies all runs every one):
 		k = strings.TrimSpace(k)
 		if k == sim.KindTrace {
 			if len(traceWCs) == 0 {
-				return fail(fmt.Errorf("workload trace needs -trace FILE"))
+				return nil, fmt.Errorf("workload trace needs -trace FILE")
 			}
 			for _, wc := range traceWCs {
-				wc.Seed = *seed
-				overrideSet(&wc, &w, set)
+				wc.Seed = *c.seed
+				overrideSet(&wc, &c.w, c.set)
 				wcs = append(wcs, wc)
 			}
 			continue
 		}
 		wc, err := sim.DefaultWorkload(k)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
-		wc.Seed = *seed
-		overrideSet(&wc, &w, set)
+		wc.Seed = *c.seed
+		overrideSet(&wc, &c.w, c.set)
 		wcs = append(wcs, wc)
 	}
-	if *genTrace != "" {
-		var wls []*sim.Workload
-		for _, wc := range wcs {
-			wl, err := sim.Generate(wc)
-			if err != nil {
-				return fail(err)
-			}
-			wls = append(wls, wl)
-		}
-		write := func(out io.Writer) error { return sim.ToTrace(out, wls) }
-		if err := writeFile(*genTrace, stdout, write); err != nil {
-			return fail(err)
-		}
-		return 0
-	}
-	if *eval {
-		return evaluate(*evalGrid, *policies, set["policies"], modes, set["reuse"] || set["eager-reuse"], *evalWorst, *parallel, *jsonFile, *quiet, stdout, stderr)
-	}
-	if !*sweep && (*seeds != "" || *dps != "") {
-		return fail(fmt.Errorf("-seeds and -dps run a robustness matrix and need -sweep"))
-	}
-	if *sweep {
-		list := strings.Join(sim.SweepVariants, ",")
-		if set["policies"] {
-			list = *policies
-		}
-		extra, err := sim.ParseVariants(list)
+	return wcs, nil
+}
+
+// writeTrace writes the workloads, merged, as one trace (-gen-trace).
+func (c *command) writeTrace(wcs []sim.WorkloadConfig) int {
+	var wls []*sim.Workload
+	for _, wc := range wcs {
+		wl, err := sim.Generate(wc)
 		if err != nil {
-			return fail(err)
+			return c.fail(err)
 		}
-		if *plotFile != "" || *timing {
-			return fail(fmt.Errorf("-sweep writes -json and -svg; -plot and -timing are for single runs"))
-		}
-		if *seeds != "" || *dps != "" {
-			if *jsonFile != "" || *svgFile != "" {
-				return fail(fmt.Errorf("-seeds and -dps print the robustness matrix; -json and -svg are for a single sweep"))
-			}
-			return matrix(eng, modes, wcs, extra, *parallel, *seed, *seeds, *dps, stdout, stderr)
-		}
-		sw, err := sim.RunSweep(sim.SweepOptions{Engine: eng, Reuse: modes, Workloads: wcs, Extra: extra, Parallel: *parallel})
-		if err != nil {
-			return fail(err)
-		}
-		if !*quiet {
-			if err := sw.WriteTable(stdout); err != nil {
-				return fail(err)
-			}
-		}
-		if *jsonFile != "" {
-			if err := writeFile(*jsonFile, stdout, sw.WriteJSON); err != nil {
-				return fail(err)
-			}
-		}
-		if *svgFile != "" {
-			write := func(out io.Writer) error { return sim.WritePercentileSVG(out, sw.Reports()) }
-			if err := writeFile(*svgFile, stdout, write); err != nil {
-				return fail(err)
-			}
-		}
-		return 0
+		wls = append(wls, wl)
 	}
-	variants, err := sim.ParseVariants(*policies)
+	write := func(out io.Writer) error { return sim.ToTrace(out, wls) }
+	if err := writeFile(*c.genTrace, c.stdout, write); err != nil {
+		return c.fail(err)
+	}
+	return 0
+}
+
+// runSweep runs -sweep: the sweep, or with -seeds or -dps the robustness
+// matrix.
+func (c *command) runSweep(modes []string, wcs []sim.WorkloadConfig) int {
+	list := strings.Join(sim.SweepVariants, ",")
+	if c.set["policies"] {
+		list = *c.policies
+	}
+	extra, err := sim.ParseVariants(list)
 	if err != nil {
-		return fail(err)
+		return c.fail(err)
 	}
-	rep, err := sim.Simulate(sim.Options{Engine: eng, Workloads: wcs, Variants: variants, Timing: *timing, Parallel: *parallel})
+	if *c.plotFile != "" || *c.timing {
+		return c.fail(fmt.Errorf("-sweep writes -json and -svg; -plot and -timing are for single runs"))
+	}
+	if *c.seeds != "" || *c.dps != "" {
+		if *c.jsonFile != "" || *c.svgFile != "" {
+			return c.fail(fmt.Errorf("-seeds and -dps print the robustness matrix; -json and -svg are for a single sweep"))
+		}
+		return matrix(c.eng, modes, wcs, extra, *c.parallel, *c.seed, *c.seeds, *c.dps, c.stdout, c.stderr)
+	}
+	sw, err := sim.RunSweep(sim.SweepOptions{Engine: c.eng, Reuse: modes, Workloads: wcs, Extra: extra, Parallel: *c.parallel})
 	if err != nil {
-		return fail(err)
+		return c.fail(err)
 	}
-	if !*quiet {
-		if err := rep.WriteTable(stdout); err != nil {
-			return fail(err)
+	return c.write(sw.WriteTable, sw.WriteJSON, nil, func(out io.Writer) error {
+		return sim.WritePercentileSVG(out, sw.Reports())
+	})
+}
+
+// runSimulation runs the -policies variants on the workloads, once.
+func (c *command) runSimulation(wcs []sim.WorkloadConfig) int {
+	variants, err := sim.ParseVariants(*c.policies)
+	if err != nil {
+		return c.fail(err)
+	}
+	rep, err := sim.Simulate(sim.Options{Engine: c.eng, Workloads: wcs, Variants: variants, Timing: *c.timing,
+		Parallel: *c.parallel})
+	if err != nil {
+		return c.fail(err)
+	}
+	return c.write(rep.WriteTable, rep.WriteJSON, rep.WriteSVG, func(out io.Writer) error {
+		return sim.WritePercentileSVG(out, []*sim.Report{rep})
+	})
+}
+
+// write writes the table (unless -q) and the -json, -plot and -svg files
+// that were asked for; plot may be nil where there is none.
+func (c *command) write(table, json, plot, percentiles func(io.Writer) error) int {
+	if !*c.quiet {
+		if err := table(c.stdout); err != nil {
+			return c.fail(err)
 		}
 	}
-	if *jsonFile != "" {
-		if err := writeFile(*jsonFile, stdout, rep.WriteJSON); err != nil {
-			return fail(err)
+	for _, f := range []struct {
+		name  string
+		write func(io.Writer) error
+	}{{*c.jsonFile, json}, {*c.plotFile, plot}, {*c.svgFile, percentiles}} {
+		if f.name == "" || f.write == nil {
+			continue
 		}
-	}
-	if *plotFile != "" {
-		if err := writeFile(*plotFile, stdout, rep.WriteSVG); err != nil {
-			return fail(err)
-		}
-	}
-	if *svgFile != "" {
-		write := func(out io.Writer) error { return sim.WritePercentileSVG(out, []*sim.Report{rep}) }
-		if err := writeFile(*svgFile, stdout, write); err != nil {
-			return fail(err)
+		if err := writeFile(f.name, c.stdout, f.write); err != nil {
+			return c.fail(err)
 		}
 	}
 	return 0
