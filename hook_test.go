@@ -82,17 +82,7 @@ type hookReport struct {
 // index); without it they get the fake's own router and never import
 // adprouter.
 func TestHookMPIWorkers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("MPI end-to-end test: skipped with -short")
-	}
-	const py = "/usr/bin/python3" // python3-mpi4py is built for Debian's interpreter
-	if out, err := exec.Command(py, "-c", "import mpi4py.futures, venv").CombinedOutput(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s -c 'import mpi4py.futures, venv': %v\n%s\nCI must install them (.ci/run installs python3-mpi4py)", py, err, out)
-		}
-		t.Skipf("mpi4py or venv not installed for %s: skipped (apt-get install python3-mpi4py python3-venv)", py)
-	}
-	mpiTool(t, "mpirun")
+	py := debianPython(t, "mpi4py.futures, venv", "python3-mpi4py python3-venv")
 	library(t) // build/libadprouter.so, which the checkout's adprouter loads by itself
 
 	// A venv of Debian's python (its mpi4py through --system-site-packages)

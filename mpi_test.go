@@ -253,23 +253,31 @@ func TestMPIDivergenceDetected(t *testing.T) {
 
 var mpiTrtllmLine = regexp.MustCompile(`(?m)^\[(\S+)\] OK iterations=(\d+) requests=(\d+) routed=(\d+) carried=(\d+) requeued=(\d+) digest=(0x[0-9a-f]{16})$`)
 
-// mpiPython returns Debian's interpreter, for which python3-mpi4py is built,
-// with PYTHONPATH and ADPROUTER_LIBRARY set for python/tests/mpi_trtllm.py;
-// it skips the test outside CI when mpi4py or OpenMPI is missing (a failure
-// under CI).
-func mpiPython(t *testing.T) string {
+// debianPython returns Debian's interpreter, for which python3-mpi4py is
+// built, once it imports modules (comma-separated) and mpirun is there; it
+// skips the test outside CI when they are missing (a failure under CI,
+// which must install the Debian packages pkgs).
+func debianPython(t *testing.T, modules, pkgs string) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("MPI end-to-end test: skipped with -short")
 	}
 	const py = "/usr/bin/python3" // python3-mpi4py is built for Debian's interpreter
-	if out, err := exec.Command(py, "-c", "import mpi4py").CombinedOutput(); err != nil {
+	if out, err := exec.Command(py, "-c", "import "+modules).CombinedOutput(); err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("%s -c 'import mpi4py': %v\n%s\nCI must install it (.ci/run installs python3-mpi4py)", py, err, out)
+			t.Fatalf("%s -c 'import %s': %v\n%s\nCI must install %s (.ci/run does)", py, modules, err, out, pkgs)
 		}
-		t.Skipf("mpi4py not installed for %s: skipped (apt-get install python3-mpi4py)", py)
+		t.Skipf("%s not importable by %s: skipped (apt-get install %s)", modules, py, pkgs)
 	}
 	mpiTool(t, "mpirun")
+	return py
+}
+
+// mpiPython returns debianPython with PYTHONPATH and ADPROUTER_LIBRARY set
+// for python/tests/mpi_trtllm.py.
+func mpiPython(t *testing.T) string {
+	t.Helper()
+	py := debianPython(t, "mpi4py", "python3-mpi4py")
 	lib, err := filepath.Abs(library(t))
 	if err != nil {
 		t.Fatal(err)

@@ -36,47 +36,33 @@ func (r *Router) routeDefault(b *batch) {
 
 	// Largest prompts first, arrival order kept among equals.
 	r.longestFirst(b, rest)
+	// The open rank with the smallest (tokens, count, rank), the top of the
+	// reference's heap: kept in a heap, or, with capacity checks (each
+	// request's eligible ranks differ), scanned among those with room.
+	h := &r.heap
 	if !r.room.on {
-		// Without capacity checks every open rank is eligible: the heap.
-		h := &r.heap
 		h.reset(tokens, count, func(k int) bool { return count[k] < expected })
-		for _, i := range rest {
-			best := h.top()
-			if best < 0 {
-				break // every rank is full: the rest stay unassigned
-			}
-			if r.rc != nil {
-				r.rc.leastLoaded(r, i, expected, nil, tokens)
-			}
-			r.place(b, i, best, b.reqs[i].Len())
-			tokens[best] += int64(b.reqs[i].Len())
-			h.raised(count[best] < expected)
-			if invariants.Enabled {
-				checkRankHeap(h, count, tokens, expected)
-			}
-		}
-		r.finish(b)
-		return
 	}
 	for _, i := range rest {
-		open := r.eligible[:0]
-		for k := range size {
-			if count[k] < expected {
-				open = append(open, k)
-			}
-		}
-		r.eligible = open
-		allow := r.room.allow(open, b.reqs[i].Len(), nil)
-		// The open rank with the smallest (tokens, count, rank): the top of
-		// the reference's heap, among those with room.
+		var allow []bool
 		best := -1
-		for k := range size {
-			if count[k] >= expected || !allowed(allow, k) {
-				continue
+		if r.room.on {
+			open := r.eligible[:0]
+			for k := range size {
+				if count[k] < expected {
+					open = append(open, k)
+				}
 			}
-			if best < 0 || tokens[k] < tokens[best] || (tokens[k] == tokens[best] && count[k] < count[best]) {
-				best = k
+			r.eligible = open
+			allow = r.room.allow(open, b.reqs[i].Len(), nil)
+			for _, k := range open {
+				if allowed(allow, k) && (best < 0 || tokens[k] < tokens[best] ||
+					(tokens[k] == tokens[best] && count[k] < count[best])) {
+					best = k
+				}
 			}
+		} else {
+			best = h.top()
 		}
 		if best < 0 {
 			break // every rank is full: the rest stay unassigned
@@ -86,6 +72,12 @@ func (r *Router) routeDefault(b *batch) {
 		}
 		r.place(b, i, best, b.reqs[i].Len())
 		tokens[best] += int64(b.reqs[i].Len())
+		if !r.room.on {
+			h.raised(count[best] < expected)
+			if invariants.Enabled {
+				checkRankHeap(h, count, tokens, expected)
+			}
+		}
 	}
 	r.finish(b)
 }
