@@ -7,12 +7,8 @@
 package adprouter_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -175,44 +171,11 @@ func TestHookMPIWorkers(t *testing.T) {
 	}
 }
 
-// hookMpirun runs mpirun -np 1 args with exactly env (plus what Open MPI
-// needs in a plain container, as mpiRun) and returns the combined output and
-// the exit code. Unlike mpiRun it leaves the BTLs to Open MPI: the spawned
-// workers are another job, which the shared-memory BTL cannot reach.
+// hookMpirun runs mpirun -np 1 args with exactly env and returns the
+// combined output and the exit code. Unlike mpiRun it leaves the BTLs to
+// Open MPI: the spawned workers are another job, which the shared-memory BTL
+// cannot reach.
 func hookMpirun(t *testing.T, env []string, args ...string) (string, int) {
 	t.Helper()
-	mpirun := mpiTool(t, "mpirun")
-	var flags []string
-	if v, _ := exec.Command(mpirun, "--version").CombinedOutput(); bytes.Contains(v, []byte("Open MPI")) {
-		flags = []string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none"}
-		if os.Getenv("OMPI_MCA_btl_vader_single_copy_mechanism") == "" {
-			env = append(env, "OMPI_MCA_btl_vader_single_copy_mechanism=none") // no CMA in containers
-		}
-		_, sshErr := exec.LookPath("ssh")
-		_, rshErr := exec.LookPath("rsh")
-		if sshErr != nil && rshErr != nil && os.Getenv("OMPI_MCA_plm_rsh_agent") == "" {
-			env = append(env, "OMPI_MCA_plm_rsh_agent=false") // single host: no remote agent needed
-		}
-	}
-	argv := append(append(flags, "-np", "1"), args...)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, mpirun, argv...)
-	cmd.Env = env
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
-	err := cmd.Run()
-	t.Logf("mpirun %s: %v", strings.Join(argv, " "), time.Since(start).Round(time.Millisecond))
-	if ctx.Err() != nil {
-		t.Fatalf("mpirun %s: timed out\n%s", strings.Join(argv, " "), out.String())
-	}
-	if err != nil {
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) {
-			t.Fatalf("mpirun %s: %v\n%s", strings.Join(argv, " "), err, out.String())
-		}
-		return out.String(), ee.ExitCode()
-	}
-	return out.String(), 0
+	return mpirunIn(t, env, false, time.Minute, "1", args...)
 }

@@ -67,11 +67,24 @@ func mpiSim(t *testing.T) string {
 // returns the combined output and the exit code.
 func mpiRun(t *testing.T, np, bin string, args ...string) (string, int) {
 	t.Helper()
+	return mpirunIn(t, os.Environ(), true, 3*time.Minute, np, append([]string{bin}, args...)...)
+}
+
+// mpirunIn runs mpirun -np np args with env and what Open MPI needs in a
+// plain container as root on few cores (no CMA, no remote agent on a single
+// host; sharedMemory: the self and shared-memory BTLs only, for a job whose
+// ranks are all its own), killing it after limit (a collective deadlocked);
+// it returns the combined output and the exit code.
+func mpirunIn(t *testing.T, env []string, sharedMemory bool, limit time.Duration, np string,
+	args ...string) (string, int) {
+	t.Helper()
 	mpirun := mpiTool(t, "mpirun")
 	var flags []string
-	env := os.Environ()
 	if v, _ := exec.Command(mpirun, "--version").CombinedOutput(); bytes.Contains(v, []byte("Open MPI")) {
-		flags = []string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader"}
+		flags = []string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none"}
+		if sharedMemory {
+			flags = append(flags, "--mca", "btl", "self,vader")
+		}
 		if os.Getenv("OMPI_MCA_btl_vader_single_copy_mechanism") == "" {
 			env = append(env, "OMPI_MCA_btl_vader_single_copy_mechanism=none") // no CMA in containers
 		}
@@ -81,8 +94,8 @@ func mpiRun(t *testing.T, np, bin string, args ...string) (string, int) {
 			env = append(env, "OMPI_MCA_plm_rsh_agent=false") // single host: no remote agent needed
 		}
 	}
-	argv := append(append(flags, "-np", np, bin), args...)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	argv := append(append(flags, "-np", np), args...)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, mpirun, argv...)
 	cmd.Env = env
@@ -92,7 +105,7 @@ func mpiRun(t *testing.T, np, bin string, args ...string) (string, int) {
 	err := cmd.Run()
 	t.Logf("mpirun %s: %v", strings.Join(argv, " "), time.Since(start).Round(time.Millisecond))
 	if ctx.Err() != nil {
-		t.Fatalf("mpirun %s: timed out (a collective deadlocked?)\n%s", strings.Join(argv, " "), out.String())
+		t.Fatalf("mpirun %s: timed out after %v (a collective deadlocked?)\n%s", strings.Join(argv, " "), limit, out.String())
 	}
 	code := 0
 	if err != nil {
