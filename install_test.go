@@ -439,7 +439,7 @@ func TestInstallPrefix(t *testing.T) {
 	run(t, nil, cc, append(args, "-Wl,-rpath,"+libdir)...)
 	run(t, nil, bin)
 
-	// CMake: the C++ quickstart through find_package(adprouter 0.1).
+	// CMake: the C++ quickstart through find_package(adprouter X.Y).
 	build := filepath.Join(dir, "cmake")
 	run(t, nil, cmake, "-S", "examples/cpp", "-B", build, "-DCMAKE_PREFIX_PATH="+prefix)
 	run(t, nil, cmake, "--build", build)
@@ -539,5 +539,31 @@ func TestGoInstallLatest(t *testing.T) {
 	out, _ := exec.Command(filepath.Join(bin, "adprouter-sim"), "-h").CombinedOutput()
 	if !strings.Contains(string(out), "adprouter-sim: compare ADP routing policies") {
 		t.Errorf("installed adprouter-sim -h:\n%s", out)
+	}
+}
+
+// Every find_package(adprouter X.Y) the tree writes requests the header's
+// release: a 0.x minor bump breaks the API, and the package's version file
+// refuses the old minor, so the examples move with ADPR_VERSION. Cheap, so it
+// runs with -short too, ahead of TestInstallPrefix's install.
+func TestFindPackageRequestsHeaderVersion(t *testing.T) {
+	parts := strings.SplitN(headerVersion(t), ".", 3)
+	want := parts[0] + "." + parts[1]
+	re := regexp.MustCompile(`find_package\(adprouter ([0-9][0-9.]*)`)
+	seen := 0
+	for _, f := range []string{"examples/cpp/CMakeLists.txt", "packaging/adprouterConfig.cmake.in"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(data), -1) {
+			seen++
+			if m[1] != want {
+				t.Errorf("%s: find_package(adprouter %s), want %s (ADPR_VERSION %s)", f, m[1], want, headerVersion(t))
+			}
+		}
+	}
+	if seen == 0 {
+		t.Error("no find_package(adprouter X.Y) found in the examples: the check checks nothing")
 	}
 }
