@@ -52,26 +52,31 @@ func guard(name string, ebuf *C.char, elen C.size_t, body func() error) (status 
 // it, since its state may now be half-updated. Only destroy works on a
 // poisoned router.
 func guardRouter(name string, h C.adpr_router, ebuf *C.char, elen C.size_t, body func(e *entry) error) C.adpr_status {
-	return guard(name, ebuf, elen, func() error {
-		e, err := handles.acquire(uint64(h))
-		if err != nil {
-			return err
-		}
-		defer e.mu.Unlock()
-		if e.poisoned {
-			return errPoisoned
-		}
-		done := false
-		defer func() {
-			if !done { // body panicked: the panic goes on to guard
-				e.poisoned = true
-			}
-		}()
-		faultPoint(name + "/locked")
-		err = body(e)
-		done = true
+	return guard(name, ebuf, elen, func() error { return withRouter(name, uint64(h), body) })
+}
+
+// withRouter is guardRouter's work inside guard, in Go types: body on h's
+// entry, locked; then the entry's index growth is noted (see memory.go).
+func withRouter(name string, h uint64, body func(e *entry) error) error {
+	e, err := handles.acquire(h)
+	if err != nil {
 		return err
-	})
+	}
+	defer e.mu.Unlock()
+	if e.poisoned {
+		return errPoisoned
+	}
+	done := false
+	defer func() {
+		if !done { // body panicked: the panic goes on to guard
+			e.poisoned = true
+		}
+	}()
+	faultPoint(name + "/locked")
+	err = body(e)
+	done = true
+	e.noteIndexGrowth()
+	return err
 }
 
 // writeError copies msg, NUL-terminated, into the caller's buffer of n

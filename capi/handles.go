@@ -17,6 +17,7 @@ type entry struct {
 	states   []router.RankState
 	reqs     []router.Request
 	res      router.Result
+	released int // the router's IndexBytes at the last release asked for
 }
 
 // handleTable maps integer handles to routers. Handles are never reused, so a
@@ -65,7 +66,11 @@ func (t *handleTable) remove(h uint64) error {
 		return fmt.Errorf("%w: %d (never created or already destroyed)", errBadHandle, h)
 	}
 	e.mu.Lock()
+	held := e.r.IndexBytes()
 	e.r = nil
 	e.mu.Unlock()
+	if held >= releaseMinBytes { // its index is garbage now
+		release.request()
+	}
 	return nil
 }

@@ -373,7 +373,10 @@ typedef struct adpr_stats {
     int64_t conversations;      /* conversation bindings held */
     int64_t index_entries;      /* (block, rank) pairs in the prefix index */
     int64_t index_bytes;        /* memory the index holds (its arrays'
-                                   capacity), in bytes; <= index_max_bytes */
+                                   capacity, all written), in bytes; <=
+                                   index_max_bytes. The process grows by
+                                   this much: what growth leaves behind is
+                                   returned to the operating system. */
 } adpr_stats;
 
 /* adpr_receipt.reason: why a request went where it did. */

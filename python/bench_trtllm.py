@@ -601,6 +601,7 @@ def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX):
                                  same(label)))
 
     # (5) ours in index mode against the other side's row-4 iteration, fresh prompts each call.
+    rss0 = resident_bytes()
     o_ix = ours.kv(dist, kv, options={"prefix_source": "index"})
     if o_ix.needs_prefix_matches:
         raise Mismatch("prefix_source=index: needs_prefix_matches is still True")
@@ -627,14 +628,26 @@ def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX):
         counter["index"] += 1
     rows.append((label,) + timed(runs, INDEX_WARM, prepare_index, check_index))
     st_ix = o_ix.stats()
+    rss1 = resident_bytes()
     counter["index_note"].append(
-        "%s: ours' index: evicting after %d untimed calls%s; after all %d: %d entries, %.0f MB, %d blocks evicted"
+        "%s: ours' index: evicting after %d untimed calls%s; after all %d: %d entries, %.0f MB (index_bytes; "
+        "the process grew by %s), %d blocks evicted"
         % (size, filled, "" if evicted(o_ix) else " (NOT full: timed while filling)", filled + INDEX_WARM + runs,
-           st_ix.get("index_entries", -1), st_ix.get("index_bytes", 0) / 1e6, evicted(o_ix)))
+           st_ix.get("index_entries", -1), st_ix.get("index_bytes", 0) / 1e6,
+           "%.0f MB resident" % ((rss1 - rss0) / 1e6) if rss0 and rss1 else "an unknown amount", evicted(o_ix)))
     for r in (o_kv, o_d, o_it, o_ix):
         r.close()
     gc.unfreeze()
     return [(lbl, size, o, t) for lbl, o, t in rows]
+
+
+def resident_bytes():
+    """This process's resident set size in bytes (Linux), else 0."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def evicted(router):

@@ -109,6 +109,17 @@ func (r *Router) RankStatsOf(k int) RankStats {
 	return rs
 }
 
+// IndexBytes returns Stats.IndexBytes without the rest of a snapshot (0
+// without an index). It rises only when an array of the index doubles,
+// leaving the old one as garbage: the C library reads it after every call to
+// know when to give such garbage back to the operating system.
+func (r *Router) IndexBytes() int {
+	if r.prefix == nil {
+		return 0
+	}
+	return r.prefix.idx.Bytes()
+}
+
 // Summary returns the router-wide counters and at most maxGroups hot groups,
 // without per-rank counters (Ranks is nil). Its cost does not depend on
 // DPSize.

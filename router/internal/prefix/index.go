@@ -128,7 +128,10 @@ func (x *Index) Evicted(rank int) uint64 { return x.lists[rank].evicted }
 func (x *Index) Len() int { return x.len }
 
 // Bytes returns the memory the index holds, in bytes: the capacity of every
-// array it owns. Garbage left by growth is not counted.
+// array it owns, all of it written (extend writes a grown pool's new
+// capacity at once), so that it is what the index takes from the process.
+// Garbage left by growth is not counted (the C library hands it back to the
+// operating system).
 func (x *Index) Bytes() int {
 	return int(unsafe.Sizeof(*x)) +
 		cap(x.table)*int(unsafe.Sizeof(uint64(0))) +
@@ -334,10 +337,16 @@ func (x *Index) grownCap(c int) int { return min(max(2*c, 256), max(x.max, 1)) }
 // extend is s one element longer, for a pool whose free list is empty; a
 // full s moves to x.grownCap of its capacity. The node pool's three
 // parallel slices have equal capacities, so they grow together.
+//
+// The new capacity is written at once (clear writes its zeros, where Go would
+// otherwise leave fresh pages untouched and reused ones zeroed): the memory
+// an index takes is then its capacity whichever the allocator returned, and
+// Bytes says how much that is.
 func extend[T any](x *Index, s []T) []T {
 	if len(s) == cap(s) {
 		t := make([]T, len(s), x.grownCap(cap(s)))
 		copy(t, s)
+		clear(t[len(s):cap(t)])
 		s = t
 	}
 	return s[:len(s)+1]
