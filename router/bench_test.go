@@ -3,7 +3,9 @@ package router
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"testing"
+	"unsafe"
 )
 
 // Benchmarks of one routing decision on a realistic batch: prompt lengths
@@ -277,5 +279,97 @@ func BenchmarkRouteCold(b *testing.B) {
 	}
 	if sink == 1 {
 		b.Log(sink)
+	}
+}
+
+// convWorkload is the conversation policy's steady state as
+// python/bench_trtllm.py's row 3 drives it: each decision's batch has half
+// its requests return to a conversation started in the last 32 decisions,
+// 40% start one and 10% carry none, with ids like "chat-<call>-<i>". Ids are
+// written into per-request buffers (the router copies what it keeps), so
+// making a batch allocates nothing.
+type convWorkload struct {
+	batch   benchBatch
+	call    int
+	rng     *rand.Rand
+	bufs    [][]byte
+	started [32][]int // per recent call (ring): request positions that started one
+}
+
+func newConvWorkload(nreq, size int) *convWorkload {
+	w := &convWorkload{batch: newBenchBatch(nreq, size, 2048, benchOpts{}), rng: rand.New(rand.NewPCG(7, 9))}
+	w.bufs = make([][]byte, nreq)
+	for i := range w.bufs {
+		w.bufs[i] = make([]byte, 0, 32)
+	}
+	return w
+}
+
+// next makes the next decision's batch.
+func (w *convWorkload) next() {
+	w.call++
+	slot := w.call % len(w.started)
+	w.started[slot] = w.started[slot][:0]
+	for i := range w.batch.reqs {
+		q := &w.batch.reqs[i]
+		q.ID = uint64(w.call*len(w.batch.reqs) + i)
+		u := w.rng.IntN(10)
+		switch {
+		case u < 5 && w.call > 1:
+			back := 1 + w.rng.IntN(min(w.call-1, len(w.started)-1))
+			prev := w.started[(w.call-back)%len(w.started)]
+			if len(prev) == 0 {
+				q.ConversationID = ""
+				continue
+			}
+			j := prev[w.rng.IntN(len(prev))]
+			q.ConversationID = convID(&w.bufs[i], w.call-back, j)
+		case u < 9:
+			q.ConversationID = convID(&w.bufs[i], w.call, i)
+			w.started[slot] = append(w.started[slot], i)
+		default:
+			q.ConversationID = ""
+		}
+	}
+}
+
+// convID writes "chat-<call>-<i>" into *buf and returns it as a string
+// aliasing the buffer (valid until the next write).
+func convID(buf *[]byte, call, i int) string {
+	b := append((*buf)[:0], "chat-"...)
+	b = strconv.AppendInt(b, int64(call), 10)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, int64(i), 10)
+	*buf = b
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// BenchmarkConversationSteady: the conversation policy with its map full
+// (DefaultMaxSessions bindings, least recently used evicted), a new batch per
+// decision: the steady state of an engine, where most lookups miss the
+// caches, unlike BenchmarkRoute's conversation rows (the same ids every call).
+func BenchmarkConversationSteady(b *testing.B) {
+	for _, c := range []struct{ nreq, size int }{{256, 16}, {1024, 64}} {
+		b.Run(fmt.Sprintf("%dreq_x_%dranks", c.nreq, c.size), func(b *testing.B) {
+			w := newConvWorkload(c.nreq, c.size)
+			r := mustNew(b, DefaultConfig(PolicyConversation, c.size))
+			res := new(Result)
+			route := func() {
+				if err := r.RouteInto(res, w.batch.states, w.batch.reqs, 1<<20, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for n := 0; r.NumConversations() < DefaultMaxSessions || n < 64; n++ { // then 64 evicting
+				w.next()
+				route()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				w.next()
+				b.StartTimer()
+				route()
+			}
+		})
 	}
 }

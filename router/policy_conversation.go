@@ -23,6 +23,7 @@ func (r *Router) routeConversation(b *batch) {
 		}
 	}
 
+	r.conv.Warm(len(b.reqs), func(i int) string { return b.reqs[i].ConversationID })
 	// Explicit pass: only for requests whose conversation is not bound yet
 	// (a binding beats a later target hint).
 	rest := r.rest[:0]

@@ -19,6 +19,7 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
+	"slices"
 	"strings"
 
 	"github.com/adprouter/adprouter/router/internal/lru"
@@ -59,6 +60,8 @@ type Map struct {
 	free   int32
 	used   int
 	seed   maphash.Seed
+	sink   uint64   // keeps Warm's reads alive
+	hashes []uint64 // Warm's scratch
 }
 
 // entry is one binding: the top 32 bits of its key's hash, the key's
@@ -161,6 +164,67 @@ func (l *Map) CountRecent(n int, counts []int) {
 		counts[l.entries[e].rank]++
 		n--
 	}
+}
+
+// warmMin is the size below which Warm does nothing: a map this small stays
+// in the caches between decisions.
+const warmMin = 4096
+
+// Warm reads ahead what looking up n keys (key(i) for i < n; "" for none)
+// and binding the missing ones will read: each key's home bucket, then the
+// entry, first chunk and recency links of each bound key, and, when the map
+// is full, the buckets and entries of the bindings the new keys will evict.
+// It changes nothing. A large map is mostly out of cache, and its lookups are
+// chains of dependent misses (bucket, then entry and key, then links); here
+// the misses of all keys are independent reads the CPU overlaps, so that the
+// lookups that follow find their lines in cache.
+func (l *Map) Warm(n int, key func(i int) string) {
+	if len(l.entries) < warmMin || n == 0 {
+		return
+	}
+	l.hashes = slices.Grow(l.hashes[:0], n)[:n]
+	clear(l.hashes)
+	var sum uint64
+	m := len(l.table) - 1
+	for i := range n {
+		k := key(i)
+		if k == "" {
+			continue
+		}
+		h := l.hashKey(k)
+		l.hashes[i] = h
+		sum += l.table[int(uint32(h>>32)>>l.shift)]
+	}
+	missing := 0
+	for i, h := range l.hashes {
+		if h == 0 && key(i) == "" {
+			continue
+		}
+		tag := uint32(h >> 32)
+		found := false
+		for j := int(tag >> l.shift); ; j = (j + 1) & m {
+			b := l.table[j]
+			if b == 0 {
+				break
+			}
+			if uint32(b>>32) == tag {
+				e := int32(uint32(b)) - 1
+				sum += uint64(l.entries[e].n) + uint64(l.heads[int(e)*chunkBytes]) + uint64(l.links[e].Prev)
+				found = true
+				break
+			}
+		}
+		if !found {
+			missing++
+		}
+	}
+	if len(l.entries) >= l.limit {
+		for e := l.order.Back(); e >= 0 && missing > 0; e = l.links[e].Prev {
+			sum += l.table[int(l.entries[e].tag>>l.shift)]
+			missing--
+		}
+	}
+	l.sink = sum
 }
 
 // find returns the slot bound to key, whose hash is h, or -1.

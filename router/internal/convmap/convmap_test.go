@@ -382,3 +382,38 @@ func BenchmarkMap(b *testing.B) {
 		})
 	}
 }
+
+// Warm reads and changes nothing: on a full map, with bound, missing and
+// empty keys (some colliding on their tags), the bindings, their order and
+// every lookup are the same afterwards, and a warm Warm allocates nothing.
+func TestWarmChangesNothing(t *testing.T) {
+	defer func(m uint64) { hashMask = m }(hashMask)
+	hashMask = 0xffff_0000_0000_00ff // few distinct tags and homes: long probe runs
+	const limit = warmMin + 100
+	keys := testKeys(rand.New(rand.NewPCG(3, 4)), 2*limit)
+	m := New(limit)
+	for i, k := range keys[:limit+50] { // full, and 50 evicted
+		m.Bind(k, i%16)
+	}
+	batch := append([]string{"", "not a key"}, keys[:300]...) // evicted, bound and missing
+	before := order(&m)
+	ranks := func() []int {
+		var out []int
+		for _, k := range batch {
+			r, ok := m.Get(k)
+			out = append(out, map[bool]int{true: r, false: -1}[ok])
+		}
+		return out
+	}
+	want := ranks()
+	m.Warm(len(batch), func(i int) string { return batch[i] })
+	if got := order(&m); !slices.Equal(got, before) {
+		t.Fatalf("Warm changed the bindings or their order")
+	}
+	if got := ranks(); !slices.Equal(got, want) {
+		t.Fatalf("lookups after Warm: %v, want %v", got, want)
+	}
+	if allocs := testing.AllocsPerRun(10, func() { m.Warm(len(batch), func(i int) string { return batch[i] }) }); allocs != 0 {
+		t.Errorf("%v allocations per warm Warm", allocs)
+	}
+}
