@@ -1727,6 +1727,185 @@ static int fill_lenient(PyObject *row, const adpr_request *reqs, const idmap *m,
     return 0;
 }
 
+/* A match index: the allgathered [id, match, ...] lists of every rank read
+ * once, when adprouter.trtllm's gather_prefix_matches receives them, into a
+ * table keyed by request id (as TensorRT-LLM parses them into dicts there,
+ * rather than in route_requests). trtllm_route then copies each request's
+ * row instead of reading every rank's list. Immutable once built, held in a
+ * capsule only this module can make or read. */
+#define MATCH_INDEX "adprouter._speedups.match_index"
+typedef struct {
+    Py_ssize_t nrows;  /* rank rows */
+    Py_ssize_t nids;   /* distinct ids */
+    Py_ssize_t capids; /* rows of m allocated */
+    uint64_t mask;
+    int shift;
+    uint64_t *keys; /* hash table: id */
+    int32_t *pos;   /* hash table: id's row of m + 1, 0 empty */
+    int32_t *m;     /* nids x nrows matches, id-major */
+} matchindex;
+
+static void matchindex_free(matchindex *x)
+{
+    if (x == NULL)
+        return;
+    PyMem_Free(x->keys);
+    PyMem_Free(x->pos);
+    PyMem_Free(x->m);
+    PyMem_Free(x);
+}
+
+static void matchindex_capsule_free(PyObject *cap)
+{
+    matchindex_free(PyCapsule_GetPointer(cap, MATCH_INDEX));
+}
+
+/* Sizes x's hash table to size slots (a power of two, > 2 * nids), moving
+ * its ids. 0 or -1 (MemoryError set). */
+static int matchindex_rehash(matchindex *x, Py_ssize_t size)
+{
+    uint64_t *keys = PyMem_Malloc(size * sizeof *keys);
+    int32_t *pos = PyMem_Calloc(size, sizeof *pos);
+    if (keys == NULL || pos == NULL) {
+        PyMem_Free(keys);
+        PyMem_Free(pos);
+        PyErr_NoMemory();
+        return -1;
+    }
+    int shift = 64;
+    for (Py_ssize_t n = size; n > 1; n >>= 1)
+        shift--;
+    for (uint64_t i = 0; x->pos != NULL && i <= x->mask; i++)
+        if (x->pos[i] != 0) {
+            uint64_t slot = (x->keys[i] * IDMAP_K) >> shift;
+            while (pos[slot] != 0)
+                slot = (slot + 1) & (uint64_t)(size - 1);
+            keys[slot] = x->keys[i];
+            pos[slot] = x->pos[i];
+        }
+    PyMem_Free(x->keys);
+    PyMem_Free(x->pos);
+    x->keys = keys;
+    x->pos = pos;
+    x->mask = (uint64_t)size - 1;
+    x->shift = shift;
+    return 0;
+}
+
+/* id's row of x's matches, or -1. */
+static inline Py_ssize_t matchindex_find(const matchindex *x, uint64_t id)
+{
+    for (uint64_t slot = (id * IDMAP_K) >> x->shift; x->pos[slot] != 0; slot = (slot + 1) & x->mask)
+        if (x->keys[slot] == id)
+            return x->pos[slot] - 1;
+    return -1;
+}
+
+/* id's row of x's matches, added (zeroed) if new; -1 with MemoryError set. */
+static Py_ssize_t matchindex_row(matchindex *x, uint64_t id)
+{
+    Py_ssize_t at = matchindex_find(x, id);
+    if (at >= 0)
+        return at;
+    if (x->nids >= INT32_MAX - 1 || x->nids + 1 > PY_SSIZE_T_MAX / 4 / (x->nrows ? x->nrows : 1)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (2 * (x->nids + 1) > (Py_ssize_t)x->mask + 1 && matchindex_rehash(x, 2 * ((Py_ssize_t)x->mask + 1)) < 0)
+        return -1;
+    if (x->nids == x->capids) {
+        Py_ssize_t cap = x->capids ? 2 * x->capids : 64;
+        int32_t *m = PyMem_Realloc(x->m, (size_t)cap * x->nrows * sizeof *m + 1);
+        if (m == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        x->m = m;
+        x->capids = cap;
+    }
+    at = x->nids++;
+    memset(&x->m[at * x->nrows], 0, x->nrows * sizeof *x->m);
+    uint64_t slot = (id * IDMAP_K) >> x->shift;
+    while (x->pos[slot] != 0)
+        slot = (slot + 1) & x->mask;
+    x->keys[slot] = id;
+    x->pos[slot] = (int32_t)(at + 1);
+    return at;
+}
+
+/* match_index(rows) -> a match index of rows (one [id, match, ...] list or
+ * tuple per rank, an odd last value ignored, the last of a repeated id
+ * winning), or None where trtllm_route must read the rows themselves: a row
+ * of another type, an id or a match it would not read (see fill_lenient). */
+static PyObject *match_index(PyObject *Py_UNUSED(self), PyObject *rows_arg)
+{
+    if (!plain_seq(rows_arg))
+        Py_RETURN_NONE;
+    PyObject *rows = PySequence_Tuple(rows_arg); /* holds every row read below */
+    if (rows == NULL)
+        return NULL;
+    Py_ssize_t nrows = PyTuple_GET_SIZE(rows), most = 0;
+    for (Py_ssize_t r = 0; r < nrows; r++) {
+        PyObject *row = PyTuple_GET_ITEM(rows, r);
+        if (!plain_seq(row)) {
+            Py_DECREF(rows);
+            Py_RETURN_NONE;
+        }
+        most = Py_MAX(most, PySequence_Fast_GET_SIZE(row) / 2);
+    }
+    matchindex *x = PyMem_Calloc(1, sizeof *x);
+    PyObject *out = NULL;
+    if (x == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    x->nrows = nrows;
+    Py_ssize_t size = 16;
+    while (size < 2 * most + 2 && size < ((Py_ssize_t)1 << 40))
+        size *= 2;
+    if (matchindex_rehash(x, size) < 0)
+        goto done;
+    /* Reading an exact int, a bool or an int subclass's value runs no
+     * Python code, so no row can change while it is read. */
+    for (Py_ssize_t r = 0; r < nrows; r++) {
+        PyObject *row = PyTuple_GET_ITEM(rows, r);
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(row) / 2;
+        PyObject **items = PySequence_Fast_ITEMS(row);
+        for (Py_ssize_t k = 0; k < n; k++) {
+            uint64_t id;
+            int32_t v;
+            if (!plain_id(items[2 * k]) || read_u64(items[2 * k], &id) || read_match(items[2 * k + 1], &v)) {
+                out = Py_None;
+                Py_INCREF(out);
+                goto done;
+            }
+            Py_ssize_t at = matchindex_row(x, id);
+            if (at < 0)
+                goto done;
+            x->m[at * nrows + r] = v;
+        }
+    }
+    out = PyCapsule_New(x, MATCH_INDEX, matchindex_capsule_free);
+    if (out != NULL)
+        x = NULL; /* the capsule owns it */
+done:
+    matchindex_free(x);
+    Py_DECREF(rows);
+    return out;
+}
+
+/* table[nr * ns] from x for the batch reqs: each request's row, ranks past
+ * x's rows matching nothing. */
+static void fill_indexed(const matchindex *x, const adpr_request *reqs, Py_ssize_t nr, Py_ssize_t ns, int32_t *table)
+{
+    Py_ssize_t w = Py_MIN(ns, x->nrows);
+    for (Py_ssize_t i = 0; i < nr; i++) {
+        Py_ssize_t at = matchindex_find(x, reqs[i].id);
+        if (at >= 0)
+            memcpy(&table[i * ns], &x->m[at * x->nrows], w * sizeof *table);
+    }
+}
+
 /* {rank: [items placed on it, in order]} for ranks 0..ns-1 and the items
  * left over in input order, from adpr_route's outputs; items[i] is the
  * object request i was packed from. 0 or -1 (error set). */
@@ -1887,8 +2066,9 @@ static int idmap_scratch(idmap *m, const adpr_request *reqs, Py_ssize_t nr, scra
  * {rank: [items]}, [items left over]) (the last two None when status is not
  * ADPR_OK, the message then in errbuf), or None, having called nothing,
  * where adprouter.trtllm's Python path must run. match_rows: None (no
- * matches) or one entry per rank (fewer: the rest match nothing) as
- * fill_lenient reads them. flags: T_CONVERSATIONS, T_SCOPES. The caller has
+ * matches), a match index (match_index) or one entry per rank (fewer: the
+ * rest match nothing) as fill_lenient reads them. flags: T_CONVERSATIONS,
+ * T_SCOPES, T_COUNTS. The caller has
  * checked the handle and max_num_active_requests. */
 static PyObject *trtllm_route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1903,6 +2083,11 @@ static PyObject *trtllm_route(PyObject *Py_UNUSED(self), PyObject *const *args, 
     long flags = PyLong_AsLong(args[5]), maxn = PyLong_AsLong(args[7]);
     if (PyErr_Occurred() || send_limit(args[4], &limit) < 0)
         return NULL;
+    const matchindex *indexed = NULL;
+    if (PyCapsule_IsValid(match_rows, MATCH_INDEX)) {
+        indexed = PyCapsule_GetPointer(match_rows, MATCH_INDEX);
+        match_rows = Py_None; /* args holds the capsule for the call */
+    }
     if (fn == NULL || !plain_seq(states) || !plain_seq(items_arg) ||
         (match_rows != Py_None && !plain_seq(match_rows)))
         Py_RETURN_NONE;
@@ -1937,13 +2122,14 @@ static PyObject *trtllm_route(PyObject *Py_UNUSED(self), PyObject *const *args, 
     int32_t *offsets = ranks ? scratch_buf(sc, SB_OFFSETS, 4 * (ns + 1)) : NULL;
     uint64_t *order = offsets ? scratch_buf(sc, SB_ORDER, 8 * nr) : NULL;
     int32_t *table = NULL;
-    if (order != NULL && rows != NULL && nr > 0 && (table = scratch_buf(sc, SB_TABLE, 4 * ns * nr)) != NULL)
+    if (order != NULL && (rows != NULL || indexed != NULL) && nr > 0 &&
+        (table = scratch_buf(sc, SB_TABLE, 4 * ns * nr)) != NULL)
         memset(table, 0, 4 * ns * nr);
     growbuf *tok = &sc->tok, *text = &sc->text;
     idmap m = {NULL};
     PyObject *result = NULL;
     int rc = 0, have_err = 0;
-    if (order == NULL || (rows != NULL && nr > 0 && table == NULL))
+    if (order == NULL || ((rows != NULL || indexed != NULL) && nr > 0 && table == NULL))
         rc = -1; /* MemoryError set */
     for (Py_ssize_t i = 0; rc == 0 && i < ns; i++)
         rc = pack_any_state(PyTuple_GET_ITEM(sts, i), &st[i]);
@@ -1955,7 +2141,9 @@ static PyObject *trtllm_route(PyObject *Py_UNUSED(self), PyObject *const *args, 
     for (Py_ssize_t i = 0; rc == 0 && i < nr; i++)
         if (idmap_find(&m, reqs[i].id) != i)
             rc = FALLBACK;
-    if (rc == 0 && table != NULL)
+    if (rc == 0 && table != NULL && indexed != NULL)
+        fill_indexed(indexed, reqs, nr, ns, table);
+    else if (rc == 0 && table != NULL)
         for (Py_ssize_t r = 0; rc == 0 && r < ns && r < PyTuple_GET_SIZE(rows); r++)
             rc = fill_lenient(PyTuple_GET_ITEM(rows, r), reqs, &m, nr, ns, r, table);
     if (rc == 0 && (rc = out_buffer(args[8], 1, &err)) == 0)
@@ -2103,6 +2291,9 @@ static PyMethodDef methods[] = {
      "trtllm_route(adpr_route address, handle, states, items, send_tokens, flags, match_rows, max_active, "
      "errbuf) -> (status, expected, {rank: [items]}, [items left over]), or None where adprouter.trtllm's "
      "Python path must run."},
+    {"match_index", match_index, METH_O,
+     "match_index(rows) -> the allgathered [id, match, ...] lists read into an index trtllm_route takes as "
+     "match_rows, or None where it must read the lists."},
     {"probe_items", probe_items, METH_VARARGS,
      "probe_items(items, probe) -> (ids, [id, match, ...]): adprouter.trtllm's probe loop, or None."},
     {"route", (PyCFunction)(void (*)(void))route, METH_FASTCALL,

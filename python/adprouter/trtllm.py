@@ -990,7 +990,7 @@ class KVCacheAwareADPRouter(ADPRouter):
                          cold_start_warmup=bool(cold_start_warmup))
         self._use_matches = self._effective["prefix_source"] != "index"
         self.needs_prefix_matches = self._use_matches
-        self._gathered = None  # (ids probed, [flat id/match list per rank])
+        self._gathered = None  # (ids probed, [flat id/match list per rank], _speedups match index or None)
         self._dicts = None     # explicit per-rank {id: match} dicts
 
     @property
@@ -1055,7 +1055,11 @@ class KVCacheAwareADPRouter(ADPRouter):
             flat = [0] * (2 * n)
             flat[0::2] = ids
             flat[1::2] = lens
-        self._gathered = (ids, list(self.dist.tp_allgather(flat)))
+        rows = list(self.dist.tp_allgather(flat))
+        # Read once here, as TensorRT-LLM parses them into dicts here: the C
+        # path's index of every rank's matches by id (None: it reads rows).
+        index = sp.match_index(rows) if sp is not None and hasattr(sp, "match_index") else None
+        self._gathered = (ids, rows, index)
         self._dicts = None
 
     @property
@@ -1077,7 +1081,9 @@ class KVCacheAwareADPRouter(ADPRouter):
             return None
         if self._dicts is not None:
             return self._dicts or None
-        return self._gathered[1] if self._gathered is not None else None
+        if self._gathered is None:
+            return None
+        return self._gathered[2] if self._gathered[2] is not None else self._gathered[1]
 
     def _match_rows(self, ids, items, ranks):
         """Match lengths per rank aligned with the batch: slices of the

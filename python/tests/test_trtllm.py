@@ -1379,8 +1379,9 @@ class CPathTest(BareEnvCase):
             for router, mod in ((c, self.sp), (py, None)):
                 self.accel.use(mod)
                 if router.needs_prefix_matches:
-                    if call % 3:
-                        router._gathered = ([it.id for it in router.carried + tuple(batch)], flat)
+                    if call % 3:  # the C path reads the lists themselves, or (1) its index of them
+                        index = self.sp.match_index(flat) if mod is not None and call % 3 == 1 else None
+                        router._gathered = ([it.id for it in router.carried + tuple(batch)], flat, index)
                         router._dicts = None
                     else:
                         router._all_ranks_prefix_matches = [dict(zip(f[0::2], f[1::2])) for f in flat]
@@ -1418,6 +1419,48 @@ class CPathTest(BareEnvCase):
                 self.taken[:] = [0, 0]
                 self.run_both(make, 11, odd=True)
                 self.assertGreater(self.taken[0] + self.taken[1], 30)
+
+    def test_match_index_equals_the_lists(self):
+        """The index gather_prefix_matches builds (match_index) gives the
+        decision the allgathered lists give: repeated ids (the last wins),
+        ids outside the batch, odd-length lists, fewer or more lists than
+        ranks, the largest ids, bools; and it declines (None) what
+        trtllm_route would not read from the lists, which then go as they
+        are."""
+        rng = random.Random(5)
+        for trial in range(60):
+            dp = rng.choice([2, 3, 5])
+            batch = [F.item(1000 + i, [rng.randrange(50)] * rng.randrange(8, 90)) for i in range(rng.randrange(1, 12))]
+            pool = [it.id for it in batch] + [2 ** 64 - 1, 0, 10 ** 12]
+            flat = []
+            for _ in range(dp + rng.choice([-1, 0, 0, 1])):
+                pairs = [(rng.choice(pool), rng.choice([0, 8, 16, 64, 2 ** 31 - 1])) for _ in range(rng.randrange(0, 20))]
+                row = [x for p in pairs for x in p] + ([7] if rng.random() < 0.2 else [])
+                flat.append(tuple(row) if rng.random() < 0.2 else row)
+            index = self.sp.match_index(flat)
+            self.assertIsNotNone(index, "trial %d" % trial)
+            got = []
+            states = [T.RankState(k, rng.randrange(3), 100 * k) for k in range(dp)]
+            for source in (index, flat):
+                r = T.KVCacheAwareADPRouter(F.Dist(0, dp), F.KVCacheManager(), match_rate_threshold=0.0)
+                r._gathered = ([it.id for it in batch], flat, source if source is index else None)
+                out, expected = r.route_requests(states, batch, 64)
+                got.append((ids(out), expected, r.router.state_digest()))
+            self.assertEqual(got[0], got[1], "trial %d" % trial)
+        self.assertEqual(self.taken[1], 0, "the index or the lists left to the Python path")
+        declined = [
+            ("a dict row", [{1: 2}]),
+            ("an id that is a float", [[1.0, 2]]),
+            ("a negative id", [[-1, 2]]),
+            ("an id past 2^64", [[2 ** 64, 2]]),
+            ("a match past int32", [[1, 2 ** 31]]),
+            ("a match that is a str", [[1, "2"]]),
+            ("rows not a list", ([1, 2] for _ in range(1))),
+        ]
+        for name, rows in declined:
+            with self.subTest(name):
+                self.assertIsNone(self.sp.match_index(rows))
+        self.assertIsNotNone(self.sp.match_index([[True, 1], [1, 2, 3], []]))
 
     def test_same_errors(self):
         """What the library or the Python path refuses is refused either way,
@@ -1474,7 +1517,7 @@ class CPathTest(BareEnvCase):
                     kv.add(p, lora=None)
                 r = T.KVCacheAwareADPRouter(F.Dist(0, 4, lambda flat: [flat] * 4), kv)
                 r.gather_prefix_matches(batch)
-                got.append((kv.probes, r._gathered))
+                got.append((kv.probes, r._gathered[:2]))
             self.accel.use(self.sp)
             self.assertEqual(got[0], got[1], "trial %d" % trial)
         bad = [
