@@ -282,9 +282,82 @@ static int append_tokens(growbuf *b, PyObject *toks, Py_ssize_t limit, Py_ssize_
     return rc;
 }
 
+/* Token lists whose tokens trtllm_route reads after every item's fields
+ * (as the Python path reads them when it packs, after building every
+ * Request), so that one pass over all the lists can read ahead: each entry
+ * holds a reference to a list or tuple, its length when its fields were
+ * read, and the k tokens to write at position at of the token buffer. */
+typedef struct {
+    PyObject *toks;
+    Py_ssize_t size, k, at;
+} deferred;
+
+typedef struct {
+    deferred *d;
+    Py_ssize_t n;
+} deferq;
+
+/* Reserves room for the first `limit` tokens of toks (a list or tuple; limit
+ * < 0: all) in b and queues them in q. Sets *len to len(toks). 0 or -1. */
+static int defer_tokens(deferq *q, growbuf *b, PyObject *toks, Py_ssize_t limit, Py_ssize_t *len)
+{
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(toks);
+    Py_ssize_t k = limit < 0 || limit > n ? n : limit;
+    *len = n;
+    if (grow(b, 4 * k) < 0)
+        return -1;
+    Py_INCREF(toks);
+    q->d[q->n++] = (deferred){toks, n, k, b->len / 4};
+    b->len += 4 * k;
+    return 0;
+}
+
+/* Reads the queued tokens into b, reading ahead: the item arrays of the
+ * lists two ahead and the ints of the next one are fetched while one list
+ * is read (a batch's prompts are mostly out of cache when the engine calls
+ * the router, and each token is a pointer to chase). A list whose length
+ * changed since its fields were read (code the caller's objects ran) is
+ * FALLBACK. 0 or FALLBACK; the references stay queued (deferq_release). */
+static int read_deferred(const deferq *q, growbuf *b)
+{
+    enum { AHEAD = 2 };
+    int32_t *out = (int32_t *)b->p;
+    for (Py_ssize_t j = 0; j < q->n; j++) {
+        if (j + AHEAD < q->n) {
+            const deferred *a = &q->d[j + AHEAD];
+            PyObject **it = PySequence_Fast_ITEMS(a->toks);
+            for (Py_ssize_t i = 0; i < a->k; i += 8)
+                __builtin_prefetch(&it[i]);
+        }
+        if (j + 1 < q->n) {
+            const deferred *a = &q->d[j + 1];
+            PyObject **it = PySequence_Fast_ITEMS(a->toks);
+            for (Py_ssize_t i = 0; i < a->k && i < 256; i++)
+                __builtin_prefetch(it[i]);
+        }
+        const deferred *d = &q->d[j];
+        if (PySequence_Fast_GET_SIZE(d->toks) != d->size)
+            return FALLBACK;
+        PyObject **it = PySequence_Fast_ITEMS(d->toks);
+        for (Py_ssize_t i = 0; i < d->k; i++)
+            if (token_int32(it[i], &out[d->at + i]))
+                return FALLBACK;
+    }
+    return 0;
+}
+
+static void deferq_release(deferq *q)
+{
+    for (Py_ssize_t j = 0; j < q->n; j++)
+        Py_DECREF(q->d[j].toks);
+    q->n = 0;
+}
+
 /* pack_request's work on a request's attribute values f (which it holds
- * references to), in slot order. */
-static int pack_fields(PyObject *const *f, Py_ssize_t limit, adpr_request *out, growbuf *tok, growbuf *text)
+ * references to), in slot order. With dq non-NULL, a list or tuple of
+ * tokens is queued there (read_deferred reads it) rather than read now. */
+static int pack_fields(PyObject *const *f, Py_ssize_t limit, adpr_request *out, growbuf *tok, growbuf *text,
+                       deferq *dq)
 {
     PyObject *id = f[R_ID], *toks = f[R_TOKENS], *ntok = f[R_NUM_TOKENS], *target = f[R_TARGET],
              *relax = f[R_RELAX], *cid = f[R_CONV], *lora = f[R_LORA], *salt = f[R_SALT];
@@ -299,7 +372,8 @@ static int pack_fields(PyObject *const *f, Py_ssize_t limit, adpr_request *out, 
     out->token_offset = tok->len / 4;
     if (toks != Py_None) {
         Py_ssize_t len;
-        int rc = append_tokens(tok, toks, limit, &len);
+        int rc = dq != NULL && plain_seq(toks) ? defer_tokens(dq, tok, toks, limit, &len)
+                                               : append_tokens(tok, toks, limit, &len);
         if (rc)
             return rc;
         if (ntok == Py_None)
@@ -371,7 +445,7 @@ static int pack_request(PyObject *q, Py_ssize_t limit, adpr_request *out, growbu
         f[k] = slot(q, request_off[k]);
         Py_XINCREF(f[k]);
     }
-    int rc = pack_fields(f, limit, out, tok, text);
+    int rc = pack_fields(f, limit, out, tok, text, NULL);
     if (rc == 0 && idref != NULL) {
         Py_INCREF(f[R_ID]);
         *idref = f[R_ID];
@@ -1518,7 +1592,8 @@ static int scope_value(PyObject *v, int salt, uint64_t *out)
  * adprouter.trtllm's _requests builds its Request and _pack packs it
  * (through pack_fields, which both paths' packing shares). limit: the
  * tokens to send (0: none, < 0: all). Returns 0, FALLBACK or -1. */
-static int pack_item(PyObject *item, Py_ssize_t limit, int flags, adpr_request *out, growbuf *tok, growbuf *text)
+static int pack_item(PyObject *item, Py_ssize_t limit, int flags, adpr_request *out, growbuf *tok, growbuf *text,
+                     deferq *dq)
 {
     enum { K = R_SLOTS };
     PyObject *f[K] = {NULL}, *req = NULL, *sp = NULL, *toks = NULL;
@@ -1538,7 +1613,7 @@ static int pack_item(PyObject *item, Py_ssize_t limit, int flags, adpr_request *
         f[R_TOKENS] = Py_None;
         Py_INCREF(rq_zero);
         f[R_NUM_TOKENS] = rq_zero;
-        rc = pack_fields(f, limit, out, tok, text);
+        rc = pack_fields(f, limit, out, tok, text, dq);
         goto done;
     }
     /* The token count: num_input_tokens when an int, else the list's
@@ -1629,7 +1704,7 @@ static int pack_item(PyObject *item, Py_ssize_t limit, int flags, adpr_request *
         if (bad)
             goto done;
     }
-    rc = pack_fields(f, limit, out, tok, text); /* f[R_LORA], f[R_SALT] NULL: set below */
+    rc = pack_fields(f, limit, out, tok, text, dq); /* f[R_LORA], f[R_SALT] NULL: set below */
     if (rc == 0) {
         out->lora_id = lora;
         out->cache_salt = salt;
@@ -1959,7 +2034,7 @@ static int decode_items(PyObject **items, const idmap *m, const int32_t *ranks,
  * under the GIL, so calls on other threads, which run while one has
  * released the GIL, never share one. At most SCRATCH_POOL are kept, and a
  * buffer larger than SCRATCH_KEEP bytes is freed rather than kept. */
-enum { SB_STATES, SB_REQS, SB_RANKS, SB_OFFSETS, SB_ORDER, SB_TABLE, SB_KEYS, SB_POS, SB_N };
+enum { SB_STATES, SB_REQS, SB_RANKS, SB_OFFSETS, SB_ORDER, SB_TABLE, SB_KEYS, SB_POS, SB_DEFER, SB_N };
 #define SCRATCH_POOL 4
 #define SCRATCH_KEEP ((size_t)64 << 20)
 
@@ -2121,6 +2196,9 @@ static PyObject *trtllm_route(PyObject *Py_UNUSED(self), PyObject *const *args, 
     int32_t *ranks = reqs ? scratch_buf(sc, SB_RANKS, 4 * nr) : NULL;
     int32_t *offsets = ranks ? scratch_buf(sc, SB_OFFSETS, 4 * (ns + 1)) : NULL;
     uint64_t *order = offsets ? scratch_buf(sc, SB_ORDER, 8 * nr) : NULL;
+    deferq dq = {order ? scratch_buf(sc, SB_DEFER, nr * sizeof(deferred)) : NULL, 0};
+    if (dq.d == NULL)
+        order = NULL; /* MemoryError set */
     int32_t *table = NULL;
     if (order != NULL && (rows != NULL || indexed != NULL) && nr > 0 &&
         (table = scratch_buf(sc, SB_TABLE, 4 * ns * nr)) != NULL)
@@ -2134,7 +2212,9 @@ static PyObject *trtllm_route(PyObject *Py_UNUSED(self), PyObject *const *args, 
     for (Py_ssize_t i = 0; rc == 0 && i < ns; i++)
         rc = pack_any_state(PyTuple_GET_ITEM(sts, i), &st[i]);
     for (Py_ssize_t i = 0; rc == 0 && i < nr; i++)
-        rc = pack_item(items[i], limit, (int)flags, &reqs[i], tok, text);
+        rc = pack_item(items[i], limit, (int)flags, &reqs[i], tok, text, &dq);
+    if (rc == 0)
+        rc = read_deferred(&dq, tok);
     if (rc == 0 && idmap_scratch(&m, reqs, nr, sc) < 0)
         rc = -1;
     /* A repeated id: the Python path raises the library's error for it. */
@@ -2173,6 +2253,7 @@ static PyObject *trtllm_route(PyObject *Py_UNUSED(self), PyObject *const *args, 
     }
     if (have_err)
         PyBuffer_Release(&err);
+    deferq_release(&dq);
     scratch_give(sc);
     Py_DECREF(sts);
     Py_DECREF(its);

@@ -918,6 +918,49 @@ def _(r):
     return trt_route(t, items)
 
 
+@case("trtllm: a later item's property rewrites earlier prompts", runs=True, valgrind=True)
+def _(r):
+    # The C path reads every prompt's tokens after all the items' fields, as
+    # the Python path packs them: a token rewritten meanwhile is read as
+    # rewritten on both.
+    t = kv_router()
+    items = trt_items(10)
+
+    def rewrite():
+        for it in items[:5]:
+            it.request.input_token_ids[0] = 163
+        churn()
+    items.append(hostile_item(fresh(BASE + 60), range(100, 140), "py_scheduling_params", None, Once(rewrite)))
+    return trt_route(t, items)
+
+
+@case("trtllm: a later item's property grows an earlier prompt", runs=True, same=False, valgrind=True)
+def _(r):
+    # A prompt whose length changed after its count was read: the C path
+    # hands the batch to the Python path, which reads it again (the pure
+    # Python path, having read the count before the change, refuses it).
+    t = kv_router()
+    items = trt_items(10)
+
+    def grow():
+        items[2].request.input_token_ids.extend(range(100, 164))
+        churn()
+    items.append(hostile_item(fresh(BASE + 62), range(100, 140), "py_scheduling_params", None, Once(grow)))
+    return trt_route(t, items)
+
+
+@case("trtllm: a later item's property rewrites earlier prompts in index mode", runs=True, valgrind=True)
+def _(r):
+    t = kv_router(options={"prefix_source": "index"})  # every token of every prompt is read
+    items = trt_items(10)
+
+    def rewrite():
+        for it in items[:5]:
+            it.request.input_token_ids[-1] = 7
+    items.append(hostile_item(fresh(BASE + 61), range(100, 140), "py_scheduling_params", None, Once(rewrite)))
+    return trt_route(t, items)
+
+
 @case("trtllm: lora task_id property closes the router", runs=True, valgrind=True)
 def _(r):
     t = kv_router(options={"prefix_source": "index"})  # reads the task again when routing
