@@ -129,26 +129,30 @@ def match_table(match_lens, requests, ns, nr, pairs):
                 if ids is None:
                     ids = [q.id for q in requests]
                     pos = {rid: i for i, rid in enumerate(ids)}
+            # Each row is read once, into a list of its own: another thread
+            # may change it meanwhile, and a row that changed between a
+            # check and its use would fail the slice assignment.
             if pairs:
-                _fill_pairs(out, m, r, ns, nr, ids, pos)
+                _fill_pairs(out, list(m), r, ns, nr, ids, pos)
             elif isinstance(m, dict):
-                if len(m) == nr and list(m) == ids:
-                    out[r::ns] = m.values()  # names every request, in batch order
+                items = list(m.items())
+                if len(items) == nr and [rid for rid, _ in items] == ids:
+                    out[r::ns] = [v for _, v in items]  # names every request, in batch order
                     continue
-                try:
-                    for rid, v in m.items():
-                        out[pos[rid] * ns + r] = v
-                except KeyError:
-                    rid = next(k for k in m if k not in pos)
-                    raise InvalidArgumentError(
-                        "match_lens[%d] names request id %r, which is not in the batch"
-                        % (r, rid), INVALID_ARGUMENT) from None
-            elif len(m) != nr:
-                raise InvalidArgumentError(
-                    "match_lens[%d] has %d values, want one per request (%d)"
-                    % (r, len(m), nr), INVALID_ARGUMENT)
+                for rid, v in items:
+                    k = pos.get(rid)
+                    if k is None:
+                        raise InvalidArgumentError(
+                            "match_lens[%d] names request id %r, which is not in the batch"
+                            % (r, rid), INVALID_ARGUMENT)
+                    out[k * ns + r] = v
             else:
-                out[r::ns] = m
+                vals = list(m)
+                if len(vals) != nr:
+                    raise InvalidArgumentError(
+                        "match_lens[%d] has %d values, want one per request (%d)"
+                        % (r, len(vals), nr), INVALID_ARGUMENT)
+                out[r::ns] = vals
         return array("i", out)
     except (TypeError, OverflowError) as e:
         raise InvalidArgumentError("match_lens: %s" % (e,), INVALID_ARGUMENT) from None
