@@ -17,11 +17,10 @@ import (
 // again, so the library hands such garbage back to the operating system:
 // after a call that grew a router's index_bytes (router.IndexBytes, which
 // rises only when an array doubles) by releaseMinBytes or more since the last
-// release,
-// and after destroying a router that held as much, a background goroutine
-// runs debug.FreeOSMemory (a garbage collection that returns every free
-// page). It runs off the caller's thread and touches no router, so decisions
-// neither wait for it nor depend on it.
+// release, and after destroying a router that held as much, a background
+// goroutine runs debug.FreeOSMemory (a garbage collection that returns every
+// free page). It runs off the caller's thread and touches no router, so
+// decisions neither wait for it nor depend on it.
 
 // releaseMinBytes is the garbage, in bytes, that asks for a release: the
 // doublings of a large index's arrays, never the small ones of a router's
