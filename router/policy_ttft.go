@@ -66,8 +66,8 @@ import (
 // Every candidate whose prediction is within one block (TokensPerBlock) of
 // the lowest is a tie: the index resolves whole blocks. Ties go to the
 // conversation's rank, then the rank that computes fewer tokens for the
-// request, then the lower prediction, then the rank holding fewer cached
-// blocks, then fewer active requests, then the lower index: no randomness,
+// request, then the lower prediction, then fewer active requests, then the
+// rank holding fewer cached blocks, then the lower index: no randomness,
 // so the decision is a pure function of the router's state and the call.
 
 // ttftState is what the TTFT score keeps across calls: per rank, the
@@ -406,10 +406,14 @@ func (r *Router) bound(q *Request) bool {
 }
 
 // spreads reports whether rank k is a better home than rank best for a
-// request both serve equally well: the one whose prefix cache holds fewer
-// blocks, so that prompt families spread over every rank instead of piling
-// on the lowest ones, then the one with fewer requests.
+// request both serve equally well: the one serving fewer requests (each
+// lengthens every lock-step iteration a little while it decodes, and the
+// busiest rank sets the iteration for all), then the one whose prefix cache
+// holds fewer blocks, so that prompt families spread over every rank instead
+// of piling on the lowest ones.
 func (r *Router) spreads(k, best int) bool {
-	bk, bb := r.prefix.idx.Blocks(k), r.prefix.idx.Blocks(best)
-	return bk < bb || (bk == bb && r.count[k] < r.count[best])
+	if r.count[k] != r.count[best] {
+		return r.count[k] < r.count[best]
+	}
+	return r.prefix.idx.Blocks(k) < r.prefix.idx.Blocks(best)
 }
