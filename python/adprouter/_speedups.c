@@ -312,12 +312,21 @@ static int defer_tokens(deferq *q, growbuf *b, PyObject *toks, Py_ssize_t limit,
     return 0;
 }
 
+/* The tokens of queued list a still there to read: its k, or fewer when
+ * code run since its fields were read shrank it (its item array may then be
+ * smaller, or gone). */
+static inline Py_ssize_t deferred_readable(const deferred *a)
+{
+    return Py_MIN(a->k, PySequence_Fast_GET_SIZE(a->toks));
+}
+
 /* Reads the queued tokens into b, reading ahead: the item arrays of the
  * lists two ahead and the ints of the next one are fetched while one list
  * is read (a batch's prompts are mostly out of cache when the engine calls
- * the router, and each token is a pointer to chase). A list whose length
- * changed since its fields were read (code the caller's objects ran) is
- * FALLBACK. 0 or FALLBACK; the references stay queued (deferq_release). */
+ * the router, and each token is a pointer to chase). Read-ahead stays
+ * within each list's present length. A list whose length changed since its
+ * fields were read (code the caller's objects ran) is FALLBACK. 0 or
+ * FALLBACK; the references stay queued (deferq_release). */
 static int read_deferred(const deferq *q, growbuf *b)
 {
     enum { AHEAD = 2 };
@@ -326,13 +335,13 @@ static int read_deferred(const deferq *q, growbuf *b)
         if (j + AHEAD < q->n) {
             const deferred *a = &q->d[j + AHEAD];
             PyObject **it = PySequence_Fast_ITEMS(a->toks);
-            for (Py_ssize_t i = 0; i < a->k; i += 8)
+            for (Py_ssize_t i = 0, n = deferred_readable(a); i < n; i += 8)
                 __builtin_prefetch(&it[i]);
         }
         if (j + 1 < q->n) {
             const deferred *a = &q->d[j + 1];
             PyObject **it = PySequence_Fast_ITEMS(a->toks);
-            for (Py_ssize_t i = 0; i < a->k && i < 256; i++)
+            for (Py_ssize_t i = 0, n = Py_MIN(deferred_readable(a), 256); i < n; i++)
                 __builtin_prefetch(it[i]);
         }
         const deferred *d = &q->d[j];

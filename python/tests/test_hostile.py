@@ -969,6 +969,21 @@ def _(r):
     return trt_route(t, items)
 
 
+@case("trtllm: a later item's property empties earlier prompts", runs=True, same=False, valgrind=True)
+def _(r):
+    # Emptied lists (their item arrays freed) must not be read ahead, either
+    # for the next list or two lists ahead.
+    t = kv_router(options={"prefix_source": "index"})
+    items = trt_items(10)
+
+    def empty():
+        for it in items[:8]:
+            it.request.input_token_ids.clear()
+        churn()
+    items.append(hostile_item(fresh(BASE + 63), range(100, 140), "py_scheduling_params", None, Once(empty)))
+    return trt_route(t, items)
+
+
 @case("trtllm: a later item's property rewrites earlier prompts in index mode", runs=True, valgrind=True)
 def _(r):
     t = kv_router(options={"prefix_source": "index"})  # every token of every prompt is read
