@@ -1822,19 +1822,16 @@ typedef struct {
     Py_ssize_t nrows;  /* rank rows */
     Py_ssize_t nids;   /* distinct ids */
     Py_ssize_t capids; /* rows of m allocated */
-    uint64_t mask;
-    int shift;
-    uint64_t *keys; /* hash table: id */
-    int32_t *pos;   /* hash table: id's row of m + 1, 0 empty */
-    int32_t *m;     /* nids x nrows matches, id-major */
+    idmap ids;         /* id -> its row of m (refs unused) */
+    int32_t *m;        /* nids x nrows matches, id-major */
 } matchindex;
 
 static void matchindex_free(matchindex *x)
 {
     if (x == NULL)
         return;
-    PyMem_Free(x->keys);
-    PyMem_Free(x->pos);
+    PyMem_Free(x->ids.keys);
+    PyMem_Free(x->ids.pos);
     PyMem_Free(x->m);
     PyMem_Free(x);
 }
@@ -1844,10 +1841,11 @@ static void matchindex_capsule_free(PyObject *cap)
     matchindex_free(PyCapsule_GetPointer(cap, MATCH_INDEX));
 }
 
-/* Sizes x's hash table to size slots (a power of two, > 2 * nids), moving
- * its ids. 0 or -1 (MemoryError set). */
+/* Sizes x's id table to size slots (a power of two, > 2 * nids), moving its
+ * ids. 0 or -1 (MemoryError set). */
 static int matchindex_rehash(matchindex *x, Py_ssize_t size)
 {
+    idmap *t = &x->ids;
     uint64_t *keys = PyMem_Malloc(size * sizeof *keys);
     int32_t *pos = PyMem_Calloc(size, sizeof *pos);
     if (keys == NULL || pos == NULL) {
@@ -1859,43 +1857,34 @@ static int matchindex_rehash(matchindex *x, Py_ssize_t size)
     int shift = 64;
     for (Py_ssize_t n = size; n > 1; n >>= 1)
         shift--;
-    for (uint64_t i = 0; x->pos != NULL && i <= x->mask; i++)
-        if (x->pos[i] != 0) {
-            uint64_t slot = (x->keys[i] * IDMAP_K) >> shift;
+    for (uint64_t i = 0; t->pos != NULL && i <= t->mask; i++)
+        if (t->pos[i] != 0) {
+            uint64_t slot = (t->keys[i] * IDMAP_K) >> shift;
             while (pos[slot] != 0)
                 slot = (slot + 1) & (uint64_t)(size - 1);
-            keys[slot] = x->keys[i];
-            pos[slot] = x->pos[i];
+            keys[slot] = t->keys[i];
+            pos[slot] = t->pos[i];
         }
-    PyMem_Free(x->keys);
-    PyMem_Free(x->pos);
-    x->keys = keys;
-    x->pos = pos;
-    x->mask = (uint64_t)size - 1;
-    x->shift = shift;
+    PyMem_Free(t->keys);
+    PyMem_Free(t->pos);
+    t->keys = keys;
+    t->pos = pos;
+    t->mask = (uint64_t)size - 1;
+    t->shift = shift;
     return 0;
-}
-
-/* id's row of x's matches, or -1. */
-static inline Py_ssize_t matchindex_find(const matchindex *x, uint64_t id)
-{
-    for (uint64_t slot = (id * IDMAP_K) >> x->shift; x->pos[slot] != 0; slot = (slot + 1) & x->mask)
-        if (x->keys[slot] == id)
-            return x->pos[slot] - 1;
-    return -1;
 }
 
 /* id's row of x's matches, added (zeroed) if new; -1 with MemoryError set. */
 static Py_ssize_t matchindex_row(matchindex *x, uint64_t id)
 {
-    Py_ssize_t at = matchindex_find(x, id);
+    Py_ssize_t at = idmap_find(&x->ids, id);
     if (at >= 0)
         return at;
     if (x->nids >= INT32_MAX - 1 || x->nids + 1 > PY_SSIZE_T_MAX / 4 / (x->nrows ? x->nrows : 1)) {
         PyErr_NoMemory();
         return -1;
     }
-    if (2 * (x->nids + 1) > (Py_ssize_t)x->mask + 1 && matchindex_rehash(x, 2 * ((Py_ssize_t)x->mask + 1)) < 0)
+    if (2 * (x->nids + 1) > (Py_ssize_t)x->ids.mask + 1 && matchindex_rehash(x, 2 * ((Py_ssize_t)x->ids.mask + 1)) < 0)
         return -1;
     if (x->nids == x->capids) {
         Py_ssize_t cap = x->capids ? 2 * x->capids : 64;
@@ -1909,11 +1898,12 @@ static Py_ssize_t matchindex_row(matchindex *x, uint64_t id)
     }
     at = x->nids++;
     memset(&x->m[at * x->nrows], 0, x->nrows * sizeof *x->m);
-    uint64_t slot = (id * IDMAP_K) >> x->shift;
-    while (x->pos[slot] != 0)
-        slot = (slot + 1) & x->mask;
-    x->keys[slot] = id;
-    x->pos[slot] = (int32_t)(at + 1);
+    idmap *t = &x->ids;
+    uint64_t slot = (id * IDMAP_K) >> t->shift;
+    while (t->pos[slot] != 0)
+        slot = (slot + 1) & t->mask;
+    t->keys[slot] = id;
+    t->pos[slot] = (int32_t)(at + 1);
     return at;
 }
 
@@ -1984,7 +1974,7 @@ static void fill_indexed(const matchindex *x, const adpr_request *reqs, Py_ssize
 {
     Py_ssize_t w = Py_MIN(ns, x->nrows);
     for (Py_ssize_t i = 0; i < nr; i++) {
-        Py_ssize_t at = matchindex_find(x, reqs[i].id);
+        Py_ssize_t at = idmap_find(&x->ids, reqs[i].id);
         if (at >= 0)
             memcpy(&table[i * ns], &x->m[at * x->nrows], w * sizeof *table);
     }
