@@ -63,6 +63,10 @@ read ratios more than absolutes):
    gather_prefix_matches (each side's probe loop calls the same probe with
    prompt[:-1], which returns a precomputed value; the allgather returns the
    precomputed [id, match, ...] lists) + route_requests;
+4f. row 4's floor: no router, only the probe loop (prompt[:-1] and one probe
+   call per request, the part of gather_prefix_matches that is the engine's
+   API), timed against the other side's row-4 iteration: the most any router
+   that probes can gain on row 4;
 5. the same iteration with ours in index mode (options={"prefix_source":
    "index"}: no probes, no second allgather) against the other side's row-4
    iteration; every call brings fresh prompts (new blocks after the system
@@ -107,6 +111,7 @@ VOCAB = 128_000
 BLOCK = 32
 SYSTEM_LENS = (384, 768, 1200, 1536)
 SIZES = ((256, 16), (1024, 64))
+ROW_FLOOR = "(4f) row 4's probe loop alone"
 DEFAULT_RUNS = {(256, 16): 151, (1024, 64): 51}
 QUICK_RUNS = 3
 WARM = 2
@@ -522,8 +527,26 @@ def iteration(router, active, items, maxn):
     return router.route_requests(states, items, maxn)
 
 
+def probe_loop(kv, items):
+    """The engine's share of gather_prefix_matches, as both sides run it:
+    for each item, its prompt without the last token (a copy: the probe API
+    takes a list) and one probe_prefix_match_length call. Nothing else."""
+    out = []
+    for it in items:
+        req = it.request
+        if req is None:
+            out.append(0)
+            continue
+        toks = getattr(req, "input_token_ids", None) or []
+        cfg = getattr(req, "lora_config", None)
+        out.append(kv.probe_prefix_match_length(toks[:-1] if len(toks) > 1 else [],
+                                                cfg.task_id if cfg is not None else None,
+                                                cache_salt=getattr(req, "cache_salt", None)))
+    return out
+
+
 def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX):
-    """The five rows at one size: [(label, ours times, theirs times)]."""
+    """The six rows at one size: [(label, ours times, theirs times)]."""
     w = Workload(nreq, dp, theirs.request_states)
     gc.collect()
     gc.freeze()  # the workload stays: collections between runs skip it
@@ -599,6 +622,14 @@ def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX):
     rows.append((label,) + timed(runs, WARM, lambda k: (lambda: iteration(o_it, w.active, items, maxn),
                                                         lambda: iteration(t_it, w.active, items, maxn)),
                                  same(label)))
+
+    # (4f) row 4's floor: the probe loop alone against the other side's
+    # whole iteration. Its speed-up is the most any router that probes
+    # through the engine's API can reach on row 4.
+    label = ROW_FLOOR
+    rows.append((label,) + timed(runs, WARM, lambda k: (lambda: probe_loop(kv, items),
+                                                        lambda: iteration(t_it, w.active, items, maxn)),
+                                 lambda k, a, b: None))
 
     # (5) ours in index mode against the other side's row-4 iteration, fresh prompts each call.
     rss0 = resident_bytes()
@@ -811,6 +842,9 @@ def main():
           "router's earlier batches untimed), every request placed" % counter["same"])
     print("row 5: ours (index mode) consistent in all %d calls (every request placed once, strict targets kept, "
           "no rank past expected); its decisions differ from %s's by design" % (counter["index"], other))
+    print("row 4f: no router, only the probe loop both sides' gather_prefix_matches run (prompt[:-1] and one "
+          "probe call per request), against %s's row-4 iteration: its speed-up is the most any router that "
+          "probes through the engine's API can reach on row 4" % other)
     for note in counter["index_note"]:
         print("  " + note)
     print("wall time %.1f s" % (time.monotonic() - start))

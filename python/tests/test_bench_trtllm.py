@@ -14,7 +14,7 @@ PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(PYTHON_DIR, "bench_trtllm.py")
 
 ROWS = ("(1) KV-aware route_requests", "(2) default route_requests", "(3) conversation route_requests",
-        "(4) KV-aware iteration", "(5) index-mode iteration (ours)")
+        "(4) KV-aware iteration", "(4f) row 4's probe loop alone", "(5) index-mode iteration (ours)")
 
 
 def bench(*args):
