@@ -44,10 +44,11 @@ import (
 //     (TensorRT-LLM) a request that starts beside the one computing its
 //     prefix computes it again, so siblings and in-flight follow-ups spread
 //     instead of piling onto the rank that cannot serve them yet.
-//   - A request's home — its conversation's rank, else the rank that
-//     computed the longest prefix of it when no rank under the soft cap
-//     holds as much — stays a candidate past the soft cap, up to the hard
-//     cap: the soft cap counts requests, most of which only decode.
+//   - A request's home stays a candidate past the soft cap: the soft cap
+//     counts requests, most of which only decode. Its conversation's rank
+//     does up to the hard cap; else the rank that computed the longest
+//     prefix of it, when no rank under the soft cap holds as much, does up
+//     to twice the soft cap of a fair share (ttftHomeCaps).
 //   - A new conversation goes, among the ranks where it would wait no longer
 //     than computing its whole prompt on an idle rank, to one with the
 //     fewest requests and, among those, the one home to the fewest recently
@@ -85,6 +86,20 @@ type ttftState struct {
 // The window size was chosen on the simulator's follow-up and conversation
 // workloads (docs/routing-quality.md has the evaluation).
 const ttftRecentHomes = 4
+
+// ttftHomeCaps bounds how many requests the rank holding the longest
+// prefix of a request may hold and still take it past the soft cap: this
+// many times the soft cap of a fair share (fairCap), which, unlike the
+// soft cap, does not rise with the busiest rank. Unbounded, every request
+// of a popular prefix placed on its holder would raise the soft cap the
+// next decision uses, and one rank would take all of a shared system
+// prompt's traffic while the others idle: in lock step, its prefill and
+// decoding then lengthen every rank's iterations. Beyond the bound the
+// request goes to an eligible rank, which computes the prefix once and
+// holds it from then on. The factor was chosen on the simulator's
+// evaluation grid, its held-out seeds and steady traffic of one to four
+// tenants at two to four times the grid's rate (docs/routing-quality.md).
+const ttftHomeCaps = 2
 
 // recentHomes returns, per rank, how many of the ttftRecentHomes × dp_size
 // most recently active conversations it is home to.
@@ -164,6 +179,9 @@ func (r *Router) routeTTFT(b *batch) {
 		place(i, k)
 	})
 	expected, eligible, quiet := r.scoring(b, count, rest)
+	// How far past the soft cap a prefix's home stays a candidate (see
+	// ttftHomeCaps).
+	homeCap := min(b.maxn, ttftHomeCaps*fairCap(count, len(rest), r.cfg.FairShareMultiplier, b.maxn))
 
 	for _, i := range rest {
 		q := &b.reqs[i]
@@ -178,14 +196,14 @@ func (r *Router) routeTTFT(b *batch) {
 		}
 		if home < 0 {
 			// The rank that computed the longest prefix of the
-			// request stays a candidate up to the hard cap too,
-			// when no eligible rank holds as much.
+			// request stays a candidate up to homeCap, when no
+			// eligible rank holds as much.
 			held := 0
 			for _, k := range eligible {
 				held = max(held, ready[k])
 			}
 			for k, m := range ready {
-				if m > held && count[k] < b.maxn {
+				if m > held && count[k] < homeCap {
 					home, held = k, m
 				}
 			}

@@ -355,19 +355,28 @@ func (r *Router) relaxSort(b *batch, first func(q *Request) bool) []int {
 // fair = ceil((sum(count) + remaining) / size),
 // min(max(ceil(multiplier * fair), max(count)), maxn).
 func softCap(count []int, remaining int, multiplier float64, maxn int) int {
-	sum, busiest := remaining, 0
+	busiest := 0
+	for _, c := range count {
+		busiest = max(busiest, c)
+	}
+	return min(max(fairCap(count, remaining, multiplier, maxn), busiest), maxn)
+}
+
+// fairCap is softCap without its floor at the busiest rank:
+// min(ceil(multiplier * fair), maxn). Unlike softCap it does not rise as
+// the busiest rank takes more requests.
+func fairCap(count []int, remaining int, multiplier float64, maxn int) int {
+	sum := remaining
 	for _, c := range count {
 		sum += c
-		busiest = max(busiest, c)
 	}
 	fair := (sum + len(count) - 1) / len(count)
 	f := math.Ceil(multiplier * float64(fair))
 	if f >= float64(maxn) {
-		// min(max(f, busiest), maxn) is maxn; converting a huge f to int
-		// would overflow.
+		// Converting a huge f to int would overflow.
 		return maxn
 	}
-	return min(max(int(f), busiest), maxn)
+	return int(f)
 }
 
 // PendingWarmup returns, in ascending order, the ranks the KV-aware policy's
