@@ -463,6 +463,12 @@ func evalFamilies() []evalFamily {
 			w.Rate, w.DurationS = 20*load, evalDuration
 		}}
 	}
+	loaded := func(groups int, zipf, times float64) evalParam {
+		return evalParam{fmt.Sprintf("tenants=%d zipf=%g rate=%gx", groups, zipf, times), func(w *WorkloadConfig, load float64) {
+			w.Groups, w.ZipfS, w.Arrival = groups, zipf, ArrivalPoisson
+			w.Rate, w.DurationS = 20*times*load, evalDuration
+		}}
+	}
 	return []evalFamily{
 		{name: "shared-spike", kind: KindColdStart, params: []evalParam{
 			{"sys=4096", func(w *WorkloadConfig, load float64) { spike(w, load, 4096, 1, 0, 8) }},
@@ -484,6 +490,12 @@ func evalFamilies() []evalFamily {
 			steady(64, 0.6, ArrivalBursty),
 			steady(64, 1.4, ArrivalPoisson),
 		}, shaped: []int{4}, quick: [][2]int{{0, 1}, {4, 1}, {5, 1}}},
+		{name: "loaded", kind: KindMultiTenant, params: []evalParam{
+			loaded(1, 0, 2),
+			loaded(1, 0, 4),
+			loaded(2, 1, 2),
+			loaded(4, 1, 4),
+		}, shaped: []int{0}, quick: [][2]int{{1, 1}}},
 		{name: "mixed-lengths", kind: KindMultiTenant, params: []evalParam{
 			{"tenants=8 zipf=1.1 sys=1024 suffix=32-6144", func(w *WorkloadConfig, load float64) {
 				w.Groups, w.ZipfS, w.SystemTokens, w.SuffixMin, w.SuffixMax = 8, 1.1, 1024, 32, 6144
