@@ -317,3 +317,40 @@ func BenchmarkMatch16(b *testing.B) {
 		x.Match(chain, out)
 	}
 }
+
+// BenchmarkInsertEvicting is the index in an engine's steady state: 16
+// ranks whose lists are full (45,000 blocks each, about 720,000 entries in
+// all), each insertion a chain of 64 blocks whose first 24 are one of four
+// shared system prompts and the rest new, so that every new block evicts the
+// rank's least recently used one. Reported per block inserted.
+func BenchmarkInsertEvicting(b *testing.B) {
+	const ranks, limit, chainLen, shared = 16, 45000, 64, 24
+	x := NewIndex(ranks, ranks*limit)
+	for r := range ranks {
+		x.SetLimit(r, limit)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var systems [4][]uint64
+	for s := range systems {
+		systems[s] = make([]uint64, shared)
+		for i := range systems[s] {
+			systems[s][i] = rng.Uint64()
+		}
+	}
+	chain := make([]uint64, chainLen)
+	next := func() (int, []uint64) {
+		copy(chain, systems[rng.IntN(len(systems))])
+		for i := shared; i < chainLen; i++ {
+			chain[i] = rng.Uint64()
+		}
+		return rng.IntN(ranks), chain
+	}
+	for x.Evicted(0) == 0 || x.Len() < ranks*limit*9/10 {
+		x.Insert(next())
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		x.Insert(next())
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*chainLen), "ns/block")
+}
