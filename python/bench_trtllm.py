@@ -111,7 +111,6 @@ VOCAB = 128_000
 BLOCK = 32
 SYSTEM_LENS = (384, 768, 1200, 1536)
 SIZES = ((256, 16), (1024, 64))
-ROW_FLOOR = "(4f) row 4's probe loop alone"
 DEFAULT_RUNS = {(256, 16): 151, (1024, 64): 51}
 QUICK_RUNS = 3
 WARM = 2
@@ -626,7 +625,7 @@ def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX):
     # (4f) row 4's floor: the probe loop alone against the other side's
     # whole iteration. Its speed-up is the most any router that probes
     # through the engine's API can reach on row 4.
-    label = ROW_FLOOR
+    label = "(4f) row 4's probe loop alone"
     rows.append((label,) + timed(runs, WARM, lambda k: (lambda: probe_loop(kv, items),
                                                         lambda: iteration(t_it, w.active, items, maxn)),
                                  lambda k, a, b: None))

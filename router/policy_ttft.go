@@ -185,8 +185,10 @@ func (r *Router) routeTTFT(b *batch) {
 
 	for _, i := range rest {
 		q := &b.reqs[i]
-		// The request's home stays a candidate up to the hard cap: the
-		// soft cap counts requests, most of which only decode.
+		// The request's home stays a candidate past the soft cap,
+		// which counts requests, most of which only decode: its
+		// conversation's rank up to the hard cap, the rank holding
+		// its longest prefix up to homeCap.
 		r.ttftRows(b, i, row, ready)
 		home := -1
 		if q.ConversationID != "" {
