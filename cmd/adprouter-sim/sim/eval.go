@@ -30,7 +30,8 @@ import (
 //
 // EvalGrid builds the grid (EvalFull, the one the docs report, or
 // EvalQuick, the slice the tests run); RunEval simulates it; WriteEval prints
-// per semantics a summary per family and the worst cells, and the verdict.
+// per semantics a summary per family and the worst cells, each reference
+// judged the same way against the others (EvalScale), and the verdict.
 
 // EvalWinFamilies is how many families the judged variant must win under
 // each reuse semantics (a trace family among them).
@@ -111,6 +112,22 @@ type EvalFamily struct {
 	WorstP99     EvalCell `json:"worst_p99"`
 }
 
+// EvalScale is one reference policy judged as the variant is, on every
+// cell against the best of the other references, under one reuse
+// semantics. It gives the goals their scale: a cell's TTFT p99 is set by a
+// few of its slowest requests, and no reference keeps within GoalP99 of the
+// others on most cells.
+type EvalScale struct {
+	Reference string `json:"reference"`
+	Reuse     string `json:"reuse"`
+	Cells     int    `json:"cells"`
+	// Misses counts the cells where it breaks a cell goal against the best
+	// of the others; WorstPrefill and WorstP99 are its largest ratios.
+	Misses       int     `json:"misses"`
+	WorstPrefill float64 `json:"worst_prefill"`
+	WorstP99     float64 `json:"worst_p99"`
+}
+
 // Win reports whether the family's typical p99 is at least 20% below the
 // best reference's.
 func (f EvalFamily) Win() bool { return f.P99GeoMean > 0 && f.P99GeoMean <= GoalWin }
@@ -128,6 +145,9 @@ type Evaluation struct {
 	Cases    []EvalCase   `json:"cases"`
 	Cells    []EvalCell   `json:"cells"`
 	Families []EvalFamily `json:"families"`
+	// Scale is every reference judged against the others (per reuse
+	// semantics, references inner).
+	Scale []EvalScale `json:"reference_scale"`
 	// Problems lists every goal missed, in words; empty when all are met.
 	Problems []string `json:"problems"`
 }
@@ -231,24 +251,56 @@ func RunEval(o EvalOptions) (*Evaluation, error) {
 
 	e := &Evaluation{Tool: "adprouter-sim", Version: 1, Grid: o.Grid, Variant: o.Variant.Name,
 		Refs: slices.Clone(References), Reuse: slices.Clone(modes), Cases: o.Cases}
+	e.Scale = make([]EvalScale, nm*len(refs))
+	for m := range modes {
+		for r := range refs {
+			e.Scale[m*len(refs)+r] = EvalScale{Reference: refs[r].Name, Reuse: modes[m]}
+		}
+	}
 	for c := range o.Cases {
 		for m := range modes {
 			base := (c*nm + m) * nv
-			best := -1
-			for r := range refs {
-				f := figs[base+r]
-				if best < 0 || f.p99 < figs[base+best].p99 || (f.p99 == figs[base+best].p99 && f.prefill < figs[base+best].prefill) {
-					best = r
-				}
-			}
-			b, x := figs[base+best], figs[base+nv-1]
+			rf := figs[base : base+len(refs)]
+			best := bestFigures(rf, -1)
+			b, x := rf[best], figs[base+nv-1]
 			e.Cells = append(e.Cells, EvalCell{Family: o.Cases[c].Family, Case: o.Cases[c].Name, Reuse: modes[m],
 				Best: refs[best].Name, Prefill: ratio(x.prefill, b.prefill), P99: fratio(x.p99, b.p99),
 				PrefillTokens: x.prefill, BestPrefillTokens: b.prefill, P99Ms: x.p99, BestP99Ms: b.p99})
+			for r := range refs {
+				e.Scale[m*len(refs)+r].add(rf[r], rf[bestFigures(rf, r)])
+			}
 		}
 	}
 	e.summarise()
 	return e, nil
+}
+
+// bestFigures returns the index of the best of figs, the one with the
+// lowest TTFT p99 (ties: fewer prefill tokens, then the first), leaving out
+// index skip (-1: none). figs holds at least one other entry.
+func bestFigures(figs []evalFigures, skip int) int {
+	best := -1
+	for r, f := range figs {
+		if r == skip {
+			continue
+		}
+		if best < 0 || f.p99 < figs[best].p99 || (f.p99 == figs[best].p99 && f.prefill < figs[best].prefill) {
+			best = r
+		}
+	}
+	return best
+}
+
+// add judges one cell: the reference's figures x against the best of the
+// others, b.
+func (s *EvalScale) add(x, b evalFigures) {
+	c := EvalCell{Prefill: ratio(x.prefill, b.prefill), P99: fratio(x.p99, b.p99)}
+	s.Cells++
+	if c.Miss() {
+		s.Misses++
+	}
+	s.WorstPrefill = max(s.WorstPrefill, c.Prefill)
+	s.WorstP99 = max(s.WorstP99, c.P99)
 }
 
 // summarise fills Families and Problems from Cells.
@@ -365,6 +417,17 @@ func (e *Evaluation) WriteEval(w io.Writer, worst int) error {
 				mark = "MISS"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%.3fx\t%.3fx\t%.1f\t%+.1f\t%s\t\n", mark, c.Family, c.Case, c.Prefill, c.P99, c.P99Ms, c.P99Ms-c.BestP99Ms, c.Best)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(e.Scale) > 0 {
+		fmt.Fprintf(&b, "\nfor scale, each reference judged the same way against the best of the others:\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  reference\treuse\tmisses\tof\tworst prefill\tworst p99\t")
+		for _, s := range e.Scale {
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%.3fx\t%.3fx\t\n", s.Reference, s.Reuse, s.Misses, s.Cells, s.WorstPrefill, s.WorstP99)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

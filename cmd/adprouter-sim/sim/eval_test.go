@@ -116,6 +116,9 @@ func TestRunEvalDeterministic(t *testing.T) {
 	if outs[0] != outs[1] {
 		t.Error("evaluation differs with the parallelism")
 	}
+	if !strings.Contains(outs[0], `"reference_scale"`) || !strings.Contains(outs[0], "for scale, each reference") {
+		t.Error("evaluation lacks the references' scale")
+	}
 	if _, err := RunEval(EvalOptions{Cases: cases, Variant: mustVariants(t, VariantKVCacheAware)[0]}); err == nil ||
 		!strings.Contains(err.Error(), "reference") {
 		t.Errorf("judging a reference: %v", err)
@@ -172,6 +175,36 @@ func TestEvalVerdict(t *testing.T) {
 	e.summarise()
 	if e.Pass() || !strings.Contains(strings.Join(e.Problems, "\n"), "no trace family") {
 		t.Errorf("problems %q, want the missing trace win", e.Problems)
+	}
+}
+
+// The scale judges each reference against the best of the others, by the
+// same goals: the best is the lowest p99 (ties: less prefill), the
+// reference itself left out.
+func TestEvalScale(t *testing.T) {
+	f := func(prefill int64, p99 float64) evalFigures { return evalFigures{prefill: prefill, p99: p99} }
+	for _, tc := range []struct {
+		name       string
+		figs       []evalFigures
+		skip, best int
+	}{
+		{"lowest p99", []evalFigures{f(100, 30), f(90, 20), f(80, 25)}, -1, 1},
+		{"itself left out", []evalFigures{f(100, 30), f(90, 20), f(80, 25)}, 1, 2},
+		{"tie on p99: less prefill", []evalFigures{f(100, 20), f(90, 20), f(80, 25)}, -1, 1},
+		{"tie on both: the first", []evalFigures{f(90, 20), f(90, 20)}, -1, 0},
+		{"first left out", []evalFigures{f(90, 20), f(90, 20)}, 0, 1},
+	} {
+		if got := bestFigures(tc.figs, tc.skip); got != tc.best {
+			t.Errorf("%s: best %d, want %d", tc.name, got, tc.best)
+		}
+	}
+
+	var s EvalScale
+	s.add(f(100, 21), f(100, 20))   // p99 1.05: within the goal
+	s.add(f(103, 10), f(100, 20))   // prefill 1.03: a miss
+	s.add(f(100, 22.2), f(100, 20)) // p99 1.11: a miss
+	if s.Cells != 3 || s.Misses != 2 || s.WorstPrefill != 1.03 || s.WorstP99 != 1.11 {
+		t.Errorf("scale %+v, want 3 cells, 2 misses, worst prefill 1.03, worst p99 1.11", s)
 	}
 }
 
