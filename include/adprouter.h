@@ -204,12 +204,12 @@ typedef uint64_t adpr_router;
  *   warmup_factor         [1.0] > 0, finite. Scales demand warmup's replica
  *                         target. Read by kv_cache_aware.
  *   warmup_window         [1024] 1..1048576 requests. Routed requests that
- *                         demand warmup counts prompt families over. Read by
- *                         kv_cache_aware.
+ *                         demand warmup and score "ttft" count prompt
+ *                         families over. Read by kv_cache_aware.
  *   warmup_min_requests   [2] >= 1 requests. Requests of a family the window
- *                         must hold before demand warmup replicates it
- *                         (one-off prompts never are). Read by
- *                         kv_cache_aware.
+ *                         must hold before demand warmup replicates it, or
+ *                         score "ttft" counts it as demand (one-off prompts
+ *                         never are). Read by kv_cache_aware.
  *   score                 ["reference"] "reference" | "ttft". How the
  *                         KV-aware policy ranks ranks: "reference"
  *                         (TensorRT-LLM's score) or "ttft" (predicted time to

@@ -287,10 +287,12 @@ struct options {
     std::optional<adprouter::warmup> warmup;
     // Scales demand warmup's replica target.
     std::optional<double> warmup_factor;
-    // Routed requests that demand warmup counts prompt families over.
+    // Routed requests that demand warmup and score "ttft" count prompt
+    // families over.
     std::optional<int32_t> warmup_window;
     // Requests of a family the window must hold before demand warmup
-    // replicates it (one-off prompts never are).
+    // replicates it, or score "ttft" counts it as demand (one-off prompts
+    // never are).
     std::optional<int32_t> warmup_min_requests;
     // How the KV-aware policy ranks ranks: "reference" (TensorRT-LLM's
     // score) or "ttft" (predicted time to first token in lock-step

@@ -235,13 +235,13 @@ type Config struct {
 	Warmup Warmup
 	// WarmupFactor scales the replica target of demand warmup (> 0).
 	WarmupFactor float64
-	// WarmupWindow is how many recently routed requests demand warmup
-	// counts prompt families over (1..1<<20). It counts requests, not
-	// time, so that every rank agrees.
+	// WarmupWindow is how many recently routed requests demand warmup and
+	// ScoreTTFT count prompt families over (1..1<<20). It counts requests,
+	// not time, so that every rank agrees.
 	WarmupWindow int
 	// WarmupMinRequests is how many requests of a family the window must
-	// hold before demand warmup replicates it: one-off prompts are never
-	// scattered. >= 1.
+	// hold before demand warmup replicates it or ScoreTTFT counts it as
+	// demand: one-off prompts are never scattered. >= 1.
 	WarmupMinRequests int
 
 	// Score is ScoreReference (the default) or ScoreTTFT, for the KV-aware

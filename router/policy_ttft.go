@@ -44,6 +44,15 @@ import (
 //     (TensorRT-LLM) a request that starts beside the one computing its
 //     prefix computes it again, so siblings and in-flight follow-ups spread
 //     instead of piling onto the rank that cannot serve them yet.
+//   - A prompt family that needs another rank is not charged for being
+//     computed again where that costs no other request time: when the
+//     family's share of recent traffic (the demand window, WarmupWindow
+//     requests, families of at least WarmupMinRequests), applied to the
+//     active requests, exceeds what the ranks holding it take at the fair
+//     soft cap, and the rank's queue with the request ends within the
+//     prefill the busiest rank has queued anyway, the recompute charge is
+//     waived there (see ttftCost.at). Replicas are then made while the
+//     lock step waits anyway, not by a stall of their own.
 //   - A request's home stays a candidate past the soft cap: the soft cap
 //     counts requests, most of which only decode. Its conversation's rank
 //     does up to the hard cap; else the rank that computed the longest
@@ -77,6 +86,9 @@ import (
 type ttftState struct {
 	queued []int64
 	homes  []int
+	// Per decision: the fair soft cap (fairCap) and the active requests
+	// counting the batch, for needsReplica.
+	fair, total int
 }
 
 // ttftRecentHomes is how many of the most recently active conversations,
@@ -181,7 +193,12 @@ func (r *Router) routeTTFT(b *batch) {
 	expected, eligible, quiet := r.scoring(b, count, rest)
 	// How far past the soft cap a prefix's home stays a candidate (see
 	// ttftHomeCaps).
-	homeCap := min(b.maxn, ttftHomeCaps*fairCap(count, len(rest), r.cfg.FairShareMultiplier, b.maxn))
+	r.ttft.fair = fairCap(count, len(rest), r.cfg.FairShareMultiplier, b.maxn)
+	r.ttft.total = len(rest)
+	for _, c := range count {
+		r.ttft.total += c
+	}
+	homeCap := min(b.maxn, ttftHomeCaps*r.ttft.fair)
 
 	for _, i := range rest {
 		q := &b.reqs[i]
@@ -356,13 +373,19 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 // again — ready elsewhere, or in flight elsewhere — is work no rank would
 // otherwise do, which takes GPU time and, in lock step, lengthens other
 // ranks' iterations too. A rank that computes more wins only when its wait
-// is shorter by more than that.
+// is shorter by more than that. The charge is waived when the request's
+// family needs another rank (needsReplica) and the rank's queue with the
+// request ends within the prefill the busiest rank has queued: the lock
+// step lasts that long anyway, and the new holder serves the family's
+// later requests.
 type ttftCost struct {
 	r          *Router
 	b          *batch
 	i          int
 	row, ready []int
 	onSchedule bool
+	// replicate is needsReplica for the request.
+	replicate bool
 	// least is the fewest tokens any eligible, allowed rank computes for
 	// the request; busiest the most prefill queued on any rank.
 	least, busiest int64
@@ -371,7 +394,8 @@ type ttftCost struct {
 // ttftCoster returns the predictor of request i's TTFT over the eligible,
 // allowed ranks.
 func (r *Router) ttftCoster(b *batch, i int, eligible []int, allow []bool, row, ready []int, onSchedule bool) ttftCost {
-	c := ttftCost{r: r, b: b, i: i, row: row, ready: ready, onSchedule: onSchedule, least: -1}
+	c := ttftCost{r: r, b: b, i: i, row: row, ready: ready, onSchedule: onSchedule, least: -1,
+		replicate: r.needsReplica(b, i)}
 	for _, k := range eligible {
 		if allowed(allow, k) {
 			if u := c.unc(k); c.least < 0 || u < c.least {
@@ -405,13 +429,33 @@ func (c ttftCost) wait(t int64) int64 {
 func (c ttftCost) idle() int64 { return c.wait(int64(c.b.reqs[c.i].Len())) }
 
 // at returns the prediction for rank k (its wait plus what it computes
-// beyond the least, less a block), its wait alone, and the tokens the
-// request computes there.
+// beyond the least, less a block, unless that is waived), its wait alone,
+// and the tokens the request computes there.
 func (c ttftCost) at(k int) (cost, wait, unc int64) {
 	unc = c.unc(k)
-	wait = c.wait(c.r.ttft.queued[k] + unc)
-	cost = wait + max(unc-c.least-int64(c.r.cfg.TokensPerBlock), 0)
-	return cost, wait, unc
+	t := c.r.ttft.queued[k] + unc
+	wait = c.wait(t)
+	if c.replicate && t <= c.busiest {
+		return wait, wait, unc
+	}
+	return wait + max(unc-c.least-int64(c.r.cfg.TokensPerBlock), 0), wait, unc
+}
+
+// needsReplica reports whether request i's prompt family needs another rank
+// to hold it: a family of the demand window whose share of it, applied to
+// the active requests (this batch's counted), exceeds what the ranks the
+// index expects to hold it take at the fair soft cap.
+func (r *Router) needsReplica(b *batch, i int) bool {
+	p := r.prefix
+	if p.wfill == 0 {
+		return false
+	}
+	fam, c, ok := p.demand(&r.cfg, b, i)
+	if !ok {
+		return false
+	}
+	share := float64(c) / float64(p.wfill)
+	return share*float64(r.ttft.total) > float64(p.idx.Replicas(fam))*float64(r.ttft.fair)
 }
 
 // bound reports whether q's conversation is bound to a rank: such a turn

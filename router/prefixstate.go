@@ -9,12 +9,13 @@ import (
 
 // prefixState is the KV-aware policy's router-side knowledge of prompt
 // prefixes: the prefix index (what each rank is expected to cache, learnt
-// from placements) and the demand-warmup window (which prompt families recent
-// traffic used). It exists only when Config.indexed().
+// from placements) and, for demand warmup and the predicted-TTFT score, the
+// demand window (which prompt families recent traffic used). It exists only
+// when Config.indexed().
 type prefixState struct {
 	idx *prefix.Index
 
-	// Demand warmup: the families (first-block hashes) of the last
+	// The demand window: the families (first-block hashes) of the last
 	// len(window) routed requests, oldest at wpos once full, and their counts.
 	window []uint64
 	hasFam []bool
@@ -31,7 +32,7 @@ type prefixState struct {
 
 func newPrefixState(cfg *Config) *prefixState {
 	p := &prefixState{idx: prefix.NewIndex(cfg.DPSize, cfg.IndexMaxBytes/prefix.EntryBytes)}
-	if cfg.Warmup == WarmupDemand {
+	if cfg.Warmup == WarmupDemand || cfg.Score == ScoreTTFT {
 		p.window = make([]uint64, cfg.WarmupWindow)
 		p.hasFam = make([]bool, cfg.WarmupWindow)
 		p.counts = make(map[uint64]int)
@@ -92,7 +93,7 @@ func (p *prefixState) matchRow(cfg *Config, b *batch, i int, row []int) int {
 }
 
 // placed records that request i now runs on rank: its blocks are expected
-// there, and (demand warmup) its family counts as recent traffic. The change
+// there, and (with a demand window) its family counts as recent traffic. The change
 // is folded into the digest d: the rank, the chain's length and its last
 // hash, which chains every block before it.
 func (p *prefixState) placed(cfg *Config, b *batch, i, rank int, d *uint64) {
@@ -131,17 +132,26 @@ func (p *prefixState) placed(cfg *Config, b *batch, i, rank int, d *uint64) {
 // (shorter than a block) or of families seen fewer than WarmupMinRequests
 // times in the window.
 func (p *prefixState) replicaTarget(cfg *Config, b *batch, i int) (fam uint64, want, have int, ok bool) {
-	hs := p.hashesOf(cfg, b, i)
-	if len(hs) == 0 {
-		return 0, 0, 0, false
-	}
-	fam = hs[0]
-	c := p.counts[fam]
-	if c < cfg.WarmupMinRequests {
+	fam, c, ok := p.demand(cfg, b, i)
+	if !ok {
 		return fam, 0, 0, false
 	}
 	_, want = p.target(cfg, c)
 	return fam, want, p.idx.Replicas(fam), true
+}
+
+// demand returns request i's prompt family and how many requests of the
+// demand window belong to it; ok is false for requests without a family
+// (shorter than a block) and families seen fewer than WarmupMinRequests
+// times in the window: one-off prompts are no demand.
+func (p *prefixState) demand(cfg *Config, b *batch, i int) (fam uint64, count int, ok bool) {
+	hs := p.hashesOf(cfg, b, i)
+	if len(hs) == 0 {
+		return 0, 0, false
+	}
+	fam = hs[0]
+	count = p.counts[fam]
+	return fam, count, count >= cfg.WarmupMinRequests
 }
 
 // target returns a family's share of the demand window, given its count

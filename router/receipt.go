@@ -160,6 +160,12 @@ type Receipt struct {
 	// request's uncached tokens, so only the ranks with the most headroom
 	// competed.
 	CapacityFallback bool
+	// ReplicaWanted (ReasonPredictedTTFT): the request's prompt family
+	// needs another rank to hold it, so a rank whose queue with the request
+	// ends within the busiest rank's queued prefill was not charged for
+	// computing the prefix again (its Score is its wait alone). Go only:
+	// the C receipt does not carry it.
+	ReplicaWanted bool
 }
 
 // Receipts returns the receipts of the last successful Route or RouteInto
@@ -322,6 +328,7 @@ func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible []int, allow []bo
 	s := &l.spans[i]
 	s.cand, s.ncand = len(l.cands), len(row)
 	predict := r.ttftCoster(b, i, eligible, allow, row, ready, onSchedule)
+	rc.ReplicaWanted = predict.replicate
 	for k := range row {
 		cost, _, unc := predict.at(k)
 		c := Candidate{Rank: k, Requests: r.count[k], Tokens: tokens[k], Match: n - int(unc),
@@ -375,6 +382,9 @@ func (rc *Receipt) String() string {
 	}
 	if rc.CapacityFallback {
 		sb.WriteString("; no rank had KV room: most headroom won")
+	}
+	if rc.ReplicaWanted {
+		sb.WriteString("; its family wants another rank: no recompute charge within the busiest rank's queue")
 	}
 	if len(rc.Candidates) > 0 {
 		switch rc.Reason {

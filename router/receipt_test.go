@@ -142,7 +142,9 @@ func checkCandidates(cfg Config, q *Request, rc *Receipt) error {
 // request's tokens it would compute (full iterations of ttft_drain_tokens,
 // then the longer of its remainder and the busiest rank's share of that
 // iteration), plus the tokens it would compute beyond the least an eligible
-// rank computes, less a block; and no eligible rank is cheaper than the
+// rank computes, less a block (not when the receipt says the request's
+// family wants another rank and the rank's queue with the request ends
+// within the busiest rank's); and no eligible rank is cheaper than the
 // chosen one by more than a block (except for a new conversation, which goes
 // to the rank with the fewest requests among those within its bound).
 func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
@@ -181,9 +183,13 @@ func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 			competing++
 		}
 		u := int64(max(rc.Len-c.Match, 0))
-		if want := wait(int64(c.LoadTerm)+u) + max(u-least-tpb, 0); c.Score != float64(want) {
-			return fmt.Errorf("rank %d: predicted %v, want the wait for queued %v + uncached %d and %d beyond the least = %d",
-				k, c.Score, c.LoadTerm, u, max(u-least-tpb, 0), want)
+		charge := max(u-least-tpb, 0)
+		if t := int64(c.LoadTerm) + u; rc.ReplicaWanted && t <= busiest {
+			charge = 0
+		}
+		if want := wait(int64(c.LoadTerm)+u) + charge; c.Score != float64(want) {
+			return fmt.Errorf("rank %d: predicted %v, want the wait for queued %v + uncached %d and %d beyond the least = %d (replica wanted: %v)",
+				k, c.Score, c.LoadTerm, u, charge, want, rc.ReplicaWanted)
 		}
 		// Predictions within a block of the lowest are ties, won by
 		// the rank that computes less.

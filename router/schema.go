@@ -142,11 +142,11 @@ var optionSchema = []OptionSpec{
 	withRange(floatOption("warmup_factor", func(c *Config) *float64 { return &c.WarmupFactor }, kvOnly,
 		"Scales demand warmup's replica target."), "> 0, finite", ""),
 	withRange(intOption("warmup_window", func(c *Config) *int { return &c.WarmupWindow }, kvOnly,
-		"Routed requests that demand warmup counts prompt families over."),
+		"Routed requests that demand warmup and score \"ttft\" count prompt families over."),
 		fmt.Sprintf("1..%d", MaxWarmupWindow), "requests"),
 	withRange(intOption("warmup_min_requests", func(c *Config) *int { return &c.WarmupMinRequests }, kvOnly,
-		"Requests of a family the window must hold before demand warmup replicates it (one-off prompts "+
-			"never are)."), ">= 1", "requests"),
+		"Requests of a family the window must hold before demand warmup replicates it, or score \"ttft\" "+
+			"counts it as demand (one-off prompts never are)."), ">= 1", "requests"),
 	enumOption("score", func(c *Config) *Score { return &c.Score }, kvOnly,
 		[]Score{ScoreReference, ScoreTTFT},
 		`How the KV-aware policy ranks ranks: "reference" (TensorRT-LLM's score) or "ttft" (predicted `+
