@@ -692,6 +692,25 @@ func EvalGrid(grid string, traces []EvalTrace) ([]EvalCase, error) {
 	return cases, nil
 }
 
+// ShiftSeeds returns a copy of cases with by added to every generated case's
+// workload seed (and to the "seed=N" in its name); trace cases are
+// unchanged. It is the grid on seeds the preset was not tuned on: a cell's
+// TTFT p99 turns on a few requests, so a rule is judged on several shifts
+// (docs/routing-quality.md), not on seeds 1-3 alone.
+func ShiftSeeds(cases []EvalCase, by uint64) []EvalCase {
+	out := slices.Clone(cases)
+	for i := range out {
+		c := &out[i]
+		if c.Trace || by == 0 {
+			continue
+		}
+		old := c.Workload.Seed
+		c.Workload.Seed += by
+		c.Name = strings.Replace(c.Name, fmt.Sprintf("seed=%d ", old), fmt.Sprintf("seed=%d ", c.Workload.Seed), 1)
+	}
+	return out
+}
+
 // LoadEvalTraces reads every *.jsonl file of dir in fsys, in name order, as
 // a trace of the evaluation; a file's family is its name up to the first
 // "-" (conversation-0.jsonl: conversation).

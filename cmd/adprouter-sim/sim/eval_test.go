@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -86,6 +87,43 @@ func TestEvalGrid(t *testing.T) {
 	}
 	if _, err := EvalGrid("huge", traces); err == nil {
 		t.Error("unknown grid accepted")
+	}
+}
+
+// ShiftSeeds moves every generated case to other seeds, names included, and
+// leaves the trace slices and the input as they were.
+func TestShiftSeeds(t *testing.T) {
+	cases, err := EvalGrid(EvalQuick, evalTraces(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shifted := ShiftSeeds(cases, 10)
+	if len(shifted) != len(cases) {
+		t.Fatalf("%d cases, want %d", len(shifted), len(cases))
+	}
+	traces := 0
+	for i, c := range shifted {
+		o := cases[i]
+		if o.Trace {
+			traces++
+			if c.Name != o.Name || c.Workload.Seed != o.Workload.Seed {
+				t.Errorf("trace case %s changed to %s, seed %d", o.Name, c.Name, c.Workload.Seed)
+			}
+			continue
+		}
+		want := strings.Replace(o.Name, fmt.Sprintf("seed=%d ", o.Workload.Seed), fmt.Sprintf("seed=%d ", o.Workload.Seed+10), 1)
+		if c.Workload.Seed != o.Workload.Seed+10 || c.Name != want || c.Name == o.Name {
+			t.Errorf("case %s: shifted to %s, seed %d; want %s, seed %d", o.Name, c.Name, c.Workload.Seed, want, o.Workload.Seed+10)
+		}
+		if err := c.Workload.Validate(); err != nil {
+			t.Errorf("case %s: %v", c.Name, err)
+		}
+	}
+	if traces == 0 {
+		t.Error("the quick grid has no trace case to leave alone")
+	}
+	if cases[0].Workload.Seed == shifted[0].Workload.Seed && !cases[0].Trace {
+		t.Error("ShiftSeeds changed its input")
 	}
 }
 
