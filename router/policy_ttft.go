@@ -51,8 +51,18 @@ import (
 //     active requests, exceeds what the ranks holding it take at the fair
 //     soft cap, and the rank's queue with the request ends within the
 //     prefill the busiest rank has queued anyway, the recompute charge is
-//     waived there (see ttftCost.at). Replicas are then made while the
-//     lock step waits anyway, not by a stall of their own.
+//     waived there (see ttftCost.at), and among the ties a rank that
+//     would compute it again — a new holder — wins. Replicas are then made
+//     while the lock step waits anyway, not by a stall of their own.
+//   - While the router ramps up (its demand window not yet full) under
+//     load (more than ttftRampLoad active requests per rank), the first
+//     request of a decision whose family needs another rank goes to the
+//     eligible rank not holding it with the least prefill queued (a demand
+//     warmup placement): one stall, shared by the family's other requests
+//     of the decision, which the rule above lets follow onto further new
+//     holders. How many ranks hold a popular prompt is decided in the
+//     first seconds of load; made later, each replica would be a stall of
+//     its own.
 //   - A request's home stays a candidate past the soft cap: the soft cap
 //     counts requests, most of which only decode. Its conversation's rank
 //     does up to the hard cap; else the rank that computed the longest
@@ -112,6 +122,14 @@ const ttftRecentHomes = 4
 // evaluation grid, its held-out seeds and steady traffic of one to four
 // tenants at two to four times the grid's rate (docs/routing-quality.md).
 const ttftHomeCaps = 2
+
+// ttftRampLoad is the load, in active requests per rank (this decision's
+// counted), above which a ramping router makes a family's replica at once
+// (see routeTTFT). Under lighter load a popular prompt on a few ranks costs
+// little, and the stall a replica makes would decide a p99 of its own. The
+// value was chosen on the simulator's evaluation grid and three shifts of
+// its seeds, judged with the held-out sweeps (docs/routing-quality.md).
+const ttftRampLoad = 4
 
 // recentHomes returns, per rank, how many of the ttftRecentHomes × dp_size
 // most recently active conversations it is home to.
@@ -199,6 +217,9 @@ func (r *Router) routeTTFT(b *batch) {
 		r.ttft.total += c
 	}
 	homeCap := min(b.maxn, ttftHomeCaps*r.ttft.fair)
+	// Ramping under load: one replica of a family that needs it may be made
+	// at once in this decision (see ttftRampLoad).
+	ramp := r.prefix.wfill < len(r.prefix.window) && r.ttft.total > ttftRampLoad*len(count)
 
 	for _, i := range rest {
 		q := &b.reqs[i]
@@ -238,12 +259,18 @@ func (r *Router) routeTTFT(b *batch) {
 
 		k := -1
 		if quiet && !q.Strict {
-			if k = r.demandRank(b, i, eligible, allow, tokens); k >= 0 {
-				r.stats.warmup++
-				r.stats.demand++
-				if r.rc != nil {
-					r.rc.placed(i, ReasonDemandWarmup, len(eligible))
-				}
+			k = r.demandRank(b, i, eligible, allow, tokens)
+		}
+		if k < 0 && ramp && !q.Strict && r.needsReplica(b, i) {
+			if k = r.rampRank(b, i, eligible, allow); k >= 0 {
+				ramp = false // one stall per decision
+			}
+		}
+		if k >= 0 {
+			r.stats.warmup++
+			r.stats.demand++
+			if r.rc != nil {
+				r.rc.placed(i, ReasonDemandWarmup, len(eligible))
 			}
 		}
 		if k < 0 {
@@ -289,7 +316,9 @@ func usable(k int, row, ready []int, onSchedule bool) int {
 }
 
 // ttftRank returns the eligible, allowed rank with the lowest predicted TTFT
-// for request i (see ttftCost), preferring its conversation's rank on ties.
+// for request i (see ttftCost), preferring its conversation's rank on ties,
+// then the rank that computes less — or, when the request's family needs
+// another rank (needsReplica), the one that computes more: a new holder.
 // A request of a conversation not bound yet goes instead, among the ranks
 // where it waits no longer than it would computing its whole prompt on an
 // idle rank, to the one with the fewest requests, then the one home to the
@@ -345,6 +374,10 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 		case c > limit || (best >= 0 && best == home):
 		case best < 0 || k == home:
 			better = true
+		case pred.replicate:
+			// The family needs another rank: among the ties a new
+			// holder wins.
+			better = unc > bestUnc || (unc == bestUnc && (c < bestCost || (c == bestCost && r.spreads(k, best))))
 		default:
 			// Among the ties the rank that computes less wins.
 			better = unc < bestUnc || (unc == bestUnc && (c < bestCost || (c == bestCost && r.spreads(k, best))))
@@ -456,6 +489,25 @@ func (r *Router) needsReplica(b *batch, i int) bool {
 	}
 	share := float64(c) / float64(p.wfill)
 	return share*float64(r.ttft.total) > float64(p.idx.Replicas(fam))*float64(r.ttft.fair)
+}
+
+// rampRank returns the eligible, allowed rank that does not hold request i's
+// prompt family (as the index knows it) with the least prefill queued, then
+// the fewest requests, then the lowest index; -1 when every candidate holds
+// it.
+func (r *Router) rampRank(b *batch, i int, eligible []int, allow []bool) int {
+	fam, _, _ := r.prefix.demand(&r.cfg, b, i)
+	queued := r.ttft.queued
+	best := -1
+	for _, k := range eligible {
+		if !allowed(allow, k) || r.prefix.idx.Has(k, fam) {
+			continue
+		}
+		if best < 0 || queued[k] < queued[best] || (queued[k] == queued[best] && r.count[k] < r.count[best]) {
+			best = k
+		}
+	}
+	return best
 }
 
 // bound reports whether q's conversation is bound to a rank: such a turn
