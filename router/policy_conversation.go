@@ -1,6 +1,10 @@
 package router
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/adprouter/adprouter/router/internal/convmap"
+)
 
 // routeConversation keeps every turn of a conversation on the rank that
 // served its first turn, up to the hard cap, and spreads new conversations
@@ -23,22 +27,29 @@ func (r *Router) routeConversation(b *batch) {
 		}
 	}
 
-	r.conv.Warm(len(b.reqs), func(i int) string { return b.reqs[i].ConversationID })
+	// Each id is hashed once: the passes below look it up again, and touch
+	// or bind it.
+	hash := slices.Grow(r.convHash[:0], len(b.reqs))[:len(b.reqs)]
+	r.convHash = hash
+	for i := range b.reqs {
+		if id := b.reqs[i].ConversationID; id != "" {
+			hash[i] = r.conv.Hash(id)
+		}
+	}
+	r.conv.Warm(hash, func(i int) string { return b.reqs[i].ConversationID })
 	// Explicit pass: only for requests whose conversation is not bound yet
 	// (a binding beats a later target hint).
 	rest := r.rest[:0]
 	for _, i := range r.relaxSort(b, isStrict) {
 		q := &b.reqs[i]
-		if q.ConversationID != "" {
-			if _, bound := r.conv.Get(q.ConversationID); bound {
-				rest = append(rest, i)
-				continue
-			}
+		if q.ConversationID != "" && r.conv.Lookup(hash[i], q.ConversationID) >= 0 {
+			rest = append(rest, i)
+			continue
 		}
 		if q.hasTarget() && count[q.TargetRank] < b.maxn {
 			put(i, q.TargetRank)
 			if q.ConversationID != "" {
-				r.bind(q.ConversationID, q.TargetRank)
+				r.bindHashed(q.ConversationID, hash[i], q.TargetRank)
 			}
 			if r.rc != nil {
 				r.rc.placed(i, ReasonExplicit, 0)
@@ -52,10 +63,13 @@ func (r *Router) routeConversation(b *batch) {
 	expected := softCap(count, len(rest), max(1, r.cfg.FairShareMultiplier), b.maxn)
 	for _, i := range rest {
 		q := &b.reqs[i]
-		home, bound := -1, false
+		home, slot := -1, convmap.Slot(-1)
 		if q.ConversationID != "" {
-			home, bound = r.conv.Get(q.ConversationID)
+			if slot = r.conv.Lookup(hash[i], q.ConversationID); slot >= 0 {
+				home = r.conv.Rank(slot)
+			}
 		}
+		bound := slot >= 0
 		var allow []bool
 		if r.room.on {
 			open := r.eligible[:0]
@@ -69,7 +83,7 @@ func (r *Router) routeConversation(b *batch) {
 		}
 		if bound && count[home] < b.maxn && allowed(allow, home) {
 			put(i, home)
-			r.conv.Touch(q.ConversationID)
+			r.conv.TouchSlot(slot)
 			r.digest = fold(r.digest, tagTouch, hashString(q.ConversationID), 0)
 			if r.rc != nil {
 				r.rc.placed(i, ReasonConversationBound, 0)
@@ -112,7 +126,7 @@ func (r *Router) routeConversation(b *batch) {
 			r.rc.placed(i, ReasonNewConversation, 0)
 		}
 		if q.ConversationID != "" && !bound {
-			r.bind(q.ConversationID, rank)
+			r.bindHashed(q.ConversationID, hash[i], rank)
 		}
 	}
 	if r.cursor != cursor {
@@ -126,8 +140,11 @@ func (r *Router) routeConversation(b *batch) {
 }
 
 // bind binds conversation id to rank.
-func (r *Router) bind(id string, rank int) {
-	r.conv.Bind(id, rank)
+func (r *Router) bind(id string, rank int) { r.bindHashed(id, r.conv.Hash(id), rank) }
+
+// bindHashed is bind for an id whose hash h is r.conv.Hash(id).
+func (r *Router) bindHashed(id string, h uint64, rank int) {
+	r.conv.BindHashed(h, id, rank)
 	r.digest = fold(r.digest, tagBind, hashString(id), uint64(rank))
 }
 

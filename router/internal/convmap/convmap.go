@@ -19,7 +19,6 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
-	"slices"
 	"strings"
 
 	"github.com/adprouter/adprouter/router/internal/lru"
@@ -60,8 +59,7 @@ type Map struct {
 	free   int32
 	used   int
 	seed   maphash.Seed
-	sink   uint64   // keeps Warm's reads alive
-	hashes []uint64 // Warm's scratch
+	sink   uint64 // keeps Warm's reads alive
 }
 
 // entry is one binding: the top 32 bits of its key's hash, the key's
@@ -112,8 +110,30 @@ func (l *Map) Touch(key string) {
 
 // Bind sets key -> rank as the most recent binding and evicts the least
 // recently used one beyond the limit.
-func (l *Map) Bind(key string, rank int) {
-	h := l.hashKey(key)
+func (l *Map) Bind(key string, rank int) { l.BindHashed(l.hashKey(key), key, rank) }
+
+// A Slot is where a binding lives, from Lookup: valid until the next Bind
+// or BindHashed (which may evict it and reuse its slot), -1 for none.
+type Slot int32
+
+// Hash returns key's hash for Lookup and BindHashed. A caller that looks a
+// key up more than once in one pass hashes it once. The hash is this Map's
+// own (its seed is drawn per Map): it means nothing to another Map.
+func (l *Map) Hash(key string) uint64 { return l.hashKey(key) }
+
+// Lookup returns the slot bound to key, whose hash h is Hash(key), or -1.
+func (l *Map) Lookup(h uint64, key string) Slot { return Slot(l.find(h, key)) }
+
+// Rank returns the rank bound at slot s (>= 0, from Lookup since the last
+// bind).
+func (l *Map) Rank(s Slot) int { return int(l.entries[s].rank) }
+
+// TouchSlot makes the binding at slot s (>= 0, from Lookup since the last
+// bind) the most recently used.
+func (l *Map) TouchSlot(s Slot) { l.order.Touch(l.links, int32(s)) }
+
+// BindHashed is Bind for a key whose hash h is Hash(key).
+func (l *Map) BindHashed(h uint64, key string, rank int) {
 	if e := l.find(h, key); e >= 0 {
 		l.entries[e].rank = int32(rank)
 		l.order.Touch(l.links, e)
@@ -170,34 +190,29 @@ func (l *Map) CountRecent(n int, counts []int) {
 // in the caches between decisions.
 const warmMin = 4096
 
-// Warm reads ahead what looking up n keys (key(i) for i < n; "" for none)
-// and binding the missing ones will read: each key's home bucket, then the
-// entry, first chunk and recency links of each bound key, and, when the map
-// is full, the buckets and entries of the bindings the new keys will evict.
-// It changes nothing. A large map is mostly out of cache, and its lookups are
-// chains of dependent misses (bucket, then entry and key, then links); here
-// the misses of all keys are independent reads the CPU overlaps, so that the
+// Warm reads ahead what looking up keys (key(i) for i < len(hashes); ""
+// for none) and binding the missing ones will read: each key's home bucket,
+// then the entry, first chunk and recency links of each bound key, and,
+// when the map is full, the buckets and entries of the bindings the new
+// keys will evict. hashes[i] is Hash(key(i)) (anything for ""). It changes
+// nothing. A large map is mostly out of cache, and its lookups are chains
+// of dependent misses (bucket, then entry and key, then links); here the
+// misses of all keys are independent reads the CPU overlaps, so that the
 // lookups that follow find their lines in cache.
-func (l *Map) Warm(n int, key func(i int) string) {
-	if len(l.entries) < warmMin || n == 0 {
+func (l *Map) Warm(hashes []uint64, key func(i int) string) {
+	if len(l.entries) < warmMin || len(hashes) == 0 {
 		return
 	}
-	l.hashes = slices.Grow(l.hashes[:0], n)[:n]
-	clear(l.hashes)
 	var sum uint64
 	m := len(l.table) - 1
-	for i := range n {
-		k := key(i)
-		if k == "" {
-			continue
+	for i, h := range hashes {
+		if key(i) != "" {
+			sum += l.table[int(uint32(h>>32)>>l.shift)]
 		}
-		h := l.hashKey(k)
-		l.hashes[i] = h
-		sum += l.table[int(uint32(h>>32)>>l.shift)]
 	}
 	missing := 0
-	for i, h := range l.hashes {
-		if h == 0 && key(i) == "" {
+	for i, h := range hashes {
+		if key(i) == "" {
 			continue
 		}
 		tag := uint32(h >> 32)

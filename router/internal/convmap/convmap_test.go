@@ -226,7 +226,7 @@ func testKeys(rng *rand.Rand, n int) []string {
 }
 
 // Map behaves as the reference model over long random sequences of Get,
-// Touch and Bind, across table growth, slab growth and chunk reuse, with
+// Touch and Bind (each through the plain or the hashed methods), across table growth, slab growth and chunk reuse, with
 // the real hash and with hashes reduced until most or all keys collide.
 func TestMapModel(t *testing.T) {
 	steps := 4000
@@ -249,18 +249,33 @@ func TestMapModel(t *testing.T) {
 					buf := []byte(key)
 					alias := unsafe.String(unsafe.SliceData(buf), len(buf))
 					op := rng.IntN(10)
+					hashed := rng.IntN(2) == 0 // Hash, Lookup, Rank, TouchSlot, BindHashed instead
 					switch {
 					case op < 4:
 						rank := rng.IntN(16)
-						m.Bind(alias, rank)
+						if hashed {
+							m.BindHashed(m.Hash(alias), alias, rank)
+						} else {
+							m.Bind(alias, rank)
+						}
 						ref.bind(key, rank)
 					case op < 7:
 						r, ok := m.Get(alias)
+						if hashed {
+							r, ok = 0, false
+							if s := m.Lookup(m.Hash(alias), alias); s >= 0 {
+								r, ok = m.Rank(s), true
+							}
+						}
 						if wr, wok := ref.get(key); r != wr || ok != wok {
-							t.Fatalf("step %d: Get(%.20q…) = %d, %v, want %d, %v", step, key, r, ok, wr, wok)
+							t.Fatalf("step %d: Get(%.20q…) (hashed %v) = %d, %v, want %d, %v", step, key, hashed, r, ok, wr, wok)
 						}
 					default:
-						m.Touch(alias)
+						if !hashed {
+							m.Touch(alias)
+						} else if s := m.Lookup(m.Hash(alias), alias); s >= 0 {
+							m.TouchSlot(s)
+						}
 						ref.touch(key)
 					}
 					clear(buf)
@@ -406,14 +421,18 @@ func TestWarmChangesNothing(t *testing.T) {
 		return out
 	}
 	want := ranks()
-	m.Warm(len(batch), func(i int) string { return batch[i] })
+	hashes := make([]uint64, len(batch))
+	for i, k := range batch {
+		hashes[i] = m.Hash(k)
+	}
+	m.Warm(hashes, func(i int) string { return batch[i] })
 	if got := order(&m); !slices.Equal(got, before) {
 		t.Fatalf("Warm changed the bindings or their order")
 	}
 	if got := ranks(); !slices.Equal(got, want) {
 		t.Fatalf("lookups after Warm: %v, want %v", got, want)
 	}
-	if allocs := testing.AllocsPerRun(10, func() { m.Warm(len(batch), func(i int) string { return batch[i] }) }); allocs != 0 {
+	if allocs := testing.AllocsPerRun(10, func() { m.Warm(hashes, func(i int) string { return batch[i] }) }); allocs != 0 {
 		t.Errorf("%v allocations per warm Warm", allocs)
 	}
 }
