@@ -74,6 +74,7 @@ func writeReceipts(dst []C.adpr_receipt, rcs []router.Receipt) {
 			reason:            reasonCodes[rc.Reason],
 			num_tokens:        C.int64_t(rc.Len),
 			step:              C.int32_t(rc.Step),
+			replica_wanted:    cbool(rc.ReplicaWanted),
 			max_match:         C.int64_t(rc.Gate.MaxMatch),
 			match_rate:        C.double(rc.Gate.Rate),
 			threshold:         C.double(rc.Gate.Threshold),

@@ -410,7 +410,14 @@ typedef struct adpr_receipt {
                                   unplaced (targets and warmup go first, then
                                   the rest in the policy's order; candidates
                                   show the loads the earlier steps left) */
-    int32_t reserved;
+    int32_t replica_wanted;    /* 1 (ADPR_REASON_PREDICTED_TTFT): the
+                                  request's prompt family wants another rank,
+                                  so a rank whose queue with it ends within
+                                  the busiest rank's queued prefill was not
+                                  charged for computing the prefix again (its
+                                  score is its wait alone); 0 otherwise
+                                  (always 0, as a reserved field, in builds
+                                  before it was named) */
     /* The cache-affinity gate (ADPR_REASON_SCORED; 0 otherwise): the match
      * term counts only when max_match / n > threshold. */
     int64_t max_match;         /* longest cached prefix among eligible ranks */

@@ -163,8 +163,8 @@ type Receipt struct {
 	// ReplicaWanted (ReasonPredictedTTFT): the request's prompt family
 	// needs another rank to hold it, so a rank whose queue with the request
 	// ends within the busiest rank's queued prefill was not charged for
-	// computing the prefix again (its Score is its wait alone). Go only:
-	// the C receipt does not carry it.
+	// computing the prefix again (its Score is its wait alone). The C
+	// receipt's replica_wanted.
 	ReplicaWanted bool
 }
 

@@ -141,7 +141,8 @@ REQUEST = _packer(RequestC)
 class ReceiptC(ctypes.Structure):
     """adpr_receipt (include/adprouter.h)."""
     _fields_ = [("id", ctypes.c_uint64), ("rank", ctypes.c_int32), ("reason", ctypes.c_int32),
-                ("num_tokens", ctypes.c_int64), ("step", ctypes.c_int32), ("reserved", ctypes.c_int32),
+                ("num_tokens", ctypes.c_int64), ("step", ctypes.c_int32),
+                ("replica_wanted", ctypes.c_int32),
                 ("max_match", ctypes.c_int64),
                 ("match_rate", ctypes.c_double), ("threshold", ctypes.c_double),
                 ("expected", ctypes.c_int32), ("eligible", ctypes.c_int32),

@@ -64,11 +64,14 @@ class Receipt:
     for scored and least-loaded placements, else empty; ties: ranks sharing
     the lowest (score, tokens); shuffle: when ties > 1, the ranks in
     random.Random(id).shuffle order (rank is the first tied one);
-    capacity_fallback: no rank had KV room, the most headroom won. str()
-    gives the library's explanation."""
+    capacity_fallback: no rank had KV room, the most headroom won;
+    replica_wanted (score "ttft"): the request's prompt family wants another
+    rank, so a rank whose queue with it ends within the busiest rank's queued
+    prefill was not charged for computing the prefix again. str() gives the
+    library's explanation."""
 
     __slots__ = ("id", "rank", "reason", "num_tokens", "step", "expected", "eligible", "max_match",
-                 "match_rate", "threshold", "affinity", "ties", "capacity_fallback",
+                 "match_rate", "threshold", "affinity", "ties", "capacity_fallback", "replica_wanted",
                  "candidates", "shuffle", "text")
 
     def __init__(self, rc, cands, text):
@@ -78,6 +81,7 @@ class Receipt:
         self.max_match, self.match_rate, self.threshold = rc.max_match, rc.match_rate, rc.threshold
         self.affinity, self.ties = bool(rc.affinity), rc.ties
         self.capacity_fallback = bool(rc.capacity_fallback)
+        self.replica_wanted = bool(rc.replica_wanted)
         self.candidates = [Candidate(c) for c in cands]
         self.shuffle = [c.rank for c in sorted((c for c in cands if c.shuffle_pos >= 0),
                                                 key=lambda c: c.shuffle_pos)]

@@ -314,7 +314,13 @@ class BindingAdapter:
         return router.pending_warmup(), router.conversations()
 
     def receipts(self, router):
-        return [(rc.id, str(rc)) for rc in router.receipts()]
+        rcs = router.receipts()
+        for rc in rcs:
+            # The C struct's flags say what the library's text says.
+            text = str(rc)
+            self.tc.assertEqual(rc.replica_wanted, "its family wants another rank" in text, text)
+            self.tc.assertEqual(rc.capacity_fallback, "no rank had KV room" in text, text)
+        return [(rc.id, str(rc)) for rc in rcs]
 
 
 class FixturesTest(unittest.TestCase):
