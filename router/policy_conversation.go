@@ -32,6 +32,7 @@ func (r *Router) routeConversation(b *batch) {
 	hash := slices.Grow(r.convHash[:0], len(b.reqs))[:len(b.reqs)]
 	r.convHash = hash
 	for i := range b.reqs {
+		hash[i] = 0
 		if id := b.reqs[i].ConversationID; id != "" {
 			hash[i] = r.conv.Hash(id)
 		}
