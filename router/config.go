@@ -73,7 +73,10 @@ const (
 	// WarmupQuiet is WarmupOnce only in decisions where no rank reports an
 	// active request: every rank gets a request once, so
 	// that the first spike finds the shared prefix everywhere, but warming
-	// never costs a loaded engine a cold prefill it did not need.
+	// never costs a loaded engine a cold prefill it did not need. Load that
+	// starts on a cold engine is the exception: while at most one rank is
+	// warmed, a decision with fewer active requests than ranks that brings
+	// a request for every pending rank warms them all at once.
 	WarmupQuiet Warmup = "quiet"
 )
 

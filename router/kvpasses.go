@@ -26,19 +26,33 @@ func (r *Router) kvBegin(b *batch) (count []int, tokens []float64, row []int) {
 
 // warming reports whether the cold-start warmup may send this batch's
 // requests to ranks not warmed yet: always under WarmupOnce (the
-// reference), under WarmupQuiet only when no rank reports an active request,
-// so that warmup happens before a spike and never adds a cold prefill to a
-// loaded engine.
+// reference); under WarmupQuiet when no rank reports an active request, so
+// that warmup happens before a spike and never adds a cold prefill to a
+// loaded engine, or when load starts on a cold engine (see coldStart).
 func (r *Router) warming(b *batch) bool {
 	if r.cfg.Warmup != WarmupQuiet {
 		return true
 	}
+	active := 0
 	for i := range b.states {
-		if b.states[i].NumActiveRequests > 0 {
-			return false
-		}
+		active += b.states[i].NumActiveRequests
 	}
-	return true
+	return active == 0 || r.coldStart(b, active)
+}
+
+// coldStart reports whether quiet warmup warms every rank at once in this
+// decision although the engine is not idle: at most one rank is warmed yet,
+// fewer requests are active than there are ranks, and the batch brings a
+// request for every rank still pending. Load that starts on a cold engine
+// gives no idle decision after its first; without this the first rank would
+// hold every prompt and later replicas would each stall the lock step on
+// their own. Here the pending ranks compute their prompts side by side, one
+// stall, while little else is running. A spike after a quiet period finds
+// the ranks warmed by then (or more pending ranks than requests) and is left
+// alone.
+func (r *Router) coldStart(b *batch, active int) bool {
+	size := len(b.states)
+	return r.pendingCount >= size-1 && active < size && len(b.reqs) >= r.pendingCount
 }
 
 // explicitPass is the first pass of the KV-aware policy, whatever its score:
