@@ -76,7 +76,9 @@ const (
 	// never costs a loaded engine a cold prefill it did not need. Load that
 	// starts on a cold engine is the exception: while at most one rank is
 	// warmed, a decision with fewer active requests than ranks that brings
-	// a request for every pending rank warms them all at once.
+	// a request for every pending rank warms them all at once, shared out
+	// among the batch's prompt families (at most ceil(dp_size / families)
+	// ranks each while other families wait) when the prefix index is on.
 	WarmupQuiet Warmup = "quiet"
 )
 

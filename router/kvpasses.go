@@ -28,16 +28,22 @@ func (r *Router) kvBegin(b *batch) (count []int, tokens []float64, row []int) {
 // requests to ranks not warmed yet: always under WarmupOnce (the
 // reference); under WarmupQuiet when no rank reports an active request, so
 // that warmup happens before a spike and never adds a cold prefill to a
-// loaded engine, or when load starts on a cold engine (see coldStart).
-func (r *Router) warming(b *batch) bool {
+// loaded engine, or when load starts on a cold engine (see coldStart), in
+// which case spread is true: the pending ranks are shared out among the
+// batch's prompt families (see warmShare).
+func (r *Router) warming(b *batch) (warming, spread bool) {
 	if r.cfg.Warmup != WarmupQuiet {
-		return true
+		return true, false
 	}
 	active := 0
 	for i := range b.states {
 		active += b.states[i].NumActiveRequests
 	}
-	return active == 0 || r.coldStart(b, active)
+	if active == 0 {
+		return true, false
+	}
+	cold := r.coldStart(b, active)
+	return cold, cold
 }
 
 // coldStart reports whether quiet warmup warms every rank at once in this
@@ -55,6 +61,47 @@ func (r *Router) coldStart(b *batch, active int) bool {
 	return r.pendingCount >= size-1 && active < size && len(b.reqs) >= r.pendingCount
 }
 
+// warmShare returns how many ranks one prompt family may hold before a
+// cold-start decision (coldStart) warms another rank for it while other
+// families wait: ceil(dp_size / families), counting the distinct families
+// (first block hashes) of the batch's untargeted requests; 0, no bound,
+// without the prefix index or any such family. A cold engine does not know
+// yet which family its traffic needs most, and the batch that warms it is a
+// draw: in arrival order one family could take most ranks (five of eight in
+// a measured case) while the busiest family ran on two. Requests held back
+// by the share take the ranks still pending afterwards (warmHeld), so every
+// pending rank is still warmed in this one stall.
+func (r *Router) warmShare(b *batch) int {
+	if r.prefix == nil {
+		return 0
+	}
+	fams := r.fams[:0]
+	for i := range b.reqs {
+		if b.reqs[i].hasTarget() {
+			continue
+		}
+		if hs := r.prefix.hashesOf(&r.cfg, b, i); len(hs) > 0 {
+			fams = append(fams, hs[0])
+		}
+	}
+	slices.Sort(fams)
+	fams = slices.Compact(fams)
+	r.fams = fams
+	if len(fams) == 0 {
+		return 0
+	}
+	return (len(b.states) + len(fams) - 1) / len(fams)
+}
+
+// familyRanks returns how many ranks the prefix index says hold request i's
+// prompt family (its first block), or 0 for a prompt shorter than a block.
+func (r *Router) familyRanks(b *batch, i int) int {
+	if hs := r.prefix.hashesOf(&r.cfg, b, i); len(hs) > 0 {
+		return r.prefix.idx.Replicas(hs[0])
+	}
+	return 0
+}
+
 // explicitPass is the first pass of the KV-aware policy, whatever its score:
 // in relax order, each request with a target goes there and, while the
 // cold-start warmup is warming, each untargeted one to the smallest rank
@@ -63,34 +110,79 @@ func (r *Router) coldStart(b *batch, active int) bool {
 // other requests, grouped by prompt prefix, longer prompts first.
 func (r *Router) explicitPass(b *batch, count []int, skipBound bool, place func(i, k int)) []int {
 	rest := r.rest[:0]
-	warming := r.warming(b)
+	warming, spread := r.warming(b)
+	share := 0
+	if spread {
+		share = r.warmShare(b)
+	}
+	held := r.held[:0]
 	for _, i := range r.relaxSort(b, isStrictTarget) {
 		q := &b.reqs[i]
 		target := q.TargetRank
 		warm := false
 		if !q.hasTarget() && warming && r.pendingCount > 0 && !(skipBound && r.bound(q)) {
-			target, warm = slices.Index(r.pending, true), true // smallest pending rank
+			if share > 0 && r.familyRanks(b, i) >= share {
+				held = append(held, i) // its family has its share: later
+			} else {
+				target, warm = slices.Index(r.pending, true), true // smallest pending rank
+			}
 		}
 		if target != NoTarget && count[target] < b.maxn {
-			place(i, target)
-			if warm {
-				r.stats.warmup++
-			}
-			if r.rc != nil {
-				r.rc.placed(i, explicitOr(warm, ReasonColdStartWarmup), 0)
-			}
-			if r.pendingCount > 0 && r.pending[target] {
-				r.pending[target] = false
-				r.pendingCount--
-				r.digest = fold(r.digest, tagWarmed, uint64(target), 0)
-			}
+			r.placeExplicit(i, target, warm, place)
 			continue
 		}
 		rest = append(rest, i)
 	}
+	r.held = held
+	if len(held) > 0 {
+		rest = r.warmHeld(b, count, rest, held, place)
+	}
 	r.rest = rest
 	r.groups.sort(b.reqs, rest)
 	return rest
+}
+
+// warmHeld gives the ranks still pending after the first pass to the
+// requests warmShare held back, in relax order, and returns rest without
+// the requests it placed.
+func (r *Router) warmHeld(b *batch, count []int, rest, held []int, place func(i, k int)) []int {
+	n := 0
+	for _, i := range held {
+		k := slices.Index(r.pending, true)
+		if k < 0 || count[k] >= b.maxn {
+			break
+		}
+		r.placeExplicit(i, k, true, place)
+		n++
+	}
+	// held is a subsequence of rest, both in relax order; drop its first n.
+	placed := held[:n]
+	out := rest[:0]
+	for _, i := range rest {
+		if len(placed) > 0 && placed[0] == i {
+			placed = placed[1:]
+			continue
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
+// placeExplicit places request i on rank k in the explicit pass (warm: as
+// the cold-start warmup), counting it and clearing k's pending warmup.
+func (r *Router) placeExplicit(i, k int, warm bool, place func(i, k int)) {
+	place(i, k)
+	if warm {
+		r.stats.warmup++
+	}
+	if r.rc != nil {
+		r.rc.placed(i, explicitOr(warm, ReasonColdStartWarmup), 0)
+	}
+	if r.pendingCount > 0 && r.pending[k] {
+		r.pending[k] = false
+		r.pendingCount--
+		r.digest = fold(r.digest, tagWarmed, uint64(k), 0)
+	}
 }
 
 // scoring returns, for the requests left after the explicit pass, the soft

@@ -56,6 +56,8 @@ type Router struct {
 	tokensF  []float64
 	order    []int
 	rest     []int
+	held     []int    // explicitPass: requests warmShare held back
+	fams     []uint64 // warmShare: the batch's prompt families
 	eligible []int
 	heap     rankHeap // the default policy's open ranks
 	keys     []uint64 // sort keys (longestFirst)
