@@ -75,10 +75,12 @@ const (
 	// that the first spike finds the shared prefix everywhere, but warming
 	// never costs a loaded engine a cold prefill it did not need. Load that
 	// starts on a cold engine is the exception: while at most one rank is
-	// warmed, a decision with fewer active requests than ranks that brings
-	// a request for every pending rank warms them all at once, shared out
-	// among the batch's prompt families (at most ceil(dp_size / families)
-	// ranks each while other families wait) when the prefix index is on.
+	// warmed and fewer requests are active than there are ranks, a decision
+	// that brings a request for every pending rank, or (with the prefix
+	// index) two requests or more, one of a prompt family no rank holds (a
+	// stall anyway), warms pending ranks with its requests at once; with
+	// the prefix index a family takes at most ceil(dp_size / families) of
+	// them while another family's request waits.
 	WarmupQuiet Warmup = "quiet"
 )
 

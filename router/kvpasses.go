@@ -46,19 +46,42 @@ func (r *Router) warming(b *batch) (warming, spread bool) {
 	return cold, cold
 }
 
-// coldStart reports whether quiet warmup warms every rank at once in this
+// coldStart reports whether quiet warmup warms the pending ranks in this
 // decision although the engine is not idle: at most one rank is warmed yet,
-// fewer requests are active than there are ranks, and the batch brings a
-// request for every rank still pending. Load that starts on a cold engine
-// gives no idle decision after its first; without this the first rank would
-// hold every prompt and later replicas would each stall the lock step on
-// their own. Here the pending ranks compute their prompts side by side, one
-// stall, while little else is running. A spike after a quiet period finds
-// the ranks warmed by then (or more pending ranks than requests) and is left
-// alone.
+// fewer requests are active than there are ranks, and the batch either
+// brings a request for every rank still pending or brings two requests or
+// more, one of them of a prompt family no rank holds (newFamily). Load that
+// starts on a cold engine gives no idle decision after its first; without
+// this the first rank would hold every prompt and later replicas would each
+// stall the lock step on their own. Here the pending ranks compute their
+// prompts side by side, one stall, while little else is running; a new
+// family's prompt is computed whole somewhere anyway, so that decision
+// stalls the lock step already. A spike after a quiet period finds the
+// ranks warmed by then (or more pending ranks than requests, and its
+// families held) and is left alone.
 func (r *Router) coldStart(b *batch, active int) bool {
 	size := len(b.states)
-	return r.pendingCount >= size-1 && active < size && len(b.reqs) >= r.pendingCount
+	if r.pendingCount < size-1 || active >= size {
+		return false
+	}
+	return len(b.reqs) >= r.pendingCount || (len(b.reqs) >= 2 && r.newFamily(b))
+}
+
+// newFamily reports whether an untargeted request of the batch is of a
+// prompt family (first block) that the prefix index shows on no rank.
+func (r *Router) newFamily(b *batch) bool {
+	if r.prefix == nil {
+		return false
+	}
+	for i := range b.reqs {
+		if b.reqs[i].hasTarget() {
+			continue
+		}
+		if hs := r.prefix.hashesOf(&r.cfg, b, i); len(hs) > 0 && r.prefix.idx.Replicas(hs[0]) == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // warmShare returns how many ranks one prompt family may hold before a
