@@ -15,8 +15,9 @@ const DefaultRankBlocks = 1 << 16
 // holder of the block, and links in its rank's and in the global recency
 // list), its block's slot (16 bytes; a block has a slot only while some rank
 // holds it, so at most one per entry) and the block's share of the hash table
-// (at most 32 bytes: 8-byte buckets, at least twice as many as slots ever
-// held, rounded up to a power of two), 76 bytes rounded up. Arrays grow by
+// (at most 32 bytes: 8-byte buckets, a power of two of them, at least twice
+// as many as slots held and at most four per entry of the bound; see grow),
+// 76 bytes rounded up. Arrays grow by
 // doubling but never past the total bound, so an Index bounded to n entries
 // holds at most n*EntryBytes bytes plus a few words per rank.
 const EntryBytes = 80
@@ -314,7 +315,7 @@ func (x *Index) newNode(s, rank int32) int32 {
 }
 
 func (x *Index) newSlot(h uint64) int32 {
-	if 2*(x.nslot+1) > len(x.table) {
+	if x.grow() {
 		x.rehash(max(2*len(x.table), 64))
 	}
 	s := x.fslot
@@ -328,6 +329,18 @@ func (x *Index) newSlot(h uint64) int32 {
 	x.nslot++
 	x.place(s)
 	return s
+}
+
+// grow reports whether the table doubles before it takes one more slot:
+// always past half full, and past a quarter full while the doubled table
+// stays within the table's share of the total bound (four buckets per entry,
+// see EntryBytes). Linear probing's runs grow quickly with the load: at half
+// full a deletion's backward shift scanned 2.2 buckets on average and the
+// table's cache misses were the largest part of a full index's insertions
+// (BenchmarkIndexSteady/full took about a third longer than at a quarter).
+func (x *Index) grow() bool {
+	n := x.nslot + 1
+	return n > len(x.table)/2 || (n > len(x.table)/4 && len(x.table)/2 <= x.max)
 }
 
 // grownCap doubles an array's capacity, but not past the total bound (one

@@ -354,3 +354,24 @@ func BenchmarkInsertEvicting(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*chainLen), "ns/block")
 }
+
+// The hash table stays within its share of the total bound (four buckets
+// per entry, EntryBytes) and at most half full, and at most a quarter full
+// wherever a doubled table would still be within that share.
+func TestIndexTableLoad(t *testing.T) {
+	for _, total := range []int{64, 1000, 4096, 4097, 5000, 1 << 14} {
+		x := NewIndex(4, total)
+		for i := range 3 * total / 16 {
+			x.Insert(i%4, AppendHashes(nil, seq(i*10_000, 32*16), 32, 0, 0))
+			size := len(x.table)
+			if size > 4*total || 2*x.nslot > size {
+				t.Fatalf("bound %d: %d slots in %d buckets, want at most half full and at most %d buckets",
+					total, x.nslot, size, 4*total)
+			}
+			if 4*x.nslot > size && 2*size <= 4*total {
+				t.Fatalf("bound %d: %d slots in %d buckets, more than a quarter full though %d buckets fit",
+					total, x.nslot, size, 2*size)
+			}
+		}
+	}
+}
