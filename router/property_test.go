@@ -194,8 +194,8 @@ func randConfig(rng *rand.Rand) Config {
 	// Options beyond the reference: the invariants hold for them too.
 	if policy == PolicyKVCacheAware {
 		c.PrefixSource = pick(rng, SourceProbe, SourceProbe, SourceIndex, SourceProbeIndex)
-		c.Warmup = pick(rng, "", WarmupOff, WarmupOnce, WarmupDemand)
-		if c.Warmup == WarmupOff {
+		c.Warmup = pick(rng, "", WarmupOff, WarmupOnce, WarmupQuiet, WarmupDemand)
+		if c.Warmup == WarmupOff || c.Warmup == WarmupQuiet {
 			c.ColdStartWarmup = false // true would contradict it (Validate rejects that)
 		}
 		if c.Warmup == WarmupDemand {
