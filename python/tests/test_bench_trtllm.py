@@ -72,6 +72,30 @@ class BenchTrtllmTest(unittest.TestCase):
         with self.assertRaises(B.Mismatch):  # a request lost
             B.check_consistent("lost", ({0: [it[0]], 1: [it[2]]}, 2), it, [0, 0], 8)
 
+    def test_renewed_batches_are_new_objects(self):
+        # Rows 1, 2, 4 and 4f route each call's batch as new objects: the
+        # same requests (ids, prompt lists, params) in objects no earlier call
+        # saw, so that no call finds the batch in cache from the one before.
+        sys.path.insert(0, PYTHON_DIR)
+        try:
+            import bench_trtllm as B
+            import trtllm_fakes as F
+        finally:
+            sys.path.remove(PYTHON_DIR)
+        w = B.Workload(16, 4, F.LlmRequestState)
+        a, b = w.renewed(), w.renewed()
+        for old, x, y in zip(w.items, a, b):
+            self.assertEqual((x.id, y.id), (old.id, old.id))
+            for obj in (x, x.request):
+                self.assertNotIn(id(obj), {id(old), id(old.request), id(y), id(y.request)})
+            self.assertIs(x.request.input_token_ids, old.request.input_token_ids)
+            p, q = old.request.py_scheduling_params, x.request.py_scheduling_params
+            self.assertEqual(p is None, q is None)
+            if p is not None:
+                self.assertIsNot(q, p)
+                self.assertEqual((q.attention_dp_rank, q.attention_dp_relax),
+                                 (p.attention_dp_rank, p.attention_dp_relax))
+
 
 if __name__ == "__main__":
     unittest.main()
