@@ -17,9 +17,9 @@ const DefaultRankBlocks = 1 << 16
 // holds it, so at most one per entry) and the block's share of the hash table
 // (at most 32 bytes: 8-byte buckets, a power of two of them, at least twice
 // as many as slots held and at most four per entry of the bound; see grow),
-// 76 bytes rounded up. Arrays grow by
-// doubling but never past the total bound, so an Index bounded to n entries
-// holds at most n*EntryBytes bytes plus a few words per rank.
+// 76 bytes rounded up. Arrays grow by doubling but never past the total
+// bound, so an Index bounded to n entries holds at most n*EntryBytes bytes
+// plus a few words per rank.
 const EntryBytes = 80
 
 // MaxEntries is the largest total bound: entries and slots are int32.
