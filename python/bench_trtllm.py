@@ -453,15 +453,11 @@ class Workload:
         """The timed batch with new prompts: the first token after each system
         prompt is unique to (call, request), so every block after the system
         prompts is new to a prefix index; same ids, params and probe keys."""
-        out = []
-        for i, it in enumerate(self.items):
-            req = it.request
-            prompt = list(req.input_token_ids)
+        out = self.renewed()
+        for i, it in enumerate(out):
+            prompt = list(it.request.input_token_ids)
             prompt[self.sys_len[i]] = VOCAB + call * self.nreq + i
-            new = F.LlmRequest(prompt)
-            new.py_scheduling_params = req.py_scheduling_params
-            new.py_conversation_params = req.py_conversation_params
-            out.append(F.RequestQueueItem(it.id, new))
+            it.request.input_token_ids = prompt  # the same length: the request's counts hold
         return out
 
 
