@@ -77,7 +77,7 @@ func (r *Router) newFamily(b *batch) bool {
 		if b.reqs[i].hasTarget() {
 			continue
 		}
-		if hs := r.prefix.hashesOf(&r.cfg, b, i); len(hs) > 0 && r.prefix.idx.Replicas(hs[0]) == 0 {
+		if fam, ok := r.prefix.family(&r.cfg, b, i); ok && r.prefix.idx.Replicas(fam) == 0 {
 			return true
 		}
 	}
@@ -103,8 +103,8 @@ func (r *Router) warmShare(b *batch) int {
 		if b.reqs[i].hasTarget() {
 			continue
 		}
-		if hs := r.prefix.hashesOf(&r.cfg, b, i); len(hs) > 0 {
-			fams = append(fams, hs[0])
+		if fam, ok := r.prefix.family(&r.cfg, b, i); ok {
+			fams = append(fams, fam)
 		}
 	}
 	slices.Sort(fams)
@@ -119,8 +119,8 @@ func (r *Router) warmShare(b *batch) int {
 // familyRanks returns how many ranks the prefix index says hold request i's
 // prompt family (its first block), or 0 for a prompt shorter than a block.
 func (r *Router) familyRanks(b *batch, i int) int {
-	if hs := r.prefix.hashesOf(&r.cfg, b, i); len(hs) > 0 {
-		return r.prefix.idx.Replicas(hs[0])
+	if fam, ok := r.prefix.family(&r.cfg, b, i); ok {
+		return r.prefix.idx.Replicas(fam)
 	}
 	return 0
 }

@@ -140,16 +140,24 @@ func (p *prefixState) replicaTarget(cfg *Config, b *batch, i int) (fam uint64, w
 	return fam, want, p.idx.Replicas(fam), true
 }
 
+// family returns request i's prompt family, the hash of its first block;
+// ok is false for a prompt shorter than a block, which has none.
+func (p *prefixState) family(cfg *Config, b *batch, i int) (fam uint64, ok bool) {
+	if hs := p.hashesOf(cfg, b, i); len(hs) > 0 {
+		return hs[0], true
+	}
+	return 0, false
+}
+
 // demand returns request i's prompt family and how many requests of the
 // demand window belong to it; ok is false for requests without a family
 // (shorter than a block) and families seen fewer than WarmupMinRequests
 // times in the window: one-off prompts are no demand.
 func (p *prefixState) demand(cfg *Config, b *batch, i int) (fam uint64, count int, ok bool) {
-	hs := p.hashesOf(cfg, b, i)
-	if len(hs) == 0 {
+	fam, ok = p.family(cfg, b, i)
+	if !ok {
 		return 0, 0, false
 	}
-	fam = hs[0]
 	count = p.counts[fam]
 	return fam, count, count >= cfg.WarmupMinRequests
 }
