@@ -24,8 +24,9 @@ region, for every run so that every run routes new conversations.
 
 Index mode (policy "kv_cache_aware+index", 256 x 16 and 1024 x 64): the router's own
 prefix index instead of match dicts, fresh prompts every call, timed once the index is
-full and evicting, against the reference's route alone with dense match dicts on the
-same batch; a second line compares those calls with early ones on a filling index.
+full (tests/index_fill.py), against the reference's route alone with dense match dicts
+on the same batch; a second line compares those calls with early ones on a filling
+index.
 
 Columns (microseconds, time.perf_counter_ns): "route" is the binding end to end;
 "reference" is the same with ReferenceRouter; speed-up = reference median / route
@@ -57,6 +58,7 @@ import adprouter  # noqa: E402
 
 # The pure-Python reference rules, the baseline, live with the tests.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests"))
+import index_fill  # noqa: E402
 import reference as ref  # noqa: E402
 
 _now = time.perf_counter_ns
@@ -229,10 +231,11 @@ def bench_index(n_req, dp, runs, capacity, early=5):
     """Index mode at steady state: the router's own prefix index supplies the match
     lengths (prefix_source="index", no probes, no match table) while every call brings
     fresh prompts. Calls start on an empty index; calls 1 to `early` while it fills are
-    the early figure, the `runs` timed ones come once the index is full and evicting (index_capacity_blocks
-    per rank; tokens_per_block 32). The reference routes the same batch with dense match
-    dicts: what an engine without the index pays for the routing alone (the probes and
-    the second allgather that build those dicts come on top)."""
+    the early figure, the `runs` timed ones come once the index is full
+    (tests/index_fill.py; index_capacity_blocks per rank, tokens_per_block 32). The
+    reference routes the same batch with dense match dicts: what an engine without the
+    index pays for the routing alone (the probes and the second allgather that build
+    those dicts come on top)."""
     w = workload(n_req, dp)
     states = [adprouter.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
     r_states = [ref.RankState(r, a, t) for r, (a, t) in enumerate(w["loads"])]
@@ -240,11 +243,12 @@ def bench_index(n_req, dp, runs, capacity, early=5):
     router = adprouter.Router(policy="kv_cache_aware", dp_size=dp, prefix_source="index",
                               index_capacity_blocks=capacity)
     early_t, late_t, refs = [], [], []
-    call = 0
+    call, filling = 0, index_fill.Filling()
     gc.collect()
+    full = False
     while len(late_t) < runs:
         fw = fresh_prompts(w, call)
-        full = evicted_total(router.stats(0)) > 0
+        full = full or filling.full(router.stats(0))
         if full:
             r_matches = match_dicts(fw)
             t2 = _now()
@@ -259,7 +263,7 @@ def bench_index(n_req, dp, runs, capacity, early=5):
             late_t.append(t1 - t0)
             refs.append(t3 - t2)
         call += 1
-        if call > 100000 // max(n_req, 1) + 10 * runs and not full:
+        if call > max(100000 // max(n_req, 1), 4 * index_fill.SETTLE) + 10 * runs and not full:
             raise SystemExit("the index never filled: lower --index-capacity")
     st = router.stats(0)
     router.close()
@@ -267,12 +271,9 @@ def bench_index(n_req, dp, runs, capacity, early=5):
     return dict(route=us(statistics.median(late_t)), route_p90=us(pct(late_t, 0.9)),
                 early=us(statistics.median(early_t)), ref=us(statistics.median(refs)),
                 ref_p90=us(pct(refs, 0.9)), calls=call, entries=st["index_entries"],
-                evicted=evicted_total(st))
+                evicted=index_fill.evicted(st))
 
 
-def evicted_total(st):
-    """Blocks the prefix index has evicted, all ranks together."""
-    return sum(r["index_evicted_blocks"] for r in st["ranks"])
 
 
 CASES = [("kv_cache_aware", False), ("kv_cache_aware", True), ("default", False), ("conversation", False)]

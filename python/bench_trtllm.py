@@ -76,8 +76,8 @@ read ratios more than absolutes):
 5. the same iteration with ours in index mode (options={"prefix_source":
    "index"}: no probes, no second allgather) against the other side's row-4
    iteration; every call brings fresh prompts (new blocks after the system
-   prompts), ours' router lives across calls and its index fills (3 untimed
-   calls before timing).
+   prompts), ours' router lives across calls and is timed once its index is
+   full (ours alone until then, tests/index_fill.py, then 3 untimed calls).
 
 The KV-aware and default routers of rows 1, 2 and 4 live across calls, as in
 an engine (warmup off: nothing they keep changes a decision), after 2
@@ -103,6 +103,7 @@ if os.environ.get("PYTHONPATH") and sys.path and sys.path[0] == os.path.dirname(
     sys.path.append(sys.path.pop(0))
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests"))
+import index_fill  # noqa: E402
 import trtllm_fakes as F  # noqa: E402
 
 import adprouter  # noqa: E402
@@ -121,7 +122,9 @@ DEFAULT_RUNS = {(256, 16): 151, (1024, 64): 51}
 QUICK_RUNS = 3
 WARM = 2
 INDEX_WARM = 3
-INDEX_FILL_MAX = 400
+# Row 5 times ours once its index is full (index_fill), or after this many
+# calls.
+INDEX_FILL_MAX = 3000
 # Row 3 routes this many new conversations before timing (both sides' maps
 # then hold TensorRT-LLM's default max_sessions, 65536, and evict).
 CONV_FILL = 1 << 16
@@ -675,13 +678,15 @@ def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX):
     if o_ix.needs_prefix_matches:
         raise Mismatch("prefix_source=index: needs_prefix_matches is still True")
     label = "(5) index-mode iteration (ours)"
-    # Ours alone until its index is full and evicting (an engine's steady state).
-    calls = 0
-    while evicted(o_ix) == 0 and calls < fill_max:
+    # Ours alone until its index is full (an engine's steady state).
+    calls, filling = 0, index_fill.Filling()
+    full = filling.full(o_ix.stats())
+    while calls < fill_max and not full:
         fresh = w.fresh(calls)
         check_consistent("%s %s filling call %d" % (label, size, calls),
                          iteration(o_ix, w.active, fresh, maxn), fresh, gathered_active, maxn)
         calls += 1
+        full = filling.full(o_ix.stats())
     filled = calls
     batches = {}
 
@@ -699,9 +704,9 @@ def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX):
     st_ix = o_ix.stats()
     rss1 = resident_bytes()
     counter["index_note"].append(
-        "%s: ours' index: evicting after %d untimed calls%s; after all %d: %d entries, %.0f MB (index_bytes; "
+        "%s: ours' index: full after %d untimed calls%s; after all %d: %d entries, %.0f MB (index_bytes; "
         "the process grew by %s), %d blocks evicted"
-        % (size, filled, "" if evicted(o_ix) else " (NOT full: timed while filling)", filled + INDEX_WARM + runs,
+        % (size, filled, "" if full else " (NOT full: timed while filling)", filled + INDEX_WARM + runs,
            st_ix.get("index_entries", -1), st_ix.get("index_bytes", 0) / 1e6,
            "%.0f MB resident" % ((rss1 - rss0) / 1e6) if rss0 and rss1 else "an unknown amount", evicted(o_ix)))
     for r in (o_kv, o_d, o_it, o_ix):
@@ -721,7 +726,7 @@ def resident_bytes():
 
 def evicted(router):
     """Blocks ours' prefix index has evicted, all ranks together."""
-    return sum(r.get("index_evicted_blocks", 0) for r in router.stats().get("ranks", []))
+    return index_fill.evicted(router.stats())
 
 
 def spread(xs):
@@ -851,7 +856,7 @@ def main():
         print("NOTE: options from the environment apply to ours: %s" % ", ".join(env))
     sizes = [s for s in SIZES if not args.size or "%dx%d" % s in args.size]
     runs = {s: args.runs or (QUICK_RUNS if args.quick else DEFAULT_RUNS[s]) for s in sizes}
-    print("runs: %s per row (after %d untimed calls; row 5: ours alone until its index evicts%s, then %d untimed), "
+    print("runs: %s per row (after %d untimed calls; row 5: ours alone until its index is full%s, then %d untimed), "
           "interleaved call by call, gc off while timing"
           % (", ".join("%d x %d: %d" % (s + (runs[s],)) for s in sizes), WARM,
              " (not with --quick)" if args.quick else "", INDEX_WARM))
