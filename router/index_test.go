@@ -291,10 +291,10 @@ func (w *steadyWorkload) next() {
 // eviction comes long before that (one rank's share is full while the
 // others' still grow), and a full index is larger, so slower, than one
 // still filling.
-func fillIndex(r *Router, route func()) {
-	const settle = 50
+func fillIndex(tb testing.TB, r *Router, route func()) {
+	const settle, most = 50, 20_000
 	var held []int
-	for {
+	for range most {
 		st := r.Stats(0)
 		held = append(held, st.IndexEntries)
 		evicted := uint64(0)
@@ -306,6 +306,7 @@ func fillIndex(r *Router, route func()) {
 		}
 		route()
 	}
+	tb.Fatalf("the prefix index is not full after %d decisions", most)
 }
 
 // BenchmarkIndexSteady is index mode in steady state: 256 fresh prompts over
@@ -328,7 +329,7 @@ func BenchmarkIndexSteady(b *testing.B) {
 				}
 			}
 			if phase == "full" {
-				fillIndex(r, route)
+				fillIndex(b, r, route)
 			}
 			b.ReportAllocs()
 			n := 0
