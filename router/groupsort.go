@@ -22,16 +22,21 @@ import (
 // keys (group rank, length, position). The order is exactly the stable
 // sort's: the position makes every key distinct and breaks ties by arrival.
 // The hash only places groups in the table; no result depends on it.
+//
+// With longestFirst the groups come in order of their longest prompt,
+// longest first, and only then by prefix: the TTFT score's order (see
+// routeTTFT).
 type groupSorter struct {
-	table []int32  // open addressing: group index + 1, 0 = empty
-	hash  []uint64 // per group: its prefix hash
-	rep   []int    // per group: the request index whose prefix names it
-	order []int32  // groups sorted by prefix
-	rank  []uint64 // per group: its position in order
-	gid   []int32  // per position in rest: its group
-	keys  []uint64
-	spare []uint64
-	tmp   []int
+	table   []int32  // open addressing: group index + 1, 0 = empty
+	hash    []uint64 // per group: its prefix hash
+	rep     []int    // per group: the request index whose prefix names it
+	longest []int    // per group: its longest prompt, in tokens
+	order   []int32  // groups sorted by prefix
+	rank    []uint64 // per group: its position in order
+	gid     []int32  // per position in rest: its group
+	keys    []uint64
+	spare   []uint64
+	tmp     []int
 }
 
 // prefetchAhead is how many requests ahead of the prefix hashing sort
@@ -48,8 +53,9 @@ func prefetchPrefixOf(q *Request) {
 	}
 }
 
-// sort reorders rest (indices into reqs) by the grouping key, stably.
-func (g *groupSorter) sort(reqs []Request, rest []int) {
+// sort reorders rest (indices into reqs) by the grouping key, stably; with
+// longestFirst, the group with the longest prompt first.
+func (g *groupSorter) sort(reqs []Request, rest []int, longestFirst bool) {
 	n := len(rest)
 	if n < 2 {
 		return
@@ -57,7 +63,7 @@ func (g *groupSorter) sort(reqs []Request, rest []int) {
 	size := 1 << bits.Len(uint(2*n-1)) // a power of two >= 2n: load <= 1/2
 	g.table = slices.Grow(g.table[:0], size)[:size]
 	clear(g.table)
-	g.hash, g.rep = g.hash[:0], g.rep[:0]
+	g.hash, g.rep, g.longest = g.hash[:0], g.rep[:0], g.longest[:0]
 	g.gid = slices.Grow(g.gid[:0], n)[:n]
 	minLen, maxLen := reqs[rest[0]].Len(), reqs[rest[0]].Len()
 	// Every prompt lies on its own pages, and between decisions an engine's
@@ -81,12 +87,14 @@ func (g *groupSorter) sort(reqs []Request, rest []int) {
 			if e == 0 {
 				g.hash = append(g.hash, h)
 				g.rep = append(g.rep, i)
+				g.longest = append(g.longest, q.Len())
 				g.table[s] = int32(len(g.rep))
 				g.gid[p] = int32(len(g.rep) - 1)
 				break
 			}
 			if k := e - 1; g.hash[k] == h && bytes.Equal(prefixBytes(prefixOf(&reqs[g.rep[k]])), pre) {
 				g.gid[p] = k
+				g.longest[k] = max(g.longest[k], q.Len())
 				break
 			}
 		}
@@ -100,6 +108,11 @@ func (g *groupSorter) sort(reqs []Request, rest []int) {
 	}
 	if groups > 1 {
 		slices.SortFunc(g.order, func(a, b int32) int {
+			if longestFirst {
+				if c := cmp.Compare(g.longest[b], g.longest[a]); c != 0 {
+					return c
+				}
+			}
 			return slices.Compare(prefixOf(&reqs[g.rep[a]]), prefixOf(&reqs[g.rep[b]]))
 		})
 	}

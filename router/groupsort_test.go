@@ -22,6 +22,22 @@ func referenceGroupOrder(reqs []Request, rest []int) []int {
 	return want
 }
 
+// longestGroupOrder is the TTFT score's order: the reference's, except that
+// the groups (equal first PrefixTokens tokens) come in order of their
+// longest prompt, longest first.
+func longestGroupOrder(reqs []Request, rest []int) []int {
+	longest := map[string]int{}
+	key := func(i int) string { return fmt.Sprint(prefixOf(&reqs[i])) }
+	for _, i := range rest {
+		longest[key(i)] = max(longest[key(i)], reqs[i].Len())
+	}
+	want := referenceGroupOrder(reqs, rest)
+	slices.SortStableFunc(want, func(x, y int) int {
+		return cmp.Compare(longest[key(y)], longest[key(x)])
+	})
+	return want
+}
+
 // groupSortBatch draws requests whose prefixes collide often: a few
 // families, prefixes that are prefixes of others, empty and short prompts,
 // negative tokens, equal lengths, and lengths spread as widely as asked.
@@ -50,29 +66,35 @@ func groupSortBatch(rng *rand.Rand, n int, lenSpread int) []Request {
 }
 
 // The grouped sort gives exactly the stable sort's order, on both the packed
-// key and the wide fallback (lengths spread over ~2^48 tokens).
+// key and the wide fallback (lengths spread over ~2^48 tokens), in the
+// reference's group order and longest group first.
 func TestGroupSortMatchesStableSort(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		spread int
 	}{{"packed", 3}, {"packed_spread", 4000}, {"wide", MaxTokens - PrefixTokens - 8}} {
-		t.Run(tc.name, func(t *testing.T) {
-			var g groupSorter
-			rng := rand.New(rand.NewPCG(1, uint64(tc.spread)))
-			for iter := range 2000 {
-				n := rng.IntN(60)
-				if iter%40 == 0 {
-					n = 128 + rng.IntN(1000) // large enough for the radix sort
+		for _, longest := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/longest_first=%v", tc.name, longest), func(t *testing.T) {
+				var g groupSorter
+				rng := rand.New(rand.NewPCG(1, uint64(tc.spread)))
+				for iter := range 2000 {
+					n := rng.IntN(60)
+					if iter%40 == 0 {
+						n = 128 + rng.IntN(1000) // large enough for the radix sort
+					}
+					reqs := groupSortBatch(rng, n, tc.spread)
+					rest := rng.Perm(n)[:rng.IntN(n+1)] // a subset, in any order
+					want := referenceGroupOrder(reqs, rest)
+					if longest {
+						want = longestGroupOrder(reqs, rest)
+					}
+					g.sort(reqs, rest, longest)
+					if !slices.Equal(rest, want) {
+						t.Fatalf("iteration %d: got order %v, want %v", iter, rest, want)
+					}
 				}
-				reqs := groupSortBatch(rng, n, tc.spread)
-				rest := rng.Perm(n)[:rng.IntN(n+1)] // a subset, in any order
-				want := referenceGroupOrder(reqs, rest)
-				g.sort(reqs, rest)
-				if !slices.Equal(rest, want) {
-					t.Fatalf("iteration %d: got order %v, want %v", iter, rest, want)
-				}
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -93,7 +115,7 @@ func TestGroupSortGroups(t *testing.T) {
 	}
 	want := referenceGroupOrder(reqs, rest)
 	var g groupSorter
-	g.sort(reqs, rest)
+	g.sort(reqs, rest, false)
 	if !slices.Equal(rest, want) {
 		t.Fatal("order differs from the stable sort")
 	}
@@ -108,12 +130,17 @@ func FuzzGroupSort(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seed uint64, n uint8, spread uint16) {
 		rng := rand.New(rand.NewPCG(seed, 0))
 		reqs := groupSortBatch(rng, int(n), int(spread))
-		rest := rng.Perm(int(n))
-		want := referenceGroupOrder(reqs, rest)
-		var g groupSorter
-		g.sort(reqs, rest)
-		if !slices.Equal(rest, want) {
-			t.Fatal(fmt.Sprintf("got order %v, want %v", rest, want))
+		for _, longest := range []bool{false, true} {
+			rest := rng.Perm(int(n))
+			want := referenceGroupOrder(reqs, rest)
+			if longest {
+				want = longestGroupOrder(reqs, rest)
+			}
+			var g groupSorter
+			g.sort(reqs, rest, longest)
+			if !slices.Equal(rest, want) {
+				t.Fatalf("longest first %v: got order %v, want %v", longest, rest, want)
+			}
 		}
 	})
 }

@@ -128,10 +128,12 @@ func (r *Router) familyRanks(b *batch, i int) int {
 // explicitPass is the first pass of the KV-aware policy, whatever its score:
 // in relax order, each request with a target goes there and, while the
 // cold-start warmup is warming, each untargeted one to the smallest rank
-// not warmed yet (with skipBound, not a turn of a bound conversation), if
-// that rank is under the hard cap; place does the placing. It returns the
-// other requests, grouped by prompt prefix, longer prompts first.
-func (r *Router) explicitPass(b *batch, count []int, skipBound bool, place func(i, k int)) []int {
+// not warmed yet (with ttft, not a turn of a bound conversation), if that
+// rank is under the hard cap; place does the placing. It returns the other
+// requests, grouped by prompt prefix, longer prompts first within a group;
+// the groups in the reference's order (by prefix) or, with ttft, the group
+// with the longest prompt first (see routeTTFT).
+func (r *Router) explicitPass(b *batch, count []int, ttft bool, place func(i, k int)) []int {
 	rest := r.rest[:0]
 	warming, spread := r.warming(b)
 	share := 0
@@ -143,7 +145,7 @@ func (r *Router) explicitPass(b *batch, count []int, skipBound bool, place func(
 		q := &b.reqs[i]
 		target := q.TargetRank
 		warm := false
-		if !q.hasTarget() && warming && r.pendingCount > 0 && !(skipBound && r.bound(q)) {
+		if !q.hasTarget() && warming && r.pendingCount > 0 && !(ttft && r.bound(q)) {
 			if share > 0 && r.familyRanks(b, i) >= share {
 				held = append(held, i) // its family has its share: later
 			} else {
@@ -161,7 +163,7 @@ func (r *Router) explicitPass(b *batch, count []int, skipBound bool, place func(
 		rest = r.warmHeld(b, count, rest, held, place)
 	}
 	r.rest = rest
-	r.groups.sort(b.reqs, rest)
+	r.groups.sort(b.reqs, rest, ttft)
 	return rest
 }
 

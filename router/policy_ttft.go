@@ -17,6 +17,15 @@ import (
 // from the reference's score (uncached tokens plus a relative load term) in
 // these ways:
 //
+//   - The order: the reference groups a decision's requests by their first
+//     PrefixTokens tokens, longer prompts first within a group, and orders
+//     the groups by those tokens, which says nothing about their size. Here
+//     the group with the longest prompt goes first (then the reference's
+//     order): long prompts are placed while every queue is still short and
+//     the short ones fill in around them, as longest-first list scheduling
+//     balances a set of jobs (unrelated long prompts in one burst were
+//     placed in the order of their first tokens, one of them behind
+//     another).
 //   - Load is queued prefill, in tokens, not relative token load: a rank
 //     whose earlier requests have finished their prefill is free for the
 //     next one however many of them still decode. The router keeps, per
