@@ -31,7 +31,7 @@ type groupSorter struct {
 	hash    []uint64 // per group: its prefix hash
 	rep     []int    // per group: the request index whose prefix names it
 	longest []int    // per group: its longest prompt, in tokens
-	order   []int32  // groups sorted by prefix
+	order   []int32  // groups in order: by prefix, or longest first
 	rank    []uint64 // per group: its position in order
 	gid     []int32  // per position in rest: its group
 	keys    []uint64
