@@ -32,6 +32,11 @@ import (
 // EvalQuick, the slice the tests run); RunEval simulates it; WriteEval prints
 // per semantics a summary per family and the worst cells, each reference
 // judged the same way against the others (EvalScale), and the verdict.
+//
+// Every cell also carries the TTFT p99 no policy can beat there
+// (FloorP99), and every family the lowest p99 geometric mean against the
+// best reference that floor allows: a family whose floor is above GoalWin
+// cannot be won by any router.
 
 // EvalWinFamilies is how many families the judged variant must win under
 // each reuse semantics (a trace family among them).
@@ -82,6 +87,8 @@ type EvalCell struct {
 	BestPrefillTokens int64   `json:"best_prefill_tokens"`
 	P99Ms             float64 `json:"ttft_p99_ms"`
 	BestP99Ms         float64 `json:"best_ttft_p99_ms"`
+	// FloorP99Ms is the case's FloorP99: no policy's TTFT p99 is lower.
+	FloorP99Ms float64 `json:"ttft_p99_floor_ms"`
 }
 
 // Miss reports whether the cell breaks a goal.
@@ -106,6 +113,10 @@ type EvalFamily struct {
 	// P99GeoMean <= GoalWin.
 	P99GeoMean     float64 `json:"ttft_p99_geomean"`
 	PrefillGeoMean float64 `json:"prefill_geomean"`
+	// FloorGeoMean is the geometric mean of the cells' FloorP99Ms over the
+	// best reference's p99: no policy's P99GeoMean is lower. Above GoalWin,
+	// no router can win the family. 0 when a cell has no floor.
+	FloorGeoMean float64 `json:"ttft_p99_floor_geomean"`
 	// WorstPrefill and WorstP99 are its cells with the highest prefill and
 	// the highest p99 ratio.
 	WorstPrefill EvalCell `json:"worst_prefill"`
@@ -210,6 +221,7 @@ func RunEval(o EvalOptions) (*Evaluation, error) {
 	}
 	nv, nm := len(variants), len(modes)
 	figs := make([]evalFigures, len(o.Cases)*nm*nv)
+	floors := make([]float64, len(o.Cases))
 	errs := make([]error, len(figs))
 	par := o.Parallel
 	if par <= 0 {
@@ -222,6 +234,11 @@ func RunEval(o EvalOptions) (*Evaluation, error) {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
+				if j >= len(figs) {
+					c := j - len(figs)
+					floors[c] = FloorP99(wls[c], o.Cases[c].Engine)
+					continue
+				}
 				c, m, v := j/(nm*nv), j/nv%nm, j%nv
 				eng := o.Cases[c].Engine
 				eng.Reuse = modes[m]
@@ -240,7 +257,7 @@ func RunEval(o EvalOptions) (*Evaluation, error) {
 	}
 	// Longest first would balance better; the order of the jobs does not
 	// change any result.
-	for j := range figs {
+	for j := range len(figs) + len(floors) {
 		jobs <- j
 	}
 	close(jobs)
@@ -265,7 +282,8 @@ func RunEval(o EvalOptions) (*Evaluation, error) {
 			b, x := rf[best], figs[base+nv-1]
 			e.Cells = append(e.Cells, EvalCell{Family: o.Cases[c].Family, Case: o.Cases[c].Name, Reuse: modes[m],
 				Best: refs[best].Name, Prefill: ratio(x.prefill, b.prefill), P99: fratio(x.p99, b.p99),
-				PrefillTokens: x.prefill, BestPrefillTokens: b.prefill, P99Ms: x.p99, BestP99Ms: b.p99})
+				PrefillTokens: x.prefill, BestPrefillTokens: b.prefill, P99Ms: x.p99, BestP99Ms: b.p99,
+				FloorP99Ms: floors[c]})
 			for r := range refs {
 				e.Scale[m*len(refs)+r].add(rf[r], rf[bestFigures(rf, r)])
 			}
@@ -318,7 +336,7 @@ func (e *Evaluation) summarise() {
 		wins, traceWin := 0, false
 		for _, fam := range order {
 			f := EvalFamily{Family: fam, Reuse: m, Trace: trace[fam]}
-			lp, lq := 0.0, 0.0
+			lp, lq, lf, floors := 0.0, 0.0, 0.0, true
 			for _, c := range e.Cells {
 				if c.Family != fam || c.Reuse != m {
 					continue
@@ -340,12 +358,20 @@ func (e *Evaluation) summarise() {
 				}
 				lp += math.Log(max(c.Prefill, 1e-9))
 				lq += math.Log(max(c.P99, 1e-9))
+				if c.FloorP99Ms > 0 && c.BestP99Ms > 0 {
+					lf += math.Log(c.FloorP99Ms / c.BestP99Ms)
+				} else {
+					floors = false
+				}
 			}
 			if f.Cells == 0 {
 				continue
 			}
 			f.PrefillGeoMean = round(math.Exp(lp/float64(f.Cells)), 4)
 			f.P99GeoMean = round(math.Exp(lq/float64(f.Cells)), 4)
+			if floors {
+				f.FloorGeoMean = round(math.Exp(lf/float64(f.Cells)), 4)
+			}
 			if f.Win() {
 				wins++
 				traceWin = traceWin || f.Trace
@@ -357,7 +383,17 @@ func (e *Evaluation) summarise() {
 				m, GoalWin, wins, EvalWinFamilies))
 		}
 		if !traceWin {
-			e.Problems = append(e.Problems, fmt.Sprintf("reuse %s: no trace family with TTFT p99 geometric mean <= %.2fx of the best reference", m, GoalWin))
+			var floors []string
+			for _, f := range e.Families {
+				if f.Reuse == m && f.Trace && f.FloorGeoMean > GoalWin {
+					floors = append(floors, fmt.Sprintf("%s %.2fx", f.Family, f.FloorGeoMean))
+				}
+			}
+			p := fmt.Sprintf("reuse %s: no trace family with TTFT p99 geometric mean <= %.2fx of the best reference", m, GoalWin)
+			if len(floors) > 0 {
+				p += fmt.Sprintf(" (the least any router can reach: %s)", strings.Join(floors, ", "))
+			}
+			e.Problems = append(e.Problems, p)
 		}
 	}
 }
@@ -374,10 +410,11 @@ func (e *Evaluation) WriteEval(w io.Writer, worst int) error {
 	fmt.Fprintf(&b, "goals, against the best reference (lowest TTFT p99 of %s) on each cell:\n", strings.Join(e.Refs, ", "))
 	fmt.Fprintf(&b, "  every cell: prefill <= %.2fx and TTFT p99 <= %.2fx\n", GoalPrefill, GoalP99)
 	fmt.Fprintf(&b, "  per reuse semantics: TTFT p99 geometric mean <= %.2fx on >= %d families, a trace family among them\n", GoalWin, EvalWinFamilies)
+	fmt.Fprintf(&b, "floor: the least p99 geometric mean any router can reach (each request alone on an idle rank, every shareable prefix cached)\n")
 	for _, m := range e.Reuse {
 		fmt.Fprintf(&b, "\nreuse %s: %s\n", m, DescribeReuse(m))
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  family\tcells\tmisses\tp99 geomean\twin cells\tprefill geomean\tworst prefill\tworst p99\t")
+		fmt.Fprintln(tw, "  family\tcells\tmisses\tp99 geomean\tfloor\twin cells\tprefill geomean\tworst prefill\tworst p99\t")
 		for _, f := range e.Families {
 			if f.Reuse != m {
 				continue
@@ -386,8 +423,8 @@ func (e *Evaluation) WriteEval(w io.Writer, worst int) error {
 			if f.Win() {
 				mark = " win"
 			}
-			fmt.Fprintf(tw, "  %s\t%d\t%d\t%.2fx%s\t%d\t%.3fx\t%.3fx\t%.3fx\t\n", f.Family, f.Cells, f.Misses, f.P99GeoMean, mark, f.WinCells,
-				f.PrefillGeoMean, f.WorstPrefill.Prefill, f.WorstP99.P99)
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%.2fx%s\t%.2fx\t%d\t%.3fx\t%.3fx\t%.3fx\t\n", f.Family, f.Cells, f.Misses, f.P99GeoMean, mark,
+				f.FloorGeoMean, f.WinCells, f.PrefillGeoMean, f.WorstPrefill.Prefill, f.WorstP99.P99)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -214,6 +214,27 @@ func TestEvalVerdict(t *testing.T) {
 	if e.Pass() || !strings.Contains(strings.Join(e.Problems, "\n"), "no trace family") {
 		t.Errorf("problems %q, want the missing trace win", e.Problems)
 	}
+	if got["a"].FloorGeoMean != 0 {
+		t.Errorf("family a without floors: floor geomean %v, want 0 (unknown)", got["a"].FloorGeoMean)
+	}
+
+	// The floor: the geometric mean of floor over best p99; a trace family
+	// whose floor is above GoalWin is named in the problem as unwinnable.
+	e.Cells[4].FloorP99Ms, e.Cells[4].BestP99Ms = 9, 10
+	e.summarise()
+	for _, f := range e.Families {
+		if f.Family == "trace-x" && f.FloorGeoMean != 0.9 {
+			t.Errorf("trace-x floor geomean %v, want 0.9", f.FloorGeoMean)
+		}
+	}
+	if p := strings.Join(e.Problems, "\n"); !strings.Contains(p, "the least any router can reach: trace-x 0.90x") {
+		t.Errorf("problems %q, want trace-x's floor named", p)
+	}
+	e.Cells[4].FloorP99Ms = 7
+	e.summarise()
+	if p := strings.Join(e.Problems, "\n"); !strings.Contains(p, "no trace family") || strings.Contains(p, "least any router") {
+		t.Errorf("problems %q, want the missing trace win without a floor (0.70x is reachable)", p)
+	}
 }
 
 // The scale judges each reference against the best of the others, by the
