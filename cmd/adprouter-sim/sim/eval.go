@@ -410,7 +410,7 @@ func (e *Evaluation) WriteEval(w io.Writer, worst int) error {
 	fmt.Fprintf(&b, "goals, against the best reference (lowest TTFT p99 of %s) on each cell:\n", strings.Join(e.Refs, ", "))
 	fmt.Fprintf(&b, "  every cell: prefill <= %.2fx and TTFT p99 <= %.2fx\n", GoalPrefill, GoalP99)
 	fmt.Fprintf(&b, "  per reuse semantics: TTFT p99 geometric mean <= %.2fx on >= %d families, a trace family among them\n", GoalWin, EvalWinFamilies)
-	fmt.Fprintf(&b, "floor: the least p99 geometric mean any router can reach (each request alone on an idle rank, every shareable prefix cached)\n")
+	fmt.Fprintf(&b, "floor: the least p99 geometric mean any router can reach (sim.FloorP99: each request alone on an idle rank, every shareable prefix cached, one per prompt family computing it whole)\n")
 	for _, m := range e.Reuse {
 		fmt.Fprintf(&b, "\nreuse %s: %s\n", m, DescribeReuse(m))
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"testing"
 )
 
@@ -56,9 +57,47 @@ func TestTTFTFloor(t *testing.T) {
 	}
 }
 
+// FloorP99 counts that one request of every prompt family computes its
+// whole prompt, unless an answer holds the family's first block or a
+// request of the family may be rejected.
+func TestFloorP99(t *testing.T) {
+	shared := tokens(1, 4096)
+	for _, c := range []struct {
+		name       string
+		rankBlocks []int
+		sessions   []Session
+		want       float64 // ms
+	}{
+		{name: "one of three samples computes the prompt", sessions: []Session{
+			{Prefix: shared, Turns: []Turn{{ID: 1, Output: 1}}},
+			{Prefix: shared, Turns: []Turn{{ID: 2, Output: 1}}},
+			{Prefix: shared, Turns: []Turn{{ID: 3, Output: 1}}},
+		}, want: 4 + 4096*0.04},
+		{name: "no family where an answer holds the first block", sessions: []Session{
+			{Turns: []Turn{{ID: 1, User: tokens(1, 10), Output: 30}, {ID: 2, User: tokens(100, 2000), Output: 1, Think: 1e9}}},
+		}, want: 4 + (2040-32)*0.04},
+		{name: "no family with a request a rank may reject", rankBlocks: []int{64, 4096}, sessions: []Session{
+			{Prefix: shared[:1024], Turns: []Turn{{ID: 1, User: tokens(10000, 1024), Output: 1}}},
+			{Prefix: shared[:1024], Turns: []Turn{{ID: 2, User: tokens(20000, 100), Output: 1}}},
+		}, want: 4 + 1024*0.04},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			eng := DefaultEngine()
+			if c.rankBlocks != nil {
+				eng.DPSize, eng.RankBlocks = len(c.rankBlocks), c.rankBlocks
+			}
+			wl := &Workload{Config: WorkloadConfig{Seed: 1, Vocab: 32000}, Sessions: c.sessions}
+			if got := FloorP99(wl, eng); math.Abs(got-c.want) > 1e-6 {
+				t.Errorf("FloorP99 %v ms, want %v", got, c.want)
+			}
+		})
+	}
+}
+
 // No policy beats the floor: on the quick evaluation grid, under both reuse
 // semantics, every reference's and the recommended preset's every request
-// takes at least its floor, and their TTFT p99 is at least FloorP99.
+// takes at least its floor, and their TTFT p99 is at least FloorP99 (both
+// of its bounds).
 func TestTTFTFloorHolds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates the quick grid")
