@@ -208,6 +208,7 @@ case "$cmd" in
     echo "== C: $c_cmd"
     "$CXX" -std=c++17 -O2 -Iinclude -o "$BUILD/harness" capi/testdata/harness.cpp -ldl -lpthread
     "$BUILD/harness" "$BUILD/libadprouter.so" --bench 1000 | tee "$out/c.txt"
+    "$BUILD/harness" "$BUILD/libadprouter.so" --idle 200 | tee "$out/c_idle.txt"
     echo
     echo "== Python: $py_cmd"
     PYTHONPATH=python python3 python/bench_route.py --cpu-time | tee "$out/python.txt"

@@ -12,6 +12,7 @@
 //                                                  # from $ADPROUTER_FIXTURES)
 //   LD_BIND_NOW=1 build/harness build/libadprouter.so
 //   build/harness build/libadprouter.so --bench [calls]   # adpr_route latency
+//   build/harness build/libadprouter.so --idle [calls]    # the same, called once in a while
 //
 // Every check prints one line ("PASS ..." or "FAIL ..."); the last line is
 // "N passed, M failed".
@@ -23,6 +24,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <condition_variable>
 #include <atomic>
 #include <chrono>
 #include <cstdarg>
@@ -1806,11 +1808,90 @@ int bench(int calls, const std::string &command) {
     return rc;
 }
 
+// idle measures what an engine that routes once per iteration pays: each
+// call comes after the calling thread spent gap ms elsewhere, asleep or busy
+// in its own code. Beside adpr_route (as in bench) and the smallest call into
+// the library (adpr_router_state_digest), the same thread waking another
+// thread that sleeps on a condition variable: the futex wake that a call into
+// an idle Go runtime makes (it wakes the runtime's monitor thread).
+int idle(int calls, const std::string &command) {
+    std::printf("calls after the calling thread was elsewhere for a gap: median (p90) us of %d calls each\n", calls);
+    std::printf("route: adpr_route, kv_cache_aware, 256 requests x 16 ranks with match_lens, as --bench\n");
+    std::printf("command: %s\n\n", command.c_str());
+    Batch b = bench_batch(256, 16, true);
+    adpr_router h = must_create({{"policy", "kv_cache_aware"}, {"dp_size", "16"}});
+    Out o;
+    o.reset(b.reqs.size(), b.states.size());
+    adpr_batch bv = b.view();
+    adpr_route_result rv = o.view();
+    char err[256];
+    std::mutex mu;
+    std::condition_variable cv;
+    bool flag = false, stop = false;
+    std::thread sleeper([&] {
+        std::unique_lock<std::mutex> lk(mu);
+        while (!stop) {
+            cv.wait(lk, [&] { return flag || stop; });
+            flag = false;
+        }
+    });
+    using clock = std::chrono::steady_clock;
+    auto us = [](clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
+    std::printf("%6s %6s %16s %16s %16s\n", "gap_ms", "gap", "route", "state_digest", "wake a thread");
+    for (int gap : {0, 1, 5, 20})
+        for (bool busy : {false, true}) {
+            if (gap == 0 && busy) continue;
+            std::vector<double> route, digest, wake;
+            auto away = [&] {
+                auto until = clock::now() + std::chrono::milliseconds(gap);
+                if (!busy) std::this_thread::sleep_until(until);
+                while (clock::now() < until) {
+                }
+            };
+            for (int i = 0; i < calls; i++) {
+                away();
+                auto t0 = clock::now();
+                if (A.route(h, &bv, &rv, err, sizeof err) != ADPR_OK) {
+                    std::printf("route failed: %s\n", err);
+                    return 1;
+                }
+                route.push_back(us(clock::now() - t0));
+                away();
+                uint64_t d;
+                t0 = clock::now();
+                A.digest(h, &d);
+                digest.push_back(us(clock::now() - t0));
+                away();
+                t0 = clock::now();
+                {
+                    std::lock_guard<std::mutex> lk(mu);
+                    flag = true;
+                }
+                cv.notify_one();
+                wake.push_back(us(clock::now() - t0));
+            }
+            auto cell = [&](std::vector<double> &v) {
+                std::sort(v.begin(), v.end());
+                return fmt("%.1f (%.1f)", v[v.size() / 2], v[v.size() * 9 / 10]);
+            };
+            std::printf("%6d %6s %16s %16s %16s\n", gap, gap == 0 ? "-" : busy ? "busy" : "asleep", cell(route).c_str(),
+                        cell(digest).c_str(), cell(wake).c_str());
+        }
+    {
+        std::lock_guard<std::mutex> lk(mu);
+        stop = true;
+    }
+    cv.notify_one();
+    sleeper.join();
+    A.destroy(h);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s path/to/libadprouter.so [--bench [calls]]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s path/to/libadprouter.so [--bench [calls] | --idle [calls]]\n", argv[0]);
         return 2;
     }
     void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -1835,6 +1916,13 @@ int main(int argc, char **argv) {
         return 1;
     }
 
+    if (argc >= 3 && std::string(argv[2]) == "--idle") {
+        int calls = argc >= 4 ? std::atoi(argv[3]) : 200;
+        if (calls < 1) calls = 200;
+        std::string command;
+        for (int i = 0; i < argc; i++) command += (i ? " " : "") + std::string(argv[i]);
+        return idle(calls, command);
+    }
     if (argc >= 3 && std::string(argv[2]) == "--bench") {
         int calls = argc >= 4 ? std::atoi(argv[3]) : 2000;
         if (calls < 1) calls = 2000;
