@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -372,4 +373,32 @@ func BenchmarkConversationSteady(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkConversationGrowth is the conversation policy while its map
+// grows: each operation is one decision of convWorkload's batches, on a
+// router replaced by a new one once its map is full (DefaultMaxSessions
+// bindings). It reports the slowest decision (worst-ms) beside the median
+// (median-ms): a decision that doubles the map's arrays copies them into
+// new memory.
+func BenchmarkConversationGrowth(b *testing.B) {
+	const nreq, size = 256, 16
+	var w *convWorkload
+	var r *Router
+	res := new(Result)
+	var took []time.Duration
+	for b.Loop() {
+		if r == nil || r.NumConversations() >= DefaultMaxSessions {
+			b.StopTimer()
+			w, r = newConvWorkload(nreq, size), mustNew(b, DefaultConfig(PolicyConversation, size))
+			b.StartTimer()
+		}
+		w.next()
+		t0 := time.Now()
+		if err := r.RouteInto(res, w.batch.states, w.batch.reqs, 1<<20, nil); err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(t0))
+	}
+	reportSpread(b, took)
 }

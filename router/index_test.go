@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 )
 
 // family returns a prompt of n tokens that starts with a 256-token system
@@ -355,4 +356,43 @@ func BenchmarkIndexSteady(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkIndexGrowth is index mode while the index grows: each operation
+// is one decision of 256 fresh prompts over 16 ranks, on a router replaced
+// by a new one every 64 decisions, past the index's last doubling (at about
+// 80 MB). It reports the slowest decision (worst-ms) beside the median
+// (median-ms): a decision that doubles the index's arrays first touches
+// their new memory, which a lock-step engine waits for on every rank.
+func BenchmarkIndexGrowth(b *testing.B) {
+	const nreq, size, cycle = 256, 16, 64
+	cfg := sourceCfg(size, SourceIndex)
+	w := newSteadyWorkload(nreq, size)
+	var r *Router
+	var res Result
+	var took []time.Duration
+	n := 0
+	for b.Loop() {
+		if n%cycle == 0 {
+			b.StopTimer()
+			r = mustNew(b, cfg)
+			b.StartTimer()
+		}
+		w.next()
+		t0 := time.Now()
+		if err := r.RouteInto(&res, w.states, w.reqs, 1<<20, nil); err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(t0))
+		n++
+	}
+	reportSpread(b, took)
+}
+
+// reportSpread reports the median and the slowest of took, in ms.
+func reportSpread(b *testing.B, took []time.Duration) {
+	slices.Sort(took)
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	b.ReportMetric(ms(took[len(took)/2]), "median-ms")
+	b.ReportMetric(ms(took[len(took)-1]), "worst-ms")
 }
