@@ -159,6 +159,11 @@ type Evaluation struct {
 	// Scale is every reference judged against the others (per reuse
 	// semantics, references inner).
 	Scale []EvalScale `json:"reference_scale"`
+	// AgainstKV is the variant judged by the cell goals against the better
+	// of the KV-aware references alone (KVReferences), one entry per reuse
+	// semantics, Reference naming the variant: how it compares with the
+	// policy it would replace in an engine that routes by KV cache.
+	AgainstKV []EvalScale `json:"against_kv_aware"`
 	// Problems lists every goal missed, in words; empty when all are met.
 	Problems []string `json:"problems"`
 }
@@ -273,6 +278,13 @@ func RunEval(o EvalOptions) (*Evaluation, error) {
 		for r := range refs {
 			e.Scale[m*len(refs)+r] = EvalScale{Reference: refs[r].Name, Reuse: modes[m]}
 		}
+		e.AgainstKV = append(e.AgainstKV, EvalScale{Reference: o.Variant.Name, Reuse: modes[m]})
+	}
+	var kv []int // indices of KVReferences in refs
+	for r := range refs {
+		if slices.Contains(KVReferences, refs[r].Name) {
+			kv = append(kv, r)
+		}
 	}
 	for c := range o.Cases {
 		for m := range modes {
@@ -287,11 +299,20 @@ func RunEval(o EvalOptions) (*Evaluation, error) {
 			for r := range refs {
 				e.Scale[m*len(refs)+r].add(rf[r], rf[bestFigures(rf, r)])
 			}
+			kf := make([]evalFigures, len(kv))
+			for k, r := range kv {
+				kf[k] = rf[r]
+			}
+			e.AgainstKV[m].add(x, kf[bestFigures(kf, -1)])
 		}
 	}
 	e.summarise()
 	return e, nil
 }
+
+// KVReferences are the References that route by KV cache: the policy
+// the recommended preset is a setting of, with and without its warmup.
+var KVReferences = []string{VariantKVCacheAware, VariantKVWarmup}
 
 // bestFigures returns the index of the best of figs, the one with the
 // lowest TTFT p99 (ties: fewer prefill tokens, then the first), leaving out
@@ -465,6 +486,17 @@ func (e *Evaluation) WriteEval(w io.Writer, worst int) error {
 		fmt.Fprintln(tw, "  reference\treuse\tmisses\tof\tworst prefill\tworst p99\t")
 		for _, s := range e.Scale {
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%.3fx\t%.3fx\t\n", s.Reference, s.Reuse, s.Misses, s.Cells, s.WorstPrefill, s.WorstP99)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(e.AgainstKV) > 0 {
+		fmt.Fprintf(&b, "\n%s against the better of %s alone, by the same cell goals:\n", e.Variant, strings.Join(KVReferences, " and "))
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  reuse\tmisses\tof\tworst prefill\tworst p99\t")
+		for _, s := range e.AgainstKV {
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%.3fx\t%.3fx\t\n", s.Reuse, s.Misses, s.Cells, s.WorstPrefill, s.WorstP99)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

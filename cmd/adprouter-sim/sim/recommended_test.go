@@ -75,6 +75,19 @@ func TestRecommendedEvaluation(t *testing.T) {
 				c.Reuse, c.Family, c.Case, c.Prefill, GoalPrefill, c.P99, GoalP99, c.Best)
 		}
 	}
+	// Against the KV-aware references alone, the policy the preset is a
+	// setting of, only the siblings case above misses (under on-schedule
+	// reuse, where its samples serialise their last blocks).
+	for _, s := range ev.AgainstKV {
+		want := 0
+		if s.Reuse == ReuseOnSchedule {
+			want = 1
+		}
+		if s.Cells != len(cases) || s.Misses > want || s.WorstPrefill > GoalPrefill || s.WorstP99 > 1.11 {
+			t.Errorf("reuse %s, against %v alone: %d misses of %d cells (want at most %d of %d), worst prefill %.3fx, worst p99 %.3fx (want at most %.2f and 1.11)",
+				s.Reuse, KVReferences, s.Misses, s.Cells, want, len(cases), s.WorstPrefill, s.WorstP99, GoalPrefill)
+		}
+	}
 	wins := map[string]int{}
 	for _, f := range ev.Families {
 		if f.Win() {
