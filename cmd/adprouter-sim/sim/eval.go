@@ -137,6 +137,12 @@ type EvalScale struct {
 	Misses       int     `json:"misses"`
 	WorstPrefill float64 `json:"worst_prefill"`
 	WorstP99     float64 `json:"worst_p99"`
+	// P99GeoMean and PrefillGeoMean are the geometric means of its
+	// cells' ratios.
+	P99GeoMean     float64 `json:"ttft_p99_geomean"`
+	PrefillGeoMean float64 `json:"prefill_geomean"`
+
+	logP99, logPrefill float64 // sums of the ratios' logarithms
 }
 
 // Win reports whether the family's typical p99 is at least 20% below the
@@ -340,6 +346,10 @@ func (s *EvalScale) add(x, b evalFigures) {
 	}
 	s.WorstPrefill = max(s.WorstPrefill, c.Prefill)
 	s.WorstP99 = max(s.WorstP99, c.P99)
+	s.logP99 += math.Log(max(c.P99, 1e-9))
+	s.logPrefill += math.Log(max(c.Prefill, 1e-9))
+	s.P99GeoMean = round(math.Exp(s.logP99/float64(s.Cells)), 4)
+	s.PrefillGeoMean = round(math.Exp(s.logPrefill/float64(s.Cells)), 4)
 }
 
 // summarise fills Families and Problems from Cells.
@@ -494,9 +504,10 @@ func (e *Evaluation) WriteEval(w io.Writer, worst int) error {
 	if len(e.AgainstKV) > 0 {
 		fmt.Fprintf(&b, "\n%s against the better of %s alone, by the same cell goals:\n", e.Variant, strings.Join(KVReferences, " and "))
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  reuse\tmisses\tof\tworst prefill\tworst p99\t")
+		fmt.Fprintln(tw, "  reuse\tmisses\tof\tp99 geomean\tprefill geomean\tworst prefill\tworst p99\t")
 		for _, s := range e.AgainstKV {
-			fmt.Fprintf(tw, "  %s\t%d\t%d\t%.3fx\t%.3fx\t\n", s.Reuse, s.Misses, s.Cells, s.WorstPrefill, s.WorstP99)
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%.3fx\t%.3fx\t%.3fx\t%.3fx\t\n", s.Reuse, s.Misses, s.Cells, s.P99GeoMean, s.PrefillGeoMean,
+				s.WorstPrefill, s.WorstP99)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

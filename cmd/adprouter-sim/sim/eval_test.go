@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -264,6 +265,11 @@ func TestEvalScale(t *testing.T) {
 	s.add(f(100, 22.2), f(100, 20)) // p99 1.11: a miss
 	if s.Cells != 3 || s.Misses != 2 || s.WorstPrefill != 1.03 || s.WorstP99 != 1.11 {
 		t.Errorf("scale %+v, want 3 cells, 2 misses, worst prefill 1.03, worst p99 1.11", s)
+	}
+	// Geometric means: p99 (1.05 * 0.5 * 1.11)^(1/3), prefill 1.03^(1/3).
+	if s.P99GeoMean != round(math.Cbrt(1.05*0.5*1.11), 4) || s.PrefillGeoMean != round(math.Cbrt(1.03), 4) {
+		t.Errorf("scale geomeans p99 %v, prefill %v, want %.4f and %.4f", s.P99GeoMean, s.PrefillGeoMean,
+			math.Cbrt(1.05*0.5*1.11), math.Cbrt(1.03))
 	}
 }
 
