@@ -1916,19 +1916,14 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    if (argc >= 3 && std::string(argv[2]) == "--idle") {
-        int calls = argc >= 4 ? std::atoi(argv[3]) : 200;
-        if (calls < 1) calls = 200;
+    const std::string mode = argc >= 3 ? argv[2] : "";
+    if (mode == "--bench" || mode == "--idle") {
+        const int fallback = mode == "--bench" ? 2000 : 200;
+        int calls = argc >= 4 ? std::atoi(argv[3]) : fallback;
+        if (calls < 1) calls = fallback;
         std::string command;
         for (int i = 0; i < argc; i++) command += (i ? " " : "") + std::string(argv[i]);
-        return idle(calls, command);
-    }
-    if (argc >= 3 && std::string(argv[2]) == "--bench") {
-        int calls = argc >= 4 ? std::atoi(argv[3]) : 2000;
-        if (calls < 1) calls = 2000;
-        std::string command;
-        for (int i = 0; i < argc; i++) command += (i ? " " : "") + std::string(argv[i]);
-        return bench(calls, command);
+        return mode == "--bench" ? bench(calls, command) : idle(calls, command);
     }
 
     check(true, fmt("dlopen(%s, RTLD_NOW) and dlsym of every adpr_* function", argv[1]));

@@ -136,7 +136,7 @@ func floors(wl *Workload, eng EngineConfig) ([]Floor, []int64) {
 				if j == k || j > k && !inFlightFrom(s, k, j) {
 					continue
 				}
-				hit = max(hit, sharedBlocks(t.prompt[:probe], seqs[i][j].all))
+				hit = max(hit, commonPrefix(t.prompt[:probe], seqs[i][j].all))
 			}
 			floor = append(floor, Floor{ID: s.Turns[k].ID, TTFT: computeNs(eng, plen-hit*tpb)})
 		}
@@ -186,8 +186,8 @@ func inFlightFrom(s *Session, k, j int) bool {
 	return true
 }
 
-// sharedBlocks returns how many leading hashes a and b share.
-func sharedBlocks(a, b []uint64) int {
+// commonPrefix returns the length of the common prefix of a and b.
+func commonPrefix[T comparable](a, b []T) int {
 	n := 0
 	for n < len(a) && n < len(b) && a[n] == b[n] {
 		n++

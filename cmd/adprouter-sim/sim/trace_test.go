@@ -129,15 +129,6 @@ func traceWorkload(t *testing.T, jsonl string, edit func(*WorkloadConfig)) *Work
 	return w
 }
 
-// commonPrefix returns the length of the common prefix of a and b.
-func commonPrefix(a, b []int32) int {
-	n := 0
-	for n < len(a) && n < len(b) && a[n] == b[n] {
-		n++
-	}
-	return n
-}
-
 func TestTraceReplay(t *testing.T) {
 	const trace = `{"timestamp": 1000, "input_length": 1300, "output_length": 7, "hash_ids": [1, 2, 3]}
 {"timestamp": 1500, "input_length": 1100, "output_length": 9, "hash_ids": [1, 2, 4]}
