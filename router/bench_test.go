@@ -378,9 +378,9 @@ func BenchmarkConversationSteady(b *testing.B) {
 // BenchmarkConversationGrowth is the conversation policy while its map
 // grows: each operation is one decision of convWorkload's batches, on a
 // router replaced by a new one once its map is full (DefaultMaxSessions
-// bindings). It reports the slowest decision (worst-ms) beside the median
-// (median-ms): a decision that doubles the map's arrays copies them into
-// new memory.
+// bindings, after about 650 decisions: -benchtime 700x times one router).
+// It reports the slowest decision (worst-ms) beside the median (median-ms):
+// a decision that grows the map copies it into new memory.
 func BenchmarkConversationGrowth(b *testing.B) {
 	const nreq, size = 256, 16
 	var w *convWorkload

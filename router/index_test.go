@@ -361,7 +361,7 @@ func BenchmarkIndexSteady(b *testing.B) {
 // BenchmarkIndexGrowth is index mode while the index grows: each operation
 // is one decision of 256 fresh prompts over 16 ranks, on a router replaced
 // by a new one every 64 decisions, past the index's last doubling (at about
-// 80 MB). It reports the slowest decision (worst-ms) beside the median
+// 80 MB; -benchtime 64x times one router). It reports the slowest decision (worst-ms) beside the median
 // (median-ms): a decision that doubles the index's arrays first touches
 // their new memory, which a lock-step engine waits for on every rank.
 func BenchmarkIndexGrowth(b *testing.B) {

@@ -34,7 +34,9 @@ const chunkBytes = 64
 // A binding costs its key rounded up to 64-byte chunks, plus 4 bytes per
 // chunk after the first (the chain), 16 bytes of entry, 8 of recency links
 // and 16 to 32 of hash table (kept at most half full): about 100 bytes for
-// a 36-byte id, 1125 for a 1024-byte one.
+// a 36-byte id, 1125 for a 1024-byte one, once the map holds its limit.
+// Before, it holds room for more: reserve bindings, then growTo (or its
+// limit), then twice as many at each growth.
 type Map struct {
 	limit   int
 	entries []entry    // slots, one per binding (evicted slots are reused)
@@ -76,6 +78,17 @@ type entry struct {
 // limit is lower): a new router's first decisions then bind conversations
 // without growing and copying the map, at about 100 KiB per thousand.
 const reserve = 4096
+
+// growTo is how many bindings the map makes room for when it first grows
+// past reserve (fewer when the limit is lower; beyond it, each growth
+// doubles), with its hash table sized for them at once. Every growth copies
+// the map into memory the process touches for the first time, which a
+// lock-step engine waits for: doubling from reserve to the default limit
+// (65536) took four decisions of 4-20 ms, one step to growTo takes one of
+// 8-13 ms (router.BenchmarkConversationGrowth). The kernel maps the new
+// memory as bindings arrive, except the hash table's megabyte, which random
+// inserts touch at once.
+const growTo = 1 << 16
 
 // New returns an empty Map holding at most limit (>= 1) bindings.
 func New(limit int) Map {
@@ -154,11 +167,11 @@ func (l *Map) BindHashed(h uint64, key string, rank int) {
 	} else {
 		e = int32(len(l.entries))
 		n := len(l.entries) + 1
-		l.entries = resize(l.entries, n, growCap(cap(l.entries), n, l.limit))
+		l.entries = resize(l.entries, n, min(max(2*cap(l.entries), growTo), l.limit))
 		l.links = resize(l.links, n, cap(l.entries))
 		l.heads = resize(l.heads, n*chunkBytes, cap(l.entries)*chunkBytes)
-		if 2*n > len(l.table) {
-			l.rehash(max(2*len(l.table), 16))
+		if 2*cap(l.entries) > len(l.table) {
+			l.rehash(1 << bits.Len(uint(2*cap(l.entries)-1)))
 		}
 	}
 	// The key may alias caller memory (the C front end passes ids in

@@ -15,6 +15,39 @@ func order(m *Map) []string {
 	return keys
 }
 
+// The map makes room for reserve bindings, then grows once to growTo (or its
+// limit) with a hash table at most half full there, then doubles: a map
+// growing to the default limit copies itself once, not four times.
+func TestGrowth(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		limit int
+		caps  []int // capacity after each growth
+	}{
+		{"default limit", 1 << 16, []int{reserve, growTo}},
+		{"small limit", 10000, []int{reserve, 10000}},
+		{"large limit", 1 << 18, []int{reserve, growTo, 2 * growTo, 4 * growTo}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := New(c.limit)
+			var caps []int
+			for i := range c.limit {
+				if len(caps) == 0 || cap(m.entries) != caps[len(caps)-1] {
+					caps = append(caps, cap(m.entries))
+					if len(m.table) < 2*cap(m.entries) {
+						t.Errorf("after %d bindings: %d buckets for room for %d, want at least twice as many",
+							i, len(m.table), cap(m.entries))
+					}
+				}
+				m.Bind(fmt.Sprint(i), 0)
+			}
+			if !slices.Equal(caps, c.caps) {
+				t.Errorf("capacities %v, want %v", caps, c.caps)
+			}
+		})
+	}
+}
+
 // Bindings are kept most recent first, Touch and rebinding refresh them,
 // and the least recently used go first beyond the limit.
 func TestMap(t *testing.T) {
