@@ -825,13 +825,19 @@ static int fill_table(PyObject *rows, PyObject **ids, Py_ssize_t nr, int pairs, 
     return rc;
 }
 
+/* Releases the references ids[0..n) (NULLs skipped). */
+static void release_refs(PyObject **ids, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_XDECREF(ids[i]);
+}
+
 /* Releases ids[0..n) and frees the array. */
 static void release_ids(PyObject **ids, Py_ssize_t n)
 {
     if (ids == NULL)
         return;
-    for (Py_ssize_t i = 0; i < n; i++)
-        Py_XDECREF(ids[i]);
+    release_refs(ids, n);
     PyMem_Free(ids);
 }
 
@@ -905,43 +911,6 @@ typedef struct {
 } idmap;
 
 #define IDMAP_K 0x9E3779B97F4A7C15ull
-
-/* Maps the ids of reqs[nr] to their positions. Returns 0 or -1 (memory
- * error, raised). */
-static int idmap_init(idmap *m, const adpr_request *reqs, Py_ssize_t nr, PyObject **refs)
-{
-    Py_ssize_t size = 2;
-    int shift = 63;
-    while (size < 2 * nr) {
-        size *= 2;
-        shift--;
-    }
-    m->keys = PyMem_Malloc(size * sizeof *m->keys);
-    m->pos = PyMem_Calloc(size, sizeof *m->pos);
-    if (m->keys == NULL || m->pos == NULL) {
-        PyMem_Free(m->keys);
-        PyMem_Free(m->pos);
-        PyErr_NoMemory();
-        return -1;
-    }
-    m->mask = (uint64_t)size - 1;
-    m->shift = shift;
-    m->refs = refs;
-    for (Py_ssize_t i = 0; i < nr; i++) {
-        uint64_t id = reqs[i].id, slot = (id * IDMAP_K) >> shift;
-        while (m->pos[slot] != 0 && m->keys[slot] != id)
-            slot = (slot + 1) & m->mask;
-        m->keys[slot] = id; /* ids are unique: adpr_route refused the batch otherwise */
-        m->pos[slot] = (int32_t)(i + 1);
-    }
-    return 0;
-}
-
-static void idmap_free(idmap *m)
-{
-    PyMem_Free(m->keys);
-    PyMem_Free(m->pos);
-}
 
 /* A new reference to the int id: ref, the id object a request was packed
  * from, if it is an exact int (a bool or an int subclass decodes as the
@@ -1049,6 +1018,118 @@ static int offsets_ok(const int32_t *off, Py_ssize_t nranks, Py_ssize_t nids)
     return 1;
 }
 
+/* Working memory of route and trtllm_route, kept between calls: a batch's
+ * buffers are as large as the batch (with the prefix index, whole prompts:
+ * megabytes), and allocating them afresh for every call cost a page fault
+ * per page (at 1024 requests route() took 75-120 faults a call, 1-3 ms of a
+ * 2-4 ms call on this project's machine). A call takes a scratch from the pool and gives it back when done, both
+ * under the GIL, so calls on other threads, which run while one has
+ * released the GIL, never share one. At most SCRATCH_POOL are kept, and a
+ * buffer larger than SCRATCH_KEEP bytes is freed rather than kept. */
+enum { SB_STATES, SB_REQS, SB_RANKS, SB_OFFSETS, SB_ORDER, SB_TABLE, SB_KEYS, SB_POS, SB_DEFER, SB_IDREFS, SB_N };
+#define SCRATCH_POOL 4
+#define SCRATCH_KEEP ((size_t)64 << 20)
+
+typedef struct scratch {
+    void *buf[SB_N];
+    size_t cap[SB_N];
+    growbuf tok, text;
+    struct scratch *next;
+} scratch;
+
+static scratch *scratch_pool;
+static int scratch_pooled;
+
+static scratch *scratch_take(void)
+{
+    scratch *s = scratch_pool;
+    if (s != NULL) {
+        scratch_pool = s->next;
+        scratch_pooled--;
+    } else if ((s = PyMem_Calloc(1, sizeof *s)) == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    s->tok.len = s->text.len = 0;
+    return s;
+}
+
+static void scratch_give(scratch *s)
+{
+    for (int k = 0; k < SB_N; k++)
+        if (s->cap[k] > SCRATCH_KEEP) {
+            PyMem_Free(s->buf[k]);
+            s->buf[k] = NULL;
+            s->cap[k] = 0;
+        }
+    growbuf *g[2] = {&s->tok, &s->text};
+    for (int k = 0; k < 2; k++)
+        if ((size_t)g[k]->cap > SCRATCH_KEEP) {
+            PyMem_Free(g[k]->p);
+            g[k]->p = NULL;
+            g[k]->cap = 0;
+        }
+    if (scratch_pooled < SCRATCH_POOL) {
+        s->next = scratch_pool;
+        scratch_pool = s;
+        scratch_pooled++;
+        return;
+    }
+    for (int k = 0; k < SB_N; k++)
+        PyMem_Free(s->buf[k]);
+    PyMem_Free(s->tok.p);
+    PyMem_Free(s->text.p);
+    PyMem_Free(s);
+}
+
+/* Buffer k of s with room for n bytes (contents undefined), or NULL with
+ * MemoryError set. */
+static void *scratch_buf(scratch *s, int k, size_t n)
+{
+    if (n == 0)
+        n = 1;
+    if (s->cap[k] < n) {
+        size_t cap = 64;
+        while (cap < n)
+            cap *= 2;
+        PyMem_Free(s->buf[k]);
+        s->buf[k] = PyMem_Malloc(cap);
+        s->cap[k] = s->buf[k] != NULL ? cap : 0;
+        if (s->buf[k] == NULL)
+            PyErr_NoMemory();
+    }
+    return s->buf[k];
+}
+
+/* Maps the ids of reqs[nr] to their positions, in s's memory (valid until s
+ * goes back to the pool); refs: the id objects (see id_at), or NULL.
+ * Returns 0 or -1 (memory error, raised). */
+static int idmap_init(idmap *m, const adpr_request *reqs, Py_ssize_t nr, PyObject **refs, scratch *s)
+{
+    Py_ssize_t size = 2;
+    int shift = 63;
+    while (size < 2 * nr) {
+        size *= 2;
+        shift--;
+    }
+    m->keys = scratch_buf(s, SB_KEYS, size * sizeof *m->keys);
+    m->pos = m->keys ? scratch_buf(s, SB_POS, size * sizeof *m->pos) : NULL;
+    if (m->pos == NULL)
+        return -1;
+    memset(m->pos, 0, size * sizeof *m->pos);
+    m->mask = (uint64_t)size - 1;
+    m->shift = shift;
+    m->refs = refs;
+    for (Py_ssize_t i = 0; i < nr; i++) {
+        uint64_t id = reqs[i].id, slot = (id * IDMAP_K) >> shift;
+        while (m->pos[slot] != 0 && m->keys[slot] != id)
+            slot = (slot + 1) & m->mask;
+        m->keys[slot] = id; /* a repeated id keeps its last position: see trtllm_route */
+        m->pos[slot] = (int32_t)(i + 1);
+    }
+    return 0;
+}
+
 /* --- route: packing, the adpr_route call and decoding in one ----------------
  *
  * adpr_route's signature, for calling it by the address ctypes found. */
@@ -1102,24 +1183,33 @@ static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
     }
 
     Py_buffer err = {0};
-    adpr_rank_state *st = PyMem_Malloc(ns * sizeof *st + 1);
-    adpr_request *reqs = PyMem_Malloc(nr * sizeof *reqs + 1);
-    PyObject **idrefs = PyMem_Calloc(nr + 1, sizeof *idrefs);
-    int32_t *ranks = PyMem_Malloc(4 * nr + 4), *offsets = PyMem_Malloc(4 * (ns + 1));
-    uint64_t *order = PyMem_Malloc(8 * nr + 8);
-    int32_t *table = match_lens != Py_None ? PyMem_Calloc(ns * nr + 1, 4) : NULL;
-    growbuf tok = {0}, text = {0};
+    scratch *sc = scratch_take();
+    if (sc == NULL) {
+        Py_DECREF(sts);
+        Py_DECREF(rqs);
+        Py_XDECREF(rows);
+        return NULL;
+    }
+    adpr_rank_state *st = scratch_buf(sc, SB_STATES, ns * sizeof *st);
+    adpr_request *reqs = st ? scratch_buf(sc, SB_REQS, nr * sizeof *reqs) : NULL;
+    PyObject **idrefs = reqs ? scratch_buf(sc, SB_IDREFS, nr * sizeof *idrefs) : NULL;
+    int32_t *ranks = idrefs ? scratch_buf(sc, SB_RANKS, 4 * nr) : NULL;
+    int32_t *offsets = ranks ? scratch_buf(sc, SB_OFFSETS, 4 * (ns + 1)) : NULL;
+    uint64_t *order = offsets ? scratch_buf(sc, SB_ORDER, 8 * nr) : NULL;
+    int32_t *table = order && match_lens != Py_None ? scratch_buf(sc, SB_TABLE, 4 * ns * nr) : NULL;
+    growbuf *tok = &sc->tok, *text = &sc->text;
     PyObject *result = NULL;
     int rc = 0, have_err = 0;
-    if (st == NULL || reqs == NULL || idrefs == NULL || ranks == NULL || offsets == NULL || order == NULL ||
-        (match_lens != Py_None && table == NULL)) {
-        PyErr_NoMemory();
-        rc = -1;
-    }
+    if (idrefs != NULL)
+        memset(idrefs, 0, nr * sizeof *idrefs); /* release_refs reads them all */
+    if (table != NULL)
+        memset(table, 0, 4 * ns * nr);
+    if (order == NULL || (match_lens != Py_None && table == NULL))
+        rc = -1; /* MemoryError set */
     if (rc == 0)
         rc = fill_states(sts, st);
     if (rc == 0)
-        rc = fill_requests(rqs, limit, reqs, &tok, &text, idrefs);
+        rc = fill_requests(rqs, limit, reqs, tok, text, idrefs);
     if (rc == 0 && table != NULL)
         rc = fill_table(rows, idrefs, nr, pairs, table);
     if (rc == 0 && (rc = out_buffer(args[8], 1, &err)) == 0)
@@ -1127,8 +1217,8 @@ static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
     if (rc == 0) {
         adpr_batch batch = {
             ns ? st : NULL, (int32_t)ns, (int32_t)nr, nr ? reqs : NULL,
-            tok.len ? (const int32_t *)tok.p : NULL, tok.len / 4,
-            text.len ? text.p : NULL, text.len,
+            tok->len ? (const int32_t *)tok->p : NULL, tok->len / 4,
+            text->len ? text->p : NULL, text->len,
             table != NULL && ns > 0 && nr > 0 ? table : NULL, (int32_t)maxn,
         };
         adpr_route_result out = {ranks, order, offsets, 0, 0};
@@ -1142,7 +1232,7 @@ static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
             PyErr_SetString(PyExc_SystemError, "adpr_route wrote rank offsets outside its result");
         } else {
             idmap m;
-            if (idmap_init(&m, reqs, nr, idrefs) == 0) {
+            if (idmap_init(&m, reqs, nr, idrefs, sc) == 0) {
                 PyObject *assign = assignment_dict(order, offsets, ns, &m);
                 PyObject *unassigned = assign ? unplaced_list(ranks, reqs, idrefs, nr, offsets[ns]) : NULL;
                 PyObject *rank_list = unassigned ? int_list(ranks, nr) : NULL;
@@ -1153,7 +1243,6 @@ static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
                     Py_XDECREF(assign);
                     Py_XDECREF(unassigned);
                 }
-                idmap_free(&m);
             }
         }
     } else if (rc == FALLBACK) {
@@ -1162,18 +1251,12 @@ static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
     }
     if (have_err)
         PyBuffer_Release(&err);
-    release_ids(idrefs, nr);
+    if (idrefs != NULL)
+        release_refs(idrefs, nr);
+    scratch_give(sc);
     Py_DECREF(sts);
     Py_DECREF(rqs);
     Py_XDECREF(rows);
-    PyMem_Free(st);
-    PyMem_Free(reqs);
-    PyMem_Free(ranks);
-    PyMem_Free(order);
-    PyMem_Free(offsets);
-    PyMem_Free(table);
-    PyMem_Free(tok.p);
-    PyMem_Free(text.p);
     return result;
 }
 
@@ -2039,115 +2122,6 @@ static int decode_items(PyObject **items, const idmap *m, const int32_t *ranks,
     return 0;
 }
 
-/* Working memory of trtllm_route, kept between calls: a batch's buffers are
- * as large as the batch (with the prefix index, whole prompts: megabytes),
- * and allocating them afresh for every call cost a page fault per page. A
- * call takes a scratch from the pool and gives it back when done, both
- * under the GIL, so calls on other threads, which run while one has
- * released the GIL, never share one. At most SCRATCH_POOL are kept, and a
- * buffer larger than SCRATCH_KEEP bytes is freed rather than kept. */
-enum { SB_STATES, SB_REQS, SB_RANKS, SB_OFFSETS, SB_ORDER, SB_TABLE, SB_KEYS, SB_POS, SB_DEFER, SB_N };
-#define SCRATCH_POOL 4
-#define SCRATCH_KEEP ((size_t)64 << 20)
-
-typedef struct scratch {
-    void *buf[SB_N];
-    size_t cap[SB_N];
-    growbuf tok, text;
-    struct scratch *next;
-} scratch;
-
-static scratch *scratch_pool;
-static int scratch_pooled;
-
-static scratch *scratch_take(void)
-{
-    scratch *s = scratch_pool;
-    if (s != NULL) {
-        scratch_pool = s->next;
-        scratch_pooled--;
-    } else if ((s = PyMem_Calloc(1, sizeof *s)) == NULL) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    s->tok.len = s->text.len = 0;
-    return s;
-}
-
-static void scratch_give(scratch *s)
-{
-    for (int k = 0; k < SB_N; k++)
-        if (s->cap[k] > SCRATCH_KEEP) {
-            PyMem_Free(s->buf[k]);
-            s->buf[k] = NULL;
-            s->cap[k] = 0;
-        }
-    growbuf *g[2] = {&s->tok, &s->text};
-    for (int k = 0; k < 2; k++)
-        if ((size_t)g[k]->cap > SCRATCH_KEEP) {
-            PyMem_Free(g[k]->p);
-            g[k]->p = NULL;
-            g[k]->cap = 0;
-        }
-    if (scratch_pooled < SCRATCH_POOL) {
-        s->next = scratch_pool;
-        scratch_pool = s;
-        scratch_pooled++;
-        return;
-    }
-    for (int k = 0; k < SB_N; k++)
-        PyMem_Free(s->buf[k]);
-    PyMem_Free(s->tok.p);
-    PyMem_Free(s->text.p);
-    PyMem_Free(s);
-}
-
-/* Buffer k of s with room for n bytes (contents undefined), or NULL with
- * MemoryError set. */
-static void *scratch_buf(scratch *s, int k, size_t n)
-{
-    if (n == 0)
-        n = 1;
-    if (s->cap[k] < n) {
-        size_t cap = 64;
-        while (cap < n)
-            cap *= 2;
-        PyMem_Free(s->buf[k]);
-        s->buf[k] = PyMem_Malloc(cap);
-        s->cap[k] = s->buf[k] != NULL ? cap : 0;
-        if (s->buf[k] == NULL)
-            PyErr_NoMemory();
-    }
-    return s->buf[k];
-}
-
-/* idmap_init for trtllm_route, in s's memory. 0 or -1 (error set). */
-static int idmap_scratch(idmap *m, const adpr_request *reqs, Py_ssize_t nr, scratch *s)
-{
-    Py_ssize_t size = 2;
-    int shift = 63;
-    while (size < 2 * nr) {
-        size *= 2;
-        shift--;
-    }
-    m->keys = scratch_buf(s, SB_KEYS, size * sizeof *m->keys);
-    m->pos = m->keys ? scratch_buf(s, SB_POS, size * sizeof *m->pos) : NULL;
-    if (m->pos == NULL)
-        return -1;
-    memset(m->pos, 0, size * sizeof *m->pos);
-    m->mask = (uint64_t)size - 1;
-    m->shift = shift;
-    m->refs = NULL;
-    for (Py_ssize_t i = 0; i < nr; i++) {
-        uint64_t id = reqs[i].id, slot = (id * IDMAP_K) >> shift;
-        while (m->pos[slot] != 0 && m->keys[slot] != id)
-            slot = (slot + 1) & m->mask;
-        m->keys[slot] = id; /* a repeated id keeps its last position: see trtllm_route */
-        m->pos[slot] = (int32_t)(i + 1);
-    }
-    return 0;
-}
-
 /* trtllm_route(adpr_route address, handle, states, items, send_tokens,
  * flags, match_rows, max_num_active_requests, errbuf) -> (status, expected,
  * {rank: [items]}, [items left over]) (the last two None when status is not
@@ -2227,7 +2201,7 @@ static PyObject *trtllm_route(PyObject *Py_UNUSED(self), PyObject *const *args, 
         rc = pack_item(items[i], limit, (int)flags, &reqs[i], tok, text, &dq);
     if (rc == 0)
         rc = read_deferred(&dq, tok);
-    if (rc == 0 && idmap_scratch(&m, reqs, nr, sc) < 0)
+    if (rc == 0 && idmap_init(&m, reqs, nr, NULL, sc) < 0)
         rc = -1;
     /* A repeated id: the Python path raises the library's error for it. */
     for (Py_ssize_t i = 0; rc == 0 && i < nr; i++)
