@@ -703,6 +703,8 @@ def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX):
         counter["index"] += 1
     rows.append((label,) + timed(runs, INDEX_WARM, prepare_index, check_index))
     st_ix = o_ix.stats()
+    # The last batch's prompt lists are the benchmark's, not the index's.
+    batches.clear()
     rss1 = resident_bytes()
     counter["index_note"].append(
         "%s: ours' index: full after %d untimed calls%s; after all %d: %d entries, %.0f MB (index_bytes; "
