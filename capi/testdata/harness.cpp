@@ -19,6 +19,7 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <sys/resource.h>
 
 #include "adprouter.h"
 
@@ -1808,23 +1809,30 @@ int bench(int calls, const std::string &command) {
     return rc;
 }
 
+// sleeps returns how many times the calling thread has given up its CPU
+// (voluntary context switches), or -1 where the system does not say.
+long sleeps() {
+#ifdef RUSAGE_THREAD
+    struct rusage u;
+    if (getrusage(RUSAGE_THREAD, &u) == 0)
+        return u.ru_nvcsw;
+#endif
+    return -1;
+}
+
 // idle measures what an engine that routes once per iteration pays: each
 // call comes after the calling thread spent gap ms elsewhere, asleep or busy
 // in its own code. Beside adpr_route (as in bench) and the smallest call into
 // the library (adpr_router_state_digest), the same thread waking another
 // thread that sleeps on a condition variable: the futex wake that a call into
-// an idle Go runtime makes (it wakes the runtime's monitor thread).
+// an idle Go runtime makes (it wakes the runtime's monitor thread). "slept"
+// is the share of adpr_route calls during which the calling thread gave up
+// its CPU: the Go runtime preempted the call and handed it to another thread
+// and back (see docs/performance.md).
 int idle(int calls, const std::string &command) {
     std::printf("calls after the calling thread was elsewhere for a gap: median (p90) us of %d calls each\n", calls);
-    std::printf("route: adpr_route, kv_cache_aware, 256 requests x 16 ranks with match_lens, as --bench\n");
-    std::printf("command: %s\n\n", command.c_str());
-    Batch b = bench_batch(256, 16, true);
-    adpr_router h = must_create({{"policy", "kv_cache_aware"}, {"dp_size", "16"}});
-    Out o;
-    o.reset(b.reqs.size(), b.states.size());
-    adpr_batch bv = b.view();
-    adpr_route_result rv = o.view();
-    char err[256];
+    std::printf("route: adpr_route, kv_cache_aware with match_lens, as --bench\n");
+    std::printf("command: %s\n", command.c_str());
     std::mutex mu;
     std::condition_variable cv;
     bool flag = false, stop = false;
@@ -1837,54 +1845,73 @@ int idle(int calls, const std::string &command) {
     });
     using clock = std::chrono::steady_clock;
     auto us = [](clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
-    std::printf("%6s %6s %16s %16s %16s\n", "gap_ms", "gap", "route", "state_digest", "wake a thread");
-    for (int gap : {0, 1, 5, 20})
-        for (bool busy : {false, true}) {
-            if (gap == 0 && busy) continue;
-            std::vector<double> route, digest, wake;
-            auto away = [&] {
-                auto until = clock::now() + std::chrono::milliseconds(gap);
-                if (!busy) std::this_thread::sleep_until(until);
-                while (clock::now() < until) {
+    int rc = 0;
+    for (auto size : {std::make_pair(256, 16), std::make_pair(1024, 64)}) {
+        Batch b = bench_batch(size.first, size.second, true);
+        adpr_router h = must_create({{"policy", "kv_cache_aware"}, {"dp_size", std::to_string(size.second)}});
+        Out o;
+        o.reset(b.reqs.size(), b.states.size());
+        adpr_batch bv = b.view();
+        adpr_route_result rv = o.view();
+        char err[256];
+        std::printf("\n%d requests x %d ranks\n", size.first, size.second);
+        std::printf("%6s %6s %16s %7s %16s %16s\n", "gap_ms", "gap", "route", "slept", "state_digest", "wake a thread");
+        for (int gap : {0, 1, 5, 20})
+            for (bool busy : {false, true}) {
+                if (gap == 0 && busy) continue;
+                std::vector<double> route, digest, wake;
+                int slept = 0;
+                bool counted = sleeps() >= 0;
+                auto away = [&] {
+                    auto until = clock::now() + std::chrono::milliseconds(gap);
+                    if (!busy) std::this_thread::sleep_until(until);
+                    while (clock::now() < until) {
+                    }
+                };
+                for (int i = 0; i < calls && rc == 0; i++) {
+                    away();
+                    long s0 = sleeps();
+                    auto t0 = clock::now();
+                    if (A.route(h, &bv, &rv, err, sizeof err) != ADPR_OK) {
+                        std::printf("route failed: %s\n", err);
+                        rc = 1;
+                        break;
+                    }
+                    route.push_back(us(clock::now() - t0));
+                    slept += sleeps() > s0;
+                    away();
+                    uint64_t d;
+                    t0 = clock::now();
+                    A.digest(h, &d);
+                    digest.push_back(us(clock::now() - t0));
+                    away();
+                    t0 = clock::now();
+                    {
+                        std::lock_guard<std::mutex> lk(mu);
+                        flag = true;
+                    }
+                    cv.notify_one();
+                    wake.push_back(us(clock::now() - t0));
                 }
-            };
-            for (int i = 0; i < calls; i++) {
-                away();
-                auto t0 = clock::now();
-                if (A.route(h, &bv, &rv, err, sizeof err) != ADPR_OK) {
-                    std::printf("route failed: %s\n", err);
-                    return 1;
-                }
-                route.push_back(us(clock::now() - t0));
-                away();
-                uint64_t d;
-                t0 = clock::now();
-                A.digest(h, &d);
-                digest.push_back(us(clock::now() - t0));
-                away();
-                t0 = clock::now();
-                {
-                    std::lock_guard<std::mutex> lk(mu);
-                    flag = true;
-                }
-                cv.notify_one();
-                wake.push_back(us(clock::now() - t0));
+                if (rc != 0) break;
+                auto cell = [&](std::vector<double> &v) {
+                    std::sort(v.begin(), v.end());
+                    return fmt("%.1f (%.1f)", v[v.size() / 2], v[v.size() * 9 / 10]);
+                };
+                std::string share = counted ? fmt("%d%%", 100 * slept / calls) : "-";
+                std::printf("%6d %6s %16s %7s %16s %16s\n", gap, gap == 0 ? "-" : busy ? "busy" : "asleep",
+                            cell(route).c_str(), share.c_str(), cell(digest).c_str(), cell(wake).c_str());
             }
-            auto cell = [&](std::vector<double> &v) {
-                std::sort(v.begin(), v.end());
-                return fmt("%.1f (%.1f)", v[v.size() / 2], v[v.size() * 9 / 10]);
-            };
-            std::printf("%6d %6s %16s %16s %16s\n", gap, gap == 0 ? "-" : busy ? "busy" : "asleep", cell(route).c_str(),
-                        cell(digest).c_str(), cell(wake).c_str());
-        }
+        A.destroy(h);
+        if (rc != 0) break;
+    }
     {
         std::lock_guard<std::mutex> lk(mu);
         stop = true;
     }
     cv.notify_one();
     sleeper.join();
-    A.destroy(h);
-    return 0;
+    return rc;
 }
 
 }  // namespace
