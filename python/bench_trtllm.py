@@ -132,6 +132,20 @@ CONV_FILL = 1 << 16
 
 _now = time.perf_counter_ns
 
+try:
+    import resource
+    _THREAD = resource.RUSAGE_THREAD  # Linux
+except (ImportError, AttributeError):
+    resource = None
+
+
+def _sleeps():
+    """How many times this thread has given up its CPU (voluntary context
+    switches), or None where the system does not say."""
+    if resource is None:
+        return None
+    return resource.getrusage(_THREAD).ru_nvcsw
+
 
 # ---- the other side -------------------------------------------------------------------
 
@@ -513,34 +527,45 @@ def check_consistent(what, result, items, active, maxn, targets=True):
 def timed(runs, warm, prepare, check):
     """runs timed calls of each side (after warm untimed ones), alternating
     which goes first; prepare(k) -> (ours(), theirs()) builds what call k
-    needs, untimed; check(k, ours_result, theirs_result) after each pair."""
-    t_ours, t_theirs = [], []
+    needs, untimed; check(k, ours_result, theirs_result) after each pair.
+    Returns ours' times, theirs', and the share of ours' timed calls during
+    which this thread gave up its CPU (None where unknown): in ours, the Go
+    runtime preempting the library call (docs/performance.md)."""
+    t_ours, t_theirs, slept = [], [], []
     for k in range(warm + runs):
         f_ours, f_theirs = prepare(k)
         gc.collect()
         gc.disable()
         try:
             if k % 2 == 0:
+                s0 = _sleeps()
                 t0 = _now()
                 r_ours = f_ours()
                 t1 = _now()
-                r_theirs = f_theirs()
+                s1 = _sleeps()
                 t2 = _now()
-                d_ours, d_theirs = t1 - t0, t2 - t1
+                r_theirs = f_theirs()
+                t3 = _now()
+                d_ours, d_theirs = t1 - t0, t3 - t2
             else:
                 t0 = _now()
                 r_theirs = f_theirs()
                 t1 = _now()
-                r_ours = f_ours()
+                s0 = _sleeps()
                 t2 = _now()
-                d_theirs, d_ours = t1 - t0, t2 - t1
+                r_ours = f_ours()
+                t3 = _now()
+                s1 = _sleeps()
+                d_theirs, d_ours = t1 - t0, t3 - t2
         finally:
             gc.enable()
         check(k, r_ours, r_theirs)
         if k >= warm:
             t_ours.append(d_ours / 1000.0)
             t_theirs.append(d_theirs / 1000.0)
-    return t_ours, t_theirs
+            if s0 is not None:
+                slept.append(s1 > s0)
+    return t_ours, t_theirs, (sum(slept) / len(slept) if slept else None)
 
 
 def iteration(router, active, items, maxn):
@@ -715,7 +740,7 @@ def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX):
     for r in (o_kv, o_d, o_it, o_ix):
         r.close()
     gc.unfreeze()
-    return [(lbl, size, o, t) for lbl, o, t in rows]
+    return [(lbl, size, o, t, z) for lbl, o, t, z in rows]
 
 
 def resident_bytes():
@@ -883,13 +908,15 @@ def main():
     other = theirs.label
     print()
     print("median us per call (spread: p10..p90 as %% of the median); speed-up = %s / ours" % other)
-    head = "%-34s %-10s %12s %12s %9s %7s %7s" % ("row", "size", "ours", other, "speed-up", "spr.o", "spr.t")
+    head = "%-34s %-10s %12s %12s %9s %7s %7s %7s" % ("row", "size", "ours", other, "speed-up", "spr.o", "spr.t",
+                                                         "slept.o")
     print(head)
     print("-" * len(head))
-    for label, size, o, t in results:
+    for label, size, o, t, z in results:
         mo, mt = statistics.median(o), statistics.median(t)
-        print("%-34s %-10s %12.1f %12.1f %8.1fx %6.0f%% %6.0f%%" % (label, size, mo, mt, mt / mo, spread(o),
-                                                                     spread(t)))
+        print("%-34s %-10s %12.1f %12.1f %8.1fx %6.0f%% %6.0f%% %7s" % (label, size, mo, mt, mt / mo, spread(o),
+                                                                         spread(t),
+                                                                         "-" if z is None else "%.0f%%" % (100 * z)))
     print()
     print("decisions: identical in all %d compared calls of rows 1-4 (timed, warm-up and the conversation "
           "router's earlier batches untimed), every request placed" % counter["same"])
@@ -900,6 +927,9 @@ def main():
           "probes through the engine's API can reach on row 4" % other)
     for note in counter["index_note"]:
         print("  " + note)
+    print("slept.o: the share of ours' timed calls during which the calling thread gave up its CPU; in ours "
+          "that is the Go runtime preempting a library call that outlasted its monitor's wake "
+          "(docs/performance.md, \"Called once per iteration\")")
     print("wall time %.1f s" % (time.monotonic() - start))
     return 0
 
