@@ -1130,6 +1130,36 @@ static int idmap_init(idmap *m, const adpr_request *reqs, Py_ssize_t nr, PyObjec
     return 0;
 }
 
+/* The buffers one adpr_route call packs into and reads back, in a scratch:
+ * the batch's states and requests, the result's arrays and, with
+ * want_table, the match table (zeroed). */
+typedef struct {
+    adpr_rank_state *st;
+    adpr_request *reqs;
+    int32_t *ranks, *offsets;
+    uint64_t *order;
+    int32_t *table; /* NULL without want_table */
+} routebufs;
+
+/* Fills b from s for ns states and nr requests. 0, or -1 with MemoryError
+ * set. */
+static int route_buffers(scratch *s, Py_ssize_t ns, Py_ssize_t nr, int want_table, routebufs *b)
+{
+    memset(b, 0, sizeof *b);
+    if ((b->st = scratch_buf(s, SB_STATES, ns * sizeof *b->st)) == NULL ||
+        (b->reqs = scratch_buf(s, SB_REQS, nr * sizeof *b->reqs)) == NULL ||
+        (b->ranks = scratch_buf(s, SB_RANKS, 4 * nr)) == NULL ||
+        (b->offsets = scratch_buf(s, SB_OFFSETS, 4 * (ns + 1))) == NULL ||
+        (b->order = scratch_buf(s, SB_ORDER, 8 * nr)) == NULL)
+        return -1;
+    if (want_table) {
+        if ((b->table = scratch_buf(s, SB_TABLE, 4 * ns * nr)) == NULL)
+            return -1;
+        memset(b->table, 0, 4 * ns * nr);
+    }
+    return 0;
+}
+
 /* --- route: packing, the adpr_route call and decoding in one ----------------
  *
  * adpr_route's signature, for calling it by the address ctypes found. */
@@ -1190,22 +1220,20 @@ static PyObject *route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
         Py_XDECREF(rows);
         return NULL;
     }
-    adpr_rank_state *st = scratch_buf(sc, SB_STATES, ns * sizeof *st);
-    adpr_request *reqs = st ? scratch_buf(sc, SB_REQS, nr * sizeof *reqs) : NULL;
-    PyObject **idrefs = reqs ? scratch_buf(sc, SB_IDREFS, nr * sizeof *idrefs) : NULL;
-    int32_t *ranks = idrefs ? scratch_buf(sc, SB_RANKS, 4 * nr) : NULL;
-    int32_t *offsets = ranks ? scratch_buf(sc, SB_OFFSETS, 4 * (ns + 1)) : NULL;
-    uint64_t *order = offsets ? scratch_buf(sc, SB_ORDER, 8 * nr) : NULL;
-    int32_t *table = order && match_lens != Py_None ? scratch_buf(sc, SB_TABLE, 4 * ns * nr) : NULL;
-    growbuf *tok = &sc->tok, *text = &sc->text;
-    PyObject *result = NULL;
-    int rc = 0, have_err = 0;
+    routebufs rb;
+    PyObject **idrefs = NULL;
+    int rc = route_buffers(sc, ns, nr, match_lens != Py_None, &rb);
+    if (rc == 0 && (idrefs = scratch_buf(sc, SB_IDREFS, nr * sizeof *idrefs)) == NULL)
+        rc = -1; /* MemoryError set */
     if (idrefs != NULL)
         memset(idrefs, 0, nr * sizeof *idrefs); /* release_refs reads them all */
-    if (table != NULL)
-        memset(table, 0, 4 * ns * nr);
-    if (order == NULL || (match_lens != Py_None && table == NULL))
-        rc = -1; /* MemoryError set */
+    adpr_rank_state *st = rb.st;
+    adpr_request *reqs = rb.reqs;
+    int32_t *ranks = rb.ranks, *offsets = rb.offsets, *table = rb.table;
+    uint64_t *order = rb.order;
+    growbuf *tok = &sc->tok, *text = &sc->text;
+    PyObject *result = NULL;
+    int have_err = 0;
     if (rc == 0)
         rc = fill_states(sts, st);
     if (rc == 0)
@@ -2177,24 +2205,19 @@ static PyObject *trtllm_route(PyObject *Py_UNUSED(self), PyObject *const *args, 
         Py_XDECREF(rows);
         return NULL;
     }
-    adpr_rank_state *st = scratch_buf(sc, SB_STATES, ns * sizeof *st);
-    adpr_request *reqs = st ? scratch_buf(sc, SB_REQS, nr * sizeof *reqs) : NULL;
-    int32_t *ranks = reqs ? scratch_buf(sc, SB_RANKS, 4 * nr) : NULL;
-    int32_t *offsets = ranks ? scratch_buf(sc, SB_OFFSETS, 4 * (ns + 1)) : NULL;
-    uint64_t *order = offsets ? scratch_buf(sc, SB_ORDER, 8 * nr) : NULL;
-    deferq dq = {order ? scratch_buf(sc, SB_DEFER, nr * sizeof(deferred)) : NULL, 0};
-    if (dq.d == NULL)
-        order = NULL; /* MemoryError set */
-    int32_t *table = NULL;
-    if (order != NULL && (rows != NULL || indexed != NULL) && nr > 0 &&
-        (table = scratch_buf(sc, SB_TABLE, 4 * ns * nr)) != NULL)
-        memset(table, 0, 4 * ns * nr);
+    routebufs rb;
+    deferq dq = {NULL, 0};
+    int rc = route_buffers(sc, ns, nr, (rows != NULL || indexed != NULL) && nr > 0, &rb);
+    if (rc == 0 && (dq.d = scratch_buf(sc, SB_DEFER, nr * sizeof(deferred))) == NULL)
+        rc = -1; /* MemoryError set */
+    adpr_rank_state *st = rb.st;
+    adpr_request *reqs = rb.reqs;
+    int32_t *ranks = rb.ranks, *offsets = rb.offsets, *table = rb.table;
+    uint64_t *order = rb.order;
     growbuf *tok = &sc->tok, *text = &sc->text;
     idmap m = {NULL};
     PyObject *result = NULL;
-    int rc = 0, have_err = 0;
-    if (order == NULL || ((rows != NULL || indexed != NULL) && nr > 0 && table == NULL))
-        rc = -1; /* MemoryError set */
+    int have_err = 0;
     for (Py_ssize_t i = 0; rc == 0 && i < ns; i++)
         rc = pack_any_state(PyTuple_GET_ITEM(sts, i), &st[i]);
     for (Py_ssize_t i = 0; rc == 0 && i < nr; i++)
