@@ -215,6 +215,34 @@ class RouteInCTest(BothPaths):
                 for i in [i for k in range(dp) for i in got[2][k]] + got[3]:
                     self.assertIs(i, by_id[i])
 
+    def test_buffers_kept_between_calls_hold_nothing_over(self):
+        # route() packs into buffers it keeps between calls. Batches that
+        # grow, shrink, drop their match table and bring it back must each
+        # decide as the Python path does: nothing of an earlier, larger
+        # batch (its requests, tokens, matches or conversation ids) may leak
+        # into a later one.
+        rng = random.Random(29)
+        for policy in ("kv_cache_aware", "conversation", "default"):
+            dp = 4
+            with Router(policy=policy, dp_size=dp) as c, Router(policy=policy, dp_size=dp) as p:
+                for call, n in enumerate((60, 3, 0, 45, 200, 1, 30)):
+                    sts, reqs = batch(rng, n, dp)
+                    shape = call % 3
+                    m = None if shape == 0 else [{q.id: rng.randrange(300) for q in reqs if rng.random() < 0.6}
+                                                 for _ in range(dp)]
+                    with self.subTest(policy=policy, call=call, n=n, matches=m is not None):
+                        _accel.use(None)
+                        try:
+                            want = p.route(sts, reqs, 1024, m)
+                        except InvalidArgumentError as e:
+                            want = type(e)
+                        got = self.call(c, sts, reqs, 1024, m)
+                        if want is InvalidArgumentError:
+                            self.assertEqual(got[0], _errors.INVALID_ARGUMENT)
+                        else:
+                            self.assertEqual(got, (0, want.expected, want.assignment, want.unassigned, want.ranks))
+                        self.assertEqual(c.state_digest(), p.state_digest())
+
     def test_ids_that_are_not_exact_ints_decode_as_ints(self):
         class Int(int):
             pass
