@@ -1021,11 +1021,11 @@ static int offsets_ok(const int32_t *off, Py_ssize_t nranks, Py_ssize_t nids)
 /* Working memory of route and trtllm_route, kept between calls: a batch's
  * buffers are as large as the batch (with the prefix index, whole prompts:
  * megabytes), and allocating them afresh for every call cost a page fault
- * per page (at 1024 requests route() took 75-120 faults a call, 1-3 ms of a
- * 2-4 ms call on this project's machine). A call takes a scratch from the pool and gives it back when done, both
- * under the GIL, so calls on other threads, which run while one has
- * released the GIL, never share one. At most SCRATCH_POOL are kept, and a
- * buffer larger than SCRATCH_KEEP bytes is freed rather than kept. */
+ * per page (at 1024 requests, 75-120 faults a call). A call takes a scratch
+ * from the pool and gives it back when done, both under the GIL, so calls
+ * on other threads, which run while one has released the GIL, never share
+ * one. At most SCRATCH_POOL are kept, and a buffer larger than SCRATCH_KEEP
+ * bytes is freed rather than kept. */
 enum { SB_STATES, SB_REQS, SB_RANKS, SB_OFFSETS, SB_ORDER, SB_TABLE, SB_KEYS, SB_POS, SB_DEFER, SB_IDREFS, SB_N };
 #define SCRATCH_POOL 4
 #define SCRATCH_KEEP ((size_t)64 << 20)
