@@ -74,13 +74,17 @@ const (
 	// active request: every rank gets a request once, so
 	// that the first spike finds the shared prefix everywhere, but warming
 	// never costs a loaded engine a cold prefill it did not need. Load that
-	// starts on a cold engine is the exception: while at most one rank is
-	// warmed and fewer requests are active than there are ranks, a decision
-	// that brings a request for every pending rank, or (with the prefix
-	// index) two requests or more, one of a prompt family no rank holds (a
-	// stall anyway), warms pending ranks with its requests at once; with
-	// the prefix index a family takes at most ceil(dp_size / families) of
-	// them while another family's request waits.
+	// starts on a cold engine is the exception, while fewer requests are
+	// active than there are ranks. While at most one rank is warmed, a
+	// decision that brings a request for every pending rank, or (with the
+	// prefix index) two requests or more, one of a prompt family no rank
+	// holds (a stall anyway), warms pending ranks with its requests at
+	// once; with the prefix index a family takes at most
+	// ceil(dp_size / families) of them while another family's request
+	// waits. And until four ranks, and half of them, are warmed, any
+	// decision warms pending ranks with its requests that are not of a
+	// conversation (a light start), so that steady traffic does not stay
+	// on the first rank.
 	WarmupQuiet Warmup = "quiet"
 )
 

@@ -28,22 +28,28 @@ func (r *Router) kvBegin(b *batch) (count []int, tokens []float64, row []int) {
 // requests to ranks not warmed yet: always under WarmupOnce (the
 // reference); under WarmupQuiet when no rank reports an active request, so
 // that warmup happens before a spike and never adds a cold prefill to a
-// loaded engine, or when load starts on a cold engine (see coldStart), in
-// which case spread is true: the pending ranks are shared out among the
-// batch's prompt families (see warmShare).
-func (r *Router) warming(b *batch) (warming, spread bool) {
+// loaded engine, or when load starts on a cold engine. Then spread is true
+// when the decision warms every pending rank at once (see coldStart: the
+// pending ranks are shared out among the batch's prompt families, see
+// warmShare), and light is true when load builds up one decision at a time
+// (see lightStart: requests of a conversation are left to the score).
+func (r *Router) warming(b *batch) (warming, spread, light bool) {
 	if r.cfg.Warmup != WarmupQuiet {
-		return true, false
+		return true, false, false
 	}
 	active := 0
 	for i := range b.states {
 		active += b.states[i].NumActiveRequests
 	}
-	if active == 0 {
-		return true, false
+	switch {
+	case active == 0:
+		return true, false, false
+	case r.coldStart(b, active):
+		return true, true, false
+	case r.lightStart(active):
+		return true, false, true
 	}
-	cold := r.coldStart(b, active)
-	return cold, cold
+	return false, false, false
 }
 
 // coldStart reports whether quiet warmup warms the pending ranks in this
@@ -66,6 +72,38 @@ func (r *Router) coldStart(b *batch, active int) bool {
 	}
 	return len(b.reqs) >= r.pendingCount || (len(b.reqs) >= 2 && r.newFamily(b))
 }
+
+// lightStart reports whether quiet warmup warms pending ranks in this
+// decision while load builds up on a cold engine one decision at a time:
+// fewer requests are active than there are ranks, and fewer ranks are
+// warmed than lightStartRanks and than half the ranks (rounded up). Each such
+// decision warms a rank with each of its requests that is not of a
+// conversation (a new conversation is balanced over the ranks by the
+// score, and its later turns follow it).
+//
+// Under steady load no decision is idle after the first, so without this
+// the prompt that every request shares (one application's system prompt)
+// stays on the few ranks that took it first, whose requests then meet in
+// one iteration more often than on more ranks; a replica made later, under
+// load, is a lock-step stall of its own. Here ranks are warmed while little
+// else runs, one stall per decision. The bound keeps those stalls few, as
+// each delays the requests arriving during it: warming every rank this
+// way, as the reference does, makes a dozen requests of a minute's traffic
+// slow on some arrival draws. The other ranks are warmed by the next idle
+// decision, or take the prompt when its holders fill up.
+// docs/routing-quality.md has the measurements.
+func (r *Router) lightStart(active int) bool {
+	size := r.cfg.DPSize
+	warmed := size - r.pendingCount
+	return active < size && warmed < min((size+1)/2, lightStartRanks)
+}
+
+// lightStartRanks bounds how many ranks a light start (lightStart) warms.
+// Four holders take a prompt's steady traffic with few of its requests
+// meeting in one iteration; each further one costs a stall. The value was
+// chosen on the simulator's evaluation grid, three shifts of its seeds and
+// the held-out sweeps (docs/routing-quality.md).
+const lightStartRanks = 4
 
 // newFamily reports whether an untargeted request of the batch is of a
 // prompt family (first block) that the prefix index shows on no rank.
@@ -128,14 +166,15 @@ func (r *Router) familyRanks(b *batch, i int) int {
 // explicitPass is the first pass of the KV-aware policy, whatever its score:
 // in relax order, each request with a target goes there and, while the
 // cold-start warmup is warming, each untargeted one to the smallest rank
-// not warmed yet (with ttft, not a turn of a bound conversation), if that
-// rank is under the hard cap; place does the placing. It returns the other
+// not warmed yet (with ttft, not a turn of a bound conversation; in a light
+// start, see lightStart, no request of a conversation), if that rank is
+// under the hard cap; place does the placing. It returns the other
 // requests, grouped by prompt prefix, longer prompts first within a group;
 // the groups in the reference's order (by prefix) or, with ttft, the group
 // with the longest prompt first (see routeTTFT).
 func (r *Router) explicitPass(b *batch, count []int, ttft bool, place func(i, k int)) []int {
 	rest := r.rest[:0]
-	warming, spread := r.warming(b)
+	warming, spread, light := r.warming(b)
 	share := 0
 	if spread {
 		share = r.warmShare(b)
@@ -145,7 +184,7 @@ func (r *Router) explicitPass(b *batch, count []int, ttft bool, place func(i, k 
 		q := &b.reqs[i]
 		target := q.TargetRank
 		warm := false
-		if !q.hasTarget() && warming && r.pendingCount > 0 && !(ttft && r.bound(q)) {
+		if !q.hasTarget() && warming && r.pendingCount > 0 && !(ttft && r.bound(q)) && !(light && q.ConversationID != "") {
 			if share > 0 && r.familyRanks(b, i) >= share {
 				held = append(held, i) // its family has its share: later
 			} else {

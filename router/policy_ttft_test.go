@@ -332,28 +332,57 @@ func TestTTFTCacheHomePastSoftCap(t *testing.T) {
 	}
 }
 
-// Quiet warmup sends requests to ranks not yet warmed only while no rank
-// has an active request.
+// Quiet warmup sends requests to ranks not yet warmed while no rank has an
+// active request, or while load builds up on a cold engine (fewer active
+// requests than ranks, more than half the ranks pending: a light start,
+// which leaves a conversation's request to the score); the reference's
+// "once" warms whatever the load.
 func TestWarmupQuiet(t *testing.T) {
-	cfg := ttftCfg(3, ReuseAfterIteration)
+	base := prompt(1024)
+	light := st([2]int64{1, 100}, [2]int64{0, 0}, [2]int64{0, 0}, [2]int64{0, 0})
+	loaded := st([2]int64{2, 100}, [2]int64{1, 100}, [2]int64{1, 100}, [2]int64{0, 0})
+	for _, tc := range []struct {
+		name    string
+		warmup  Warmup
+		warmed  int // ranks warmed first, by idle decisions of one request each
+		states  []RankState
+		conv    string
+		rank    int // where the request goes (its prefix is cached on rank 3)
+		pending int // ranks pending afterwards
+	}{
+		{"idle engine", WarmupQuiet, 0, idle(4), "", 0, 3},
+		{"light start", WarmupQuiet, 1, light, "", 1, 2},
+		{"light start, all ranks pending", WarmupQuiet, 0, light, "", 0, 3},
+		{"light start, a conversation's request", WarmupQuiet, 1, light, "c", 3, 3},
+		{"half the ranks warmed", WarmupQuiet, 2, light, "", 3, 2},
+		{"as many active requests as ranks", WarmupQuiet, 1, loaded, "", 3, 3},
+		{"once, under load", WarmupOnce, 1, loaded, "", 1, 2},
+	} {
+		cfg := ttftCfg(4, ReuseAfterIteration)
+		cfg.Warmup = tc.warmup
+		r := mustNew(t, cfg)
+		for i := range tc.warmed {
+			mustRoute(t, r, idle(4), []Request{extend(uint64(100+i), prompt(64), 10)}, 8, nil)
+		}
+		q := extend(1, base, 10)
+		q.ConversationID = tc.conv
+		res := mustRoute(t, r, tc.states, []Request{q}, 8, []int32{0, 0, 0, 992})
+		if res.Ranks[0] != tc.rank || len(r.PendingWarmup()) != tc.pending {
+			t.Errorf("%s: rank %d, pending %v; want rank %d, %d pending", tc.name, res.Ranks[0], r.PendingWarmup(), tc.rank, tc.pending)
+		}
+	}
+	// On 16 ranks a light start warms lightStartRanks of them, one per
+	// decision, however many decisions come.
+	cfg := ttftCfg(16, ReuseAfterIteration)
 	cfg.Warmup = WarmupQuiet
 	r := mustNew(t, cfg)
-	base := prompt(1024)
-	busy := st([2]int64{1, 100}, [2]int64{0, 0}, [2]int64{0, 0})
-	res := mustRoute(t, r, busy, []Request{extend(1, base, 10)}, 8, []int32{992, 0, 0})
-	if res.Ranks[0] != 0 || len(r.PendingWarmup()) != 3 {
-		t.Errorf("under load: rank %d, pending %v; want rank 0 (its cache), nothing warmed", res.Ranks[0], r.PendingWarmup())
+	states := idle(16)
+	states[0].NumActiveRequests, states[0].NumActiveTokens = 1, 100
+	for i := range 10 {
+		mustRoute(t, r, states, []Request{extend(uint64(i+1), base, 10)}, 8, nil)
 	}
-	mustRoute(t, r, idle(3), []Request{extend(2, base, 10), extend(3, base, 10)}, 8, []int32{992, 0, 0, 992, 0, 0})
-	if p := r.PendingWarmup(); len(p) != 1 || p[0] != 2 {
-		t.Errorf("idle engine: pending %v after two requests, want [2]", p)
-	}
-	// The reference's once warmup does not wait for quiet.
-	cfg.Warmup = WarmupOnce
-	r = mustNew(t, cfg)
-	mustRoute(t, r, busy, []Request{extend(1, base, 10)}, 8, []int32{992, 0, 0})
-	if p := r.PendingWarmup(); len(p) != 2 {
-		t.Errorf("once: pending %v, want two ranks", p)
+	if got, want := 16-len(r.PendingWarmup()), lightStartRanks; got != want {
+		t.Errorf("16 ranks: %d warmed after ten light decisions, want %d", got, want)
 	}
 }
 
