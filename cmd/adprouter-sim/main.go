@@ -60,6 +60,7 @@ type command struct {
 	traceTime, traceLen                                                       *float64
 	parallel, evalWorst                                                       *int
 	seed, evalSeeds                                                           *uint64
+	evalStretch                                                               *float64
 }
 
 // newCommand defines every flag.
@@ -91,6 +92,7 @@ func newCommand(stdout, stderr io.Writer) *command {
 	c.evalGrid = fs.String("eval-grid", sim.EvalFull, "-eval: the grid, "+strings.Join(sim.EvalGrids, " or ")+" (the reduced slice the tests run)")
 	c.evalWorst = fs.Int("eval-worst", 12, "-eval: cells listed per reuse semantics, worst first")
 	c.evalSeeds = fs.Uint64("eval-seed-offset", 0, "-eval: add this to every generated case's workload seed (trace slices unchanged): the grid on seeds it was not tuned on")
+	c.evalStretch = fs.Float64("eval-duration-scale", 1, "-eval: run every generated steady case's arrivals this many times as long (spikes and trace slices unchanged): one-time costs weigh less, standing imbalances more")
 
 	fs.IntVar(&c.eng.DPSize, "dp", c.eng.DPSize, "attention-DP ranks (dp_size)")
 	fs.IntVar(&c.eng.KVBlocks, "kv-blocks", c.eng.KVBlocks, "KV pool per rank, in blocks")
@@ -207,7 +209,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case *c.genTrace != "":
 		return c.writeTrace(wcs)
 	case *c.eval:
-		return evaluate(*c.evalGrid, *c.evalSeeds, *c.policies, c.set["policies"], modes, c.set["reuse"] || c.set["eager-reuse"],
+		return evaluate(*c.evalGrid, *c.evalSeeds, *c.evalStretch, *c.policies, c.set["policies"], modes, c.set["reuse"] || c.set["eager-reuse"],
 			*c.evalWorst, *c.parallel, *c.jsonFile, *c.quiet, stdout, stderr)
 	case !*c.sweep && (*c.seeds != "" || *c.dps != ""):
 		return c.fail(fmt.Errorf("-seeds and -dps run a robustness matrix and need -sweep"))
@@ -394,7 +396,7 @@ func (c *command) write(table, json, plot, percentiles func(io.Writer) error) in
 // evaluate runs the evaluation grid with the variant named by policies
 // (default: the recommended preset) and writes it; it returns 3 when a goal
 // is missed.
-func evaluate(grid string, seedOffset uint64, policies string, setPolicies bool, modes []string, setReuse bool, worst, parallel int,
+func evaluate(grid string, seedOffset uint64, stretch float64, policies string, setPolicies bool, modes []string, setReuse bool, worst, parallel int,
 	jsonFile string, quiet bool, stdout, stderr io.Writer) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "adprouter-sim: %v\n", err)
@@ -425,7 +427,13 @@ func evaluate(grid string, seedOffset uint64, policies string, setPolicies bool,
 	label := grid
 	if seedOffset > 0 {
 		cases = sim.ShiftSeeds(cases, seedOffset)
-		label = fmt.Sprintf("%s (seeds +%d)", grid, seedOffset)
+		label += fmt.Sprintf(" (seeds +%d)", seedOffset)
+	}
+	if stretch != 1 {
+		if cases, err = sim.StretchDurations(cases, stretch); err != nil {
+			return fail(fmt.Errorf("-eval-duration-scale: %w", err))
+		}
+		label += fmt.Sprintf(" (steady arrivals x%g)", stretch)
 	}
 	ev, err := sim.RunEval(sim.EvalOptions{Grid: label, Cases: cases, Variant: vs[0], Reuse: modes, Parallel: parallel})
 	if err != nil {

@@ -110,6 +110,8 @@ func TestRunFlagsAndErrors(t *testing.T) {
 		{[]string{"-eval", "-eval-grid", "huge"}, 1, `evaluation grid "huge"`},
 		{[]string{"-eval", "-policies", "kv_cache_aware"}, 1, "is a reference"},
 		{[]string{"-eval", "-policies", "recommended,kv_cache_aware+index"}, 1, "judges one variant"},
+		{[]string{"-eval", "-eval-duration-scale", "0"}, 1, "-eval-duration-scale: duration scale 0, want > 0"},
+		{[]string{"-eval", "-eval-duration-scale", "-inf"}, 1, "-eval-duration-scale: duration scale -Inf, want > 0"},
 	}
 	for _, tc := range tests {
 		code, out, errs := runCmd(t, tc.args...)

@@ -791,6 +791,28 @@ func ShiftSeeds(cases []EvalCase, by uint64) []EvalCase {
 	return out
 }
 
+// StretchDurations returns a copy of cases in which every generated case
+// whose arrivals go on for Workload.DurationS (every kind but the coldstart
+// and tenantspike spikes, whose quiet period and spike are their shape)
+// has them go on by times as long; trace cases are unchanged. An engine
+// serves for hours and the grid's steady cases last a minute, so a cost paid
+// once, as load starts, weighs more in their TTFT p99 than it would in
+// service, and a standing imbalance less. by must be positive and finite.
+func StretchDurations(cases []EvalCase, by float64) ([]EvalCase, error) {
+	if !(by > 0) || math.IsInf(by, 1) {
+		return nil, fmt.Errorf("duration scale %g, want > 0 and finite", by)
+	}
+	out := slices.Clone(cases)
+	for i := range out {
+		w := &out[i].Workload
+		if out[i].Trace || w.Kind == KindColdStart || w.Kind == KindTenantSpike {
+			continue
+		}
+		w.DurationS *= by
+	}
+	return out, nil
+}
+
 // LoadEvalTraces reads every *.jsonl file of dir in fsys, in name order, as
 // a trace of the evaluation; a file's family is its name up to the first
 // "-" (conversation-0.jsonl: conversation).

@@ -91,6 +91,47 @@ func TestEvalGrid(t *testing.T) {
 	}
 }
 
+// StretchDurations lengthens the arrivals of every generated steady case and
+// leaves the spikes, the trace slices and the input as they were (a changed
+// input would fail the comparison below); it refuses a scale that is not
+// positive and finite.
+func TestStretchDurations(t *testing.T) {
+	cases, err := EvalGrid(EvalQuick, evalTraces(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := StretchDurations(cases, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stretched, kept := 0, 0
+	for i, c := range long {
+		o := cases[i]
+		spike := o.Workload.Kind == KindColdStart || o.Workload.Kind == KindTenantSpike
+		want := o.Workload.DurationS
+		if !o.Trace && !spike {
+			want *= 10
+			stretched++
+		} else {
+			kept++
+		}
+		if c.Workload.DurationS != want || c.Name != o.Name {
+			t.Errorf("case %s: %s, %g s; want %g s, the same name", o.Name, c.Name, c.Workload.DurationS, want)
+		}
+		if err := c.Workload.Validate(); err != nil {
+			t.Errorf("case %s: %v", c.Name, err)
+		}
+	}
+	if stretched == 0 || kept == 0 {
+		t.Errorf("%d cases stretched, %d kept: the quick grid should have both", stretched, kept)
+	}
+	for _, by := range []float64{0, -1, math.Inf(1), math.NaN()} {
+		if _, err := StretchDurations(cases, by); err == nil {
+			t.Errorf("scale %g accepted", by)
+		}
+	}
+}
+
 // ShiftSeeds moves every generated case to other seeds, names included, and
 // leaves the trace slices and the input as they were.
 func TestShiftSeeds(t *testing.T) {
