@@ -198,6 +198,14 @@ type evalFigures struct {
 	p99     float64
 }
 
+// evalCaseRun is one case's workload while RunEval's jobs for it run.
+type evalCaseRun struct {
+	once sync.Once
+	wl   *Workload
+	err  error
+	left atomic.Int32 // the case's jobs not finished
+}
+
 // RunEval simulates every case with the References and the variant under
 // each reuse semantics and judges the variant. Deterministic: each
 // simulation is sequential and its result lands in a slot of its own.
@@ -807,14 +815,6 @@ func ShiftSeeds(cases []EvalCase, by uint64) []EvalCase {
 		c.Name = strings.Replace(c.Name, fmt.Sprintf("seed=%d ", old), fmt.Sprintf("seed=%d ", c.Workload.Seed), 1)
 	}
 	return out
-}
-
-// evalCaseRun is one case's workload while RunEval's jobs for it run.
-type evalCaseRun struct {
-	once sync.Once
-	wl   *Workload
-	err  error
-	left atomic.Int32 // the case's jobs not finished
 }
 
 // StretchDurations returns a copy of cases in which every generated case
