@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 func seq(from, n int) []int32 {
@@ -353,6 +354,37 @@ func BenchmarkInsertEvicting(b *testing.B) {
 		x.Insert(next())
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*chainLen), "ns/block")
+}
+
+// BenchmarkGrowthToBound fills an index of 64 ranks with new 64-block chains
+// until it holds its bound (the router's default, 320 MiB: 4,194,304
+// entries) and reports, per bound, the slowest insertion: the one that
+// doubles the index's arrays and its hash table into memory the process
+// has never touched. The stall grows with the capacity reached (about
+// 200 ns per entry of it); a lower bound (index_max_bytes) bounds it.
+func BenchmarkGrowthToBound(b *testing.B) {
+	for _, mib := range []int{80, 320} {
+		b.Run(fmt.Sprintf("%dMiB", mib), func(b *testing.B) {
+			var worst time.Duration
+			for b.Loop() {
+				x := NewIndex(64, (mib<<20)/EntryBytes)
+				for r := range 64 {
+					x.SetLimit(r, 1<<20)
+				}
+				rng := rand.New(rand.NewPCG(1, uint64(mib)))
+				chain := make([]uint64, 64)
+				for c := 0; x.Len() < x.MaxEntries(); c++ {
+					for i := range chain {
+						chain[i] = rng.Uint64()
+					}
+					t0 := time.Now()
+					x.Insert(c%64, chain)
+					worst = max(worst, time.Since(t0))
+				}
+			}
+			b.ReportMetric(float64(worst)/1e6, "worst-ms")
+		})
+	}
 }
 
 // The hash table stays within its share of the total bound (four buckets
