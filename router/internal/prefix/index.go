@@ -358,6 +358,7 @@ func (x *Index) grownCap(c int) int { return min(max(2*c, 256), max(x.max, 1)) }
 func extend[T any](x *Index, s []T) []T {
 	if len(s) == cap(s) {
 		t := make([]T, len(s), x.grownCap(cap(s)))
+		adviseHuge(unsafe.Pointer(unsafe.SliceData(t)), cap(t)*int(unsafe.Sizeof(t[0])))
 		copy(t, s)
 		clear(t[len(s):cap(t)])
 		s = t
@@ -393,6 +394,7 @@ func (x *Index) find(h uint64) int32 {
 // rehash rebuilds the table with size buckets (a power of two).
 func (x *Index) rehash(size int) {
 	x.table = make([]uint64, size)
+	adviseHuge(unsafe.Pointer(unsafe.SliceData(x.table)), size*int(unsafe.Sizeof(x.table[0])))
 	for s := range x.slots {
 		if x.slots[s].n > 0 {
 			x.place(int32(s))
