@@ -14,9 +14,10 @@ const hugePage = 2 << 20
 // arrays of at least 2 huge pages. The index writes a grown array's whole
 // capacity at once, and with the common "madvise" setting of
 // /sys/kernel/mm/transparent_hugepage/enabled every 4 KiB of it would
-// otherwise fault separately: at the default bound the growth that writes
-// a few hundred MiB took 2-5 times as long (BenchmarkGrowthToBound). It is a
-// hint: a kernel without huge pages refuses it, and nothing else changes.
+// otherwise fault separately: the growth that writes a few hundred MiB took
+// up to four times as long (BenchmarkGrowthToBound, docs/performance.md).
+// It is a hint: a kernel without huge pages refuses it, and nothing else
+// changes.
 func adviseHuge(p unsafe.Pointer, n int) {
 	if n < 2*hugePage {
 		return

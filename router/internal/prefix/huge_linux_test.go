@@ -50,7 +50,7 @@ func TestIndexAdvisesHugePages(t *testing.T) {
 	for r := range 4 {
 		x.SetLimit(r, 1<<20)
 	}
-	for i := 0; i < 100_000 && len(x.table)*8 < 4*hugePage || cap(x.nodes)*int(unsafe.Sizeof(node{})) < 4*hugePage; i++ {
+	for i := 0; i < 100_000 && (len(x.table)*8 < 4*hugePage || cap(x.nodes)*int(unsafe.Sizeof(node{})) < 4*hugePage); i++ {
 		x.Insert(i%4, AppendHashes(nil, seq(i*10_000, 32*64), 32, 0, 0))
 	}
 	if len(x.table)*8 < 4*hugePage || cap(x.nodes)*int(unsafe.Sizeof(node{})) < 4*hugePage {

@@ -360,8 +360,10 @@ func BenchmarkInsertEvicting(b *testing.B) {
 // until it holds its bound (the router's default, 320 MiB: 4,194,304
 // entries) and reports, per bound, the slowest insertion: the one that
 // doubles the index's arrays and its hash table into memory the process
-// has never touched. The stall grows with the capacity reached (about
-// 200 ns per entry of it); a lower bound (index_max_bytes) bounds it.
+// has never touched. The stall grows with the capacity reached (100-250 ns
+// per entry of it on the project's machine, the less with huge pages); a
+// lower bound (index_max_bytes) bounds it. Run it once per process: later
+// runs reuse memory already faulted in.
 func BenchmarkGrowthToBound(b *testing.B) {
 	for _, mib := range []int{80, 320} {
 		b.Run(fmt.Sprintf("%dMiB", mib), func(b *testing.B) {
