@@ -24,7 +24,9 @@ func vmFlags(t *testing.T, a uintptr) []string {
 	for sc.Scan() {
 		line := sc.Text()
 		var lo, hi uintptr
-		if n, _ := fmt.Sscanf(line, "%x-%x ", &lo, &hi); n == 2 && strings.Contains(line, "-") && !strings.HasSuffix(strings.Fields(line)[0], ":") {
+		// A mapping's header line is "lo-hi perms ..."; its fields are
+		// "Name: value" lines.
+		if n, _ := fmt.Sscanf(line, "%x-%x ", &lo, &hi); n == 2 && !strings.HasSuffix(strings.Fields(line)[0], ":") {
 			in = lo <= a && a < hi
 			continue
 		}
