@@ -55,14 +55,28 @@ soname() {
   echo "libadprouter.so.$(sed -n 's/^#define ADPR_ABI_VERSION \([0-9]*\)$/\1/p' "$ROOT/include/adprouter.h")"
 }
 
+# The library's Go runtime settings (GODEBUG syntax), built in as the
+# runtime's defaults; the host's GODEBUG variable still overrides each.
+# schedtrace=2147483647 keeps the runtime's monitor thread (sysmon) polling
+# every 10 ms while the library is idle, rather than sleeping until a call
+# wakes it: a call then neither pays that wake nor, mostly, meets the monitor
+# preempting it (docs/performance.md, "Called once per iteration"). Its one
+# side effect is the tracing it names: a line of scheduler counts on
+# standard error every 2147483647 ms (24.8 days) of the host's uptime.
+LIB_GODEBUG=schedtrace=2147483647
+
 build_lib() {
   mkdir -p "$BUILD"
-  local so
+  local so godebug
   so=$(soname)
+  # The go command's own defaults for this module (empty when its go line is
+  # the toolchain's) come first: the last -X of a variable is the one linked.
+  godebug=$("$GO" list -f '{{.DefaultGODEBUG}}' ./capi)
+  godebug=${godebug:+$godebug,}$LIB_GODEBUG
   # -trimpath and -s -w: reproducible, stripped release build. The soname and
   # the version script (export only adpr_*) are passed to the external linker.
   CGO_ENABLED=1 "$GO" build -buildmode=c-shared -trimpath -tags "${ADPROUTER_BUILD_TAGS:-}" \
-    -ldflags "-s -w -extldflags '-Wl,-soname,$so -Wl,--version-script=$ROOT/capi/exports.map'" \
+    -ldflags "-s -w -X=runtime.godebugDefault=$godebug -extldflags '-Wl,-soname,$so -Wl,--version-script=$ROOT/capi/exports.map'" \
     -o "$BUILD/$so" ./capi
   rm -f "$BUILD/libadprouter.so.h" # cgo's generated header; include/adprouter.h is the public one
   ln -sf "$so" "$BUILD/libadprouter.so"
