@@ -928,7 +928,7 @@ def main():
     for note in counter["index_note"]:
         print("  " + note)
     print("slept.o: the share of ours' timed calls during which the calling thread gave up its CPU; in ours "
-          "that is the Go runtime preempting a library call that outlasted its monitor's wake "
+          "that is the Go runtime's monitor preempting a library call it found running "
           "(docs/performance.md, \"Called once per iteration\")")
     print("wall time %.1f s" % (time.monotonic() - start))
     return 0

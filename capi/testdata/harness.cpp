@@ -1825,7 +1825,8 @@ long sleeps() {
 // in its own code. Beside adpr_route (as in bench) and the smallest call into
 // the library (adpr_router_state_digest), the same thread waking another
 // thread that sleeps on a condition variable: the futex wake that a call into
-// an idle Go runtime makes (it wakes the runtime's monitor thread). "slept"
+// an idle Go runtime makes when its monitor thread sleeps (GODEBUG=schedtrace=0;
+// the library as built keeps it polling). "slept"
 // is the share of adpr_route calls during which the calling thread gave up
 // its CPU: the Go runtime preempted the call and handed it to another thread
 // and back (see docs/performance.md).
