@@ -72,6 +72,39 @@ class BenchTrtllmTest(unittest.TestCase):
         with self.assertRaises(B.Mismatch):  # a request lost
             B.check_consistent("lost", ({0: [it[0]], 1: [it[2]]}, 2), it, [0, 0], 8)
 
+    def test_previous_batch_freed_untimed(self):
+        # A call's results hold its batch; freeing them must not land inside
+        # the next pair's timed calls (either side's, whichever drops the
+        # last reference). timed() reads the clock twice per timed call: a
+        # result freed after an odd number of readings was freed while a call
+        # was being timed.
+        sys.path.insert(0, PYTHON_DIR)
+        try:
+            import bench_trtllm as B
+        finally:
+            sys.path.remove(PYTHON_DIR)
+        events = []
+
+        class Result:
+            def __del__(self):
+                events.append("free")
+
+        def now():
+            events.append("now")
+            return 0
+
+        saved = B._now
+        B._now = now
+        try:
+            B.timed(4, 1, lambda k: (Result, Result), lambda k, a, b: None)
+        finally:
+            B._now = saved
+        self.assertEqual(events.count("free"), 10)  # 5 pairs, every result freed
+        for i, e in enumerate(events):
+            if e == "free":
+                self.assertEqual(events[:i].count("now") % 2, 0,
+                                 "a result was freed while a call was timed: %s" % events)
+
     def test_renewed_batches_are_new_objects(self):
         # Rows 1, 2, 4 and 4f route each call's batch as new objects: the
         # same requests (ids, prompt lists, params) in objects no earlier call
