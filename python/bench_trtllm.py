@@ -29,12 +29,13 @@ new requests), and the objects of the call before are freed untimed, before
 it (an engine frees its requests in its own code: a timed call that dropped
 the last reference to the previous batch would count freeing it, 35 us at
 256 requests and 140 us at 1024 with these objects). Routing one batch of
-objects call after call would keep them in cache, which favours ours. Every timed call's decisions are compared: the same
-ids on the same ranks in the same order and the same expected, every request
-placed; any difference exits non-zero. Row 5's decisions differ by design
-(ours predicts matches from its own prefix index): ours is checked to be
-consistent instead (every request placed once, strict targets kept, no rank
-past expected, expected within max_num_active_requests).
+objects call after call would keep them in cache, which favours ours. Every
+timed call's decisions are compared: the same ids on the same ranks in the
+same order and the same expected, every request placed; any difference exits
+non-zero. Row 5's decisions differ by design (ours predicts matches from its
+own prefix index): ours is checked to be consistent instead (every request
+placed once, strict targets kept, no rank past expected, expected within
+max_num_active_requests).
 
 Workload per size (requests x ranks), built once, outside the timed region:
 
