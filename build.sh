@@ -60,9 +60,11 @@ soname() {
 # schedtrace=2147483647 keeps the runtime's monitor thread (sysmon) polling
 # every 10 ms while the library is idle, rather than sleeping until a call
 # wakes it: a call then neither pays that wake nor, mostly, meets the monitor
-# preempting it (docs/performance.md, "Called once per iteration"). Its one
-# side effect is the tracing it names: a line of scheduler counts on
-# standard error every 2147483647 ms (24.8 days) of the host's uptime.
+# preempting it (docs/performance.md, "Called once per iteration"). The
+# price: the polling's CPU (a few % of a core while an engine calls the
+# library every 5-20 ms) and the tracing the setting names, a line of
+# scheduler counts on standard error every 2147483647 ms (24.8 days) of the
+# host's uptime.
 LIB_GODEBUG=schedtrace=2147483647
 
 build_lib() {

@@ -157,9 +157,10 @@ func TestCppHarness(t *testing.T) {
 		}
 	}
 	// The measurement mode docs/performance.md quotes runs, one call per gap:
-	// seven gaps at each of two batch sizes.
+	// seven gaps at each of two batch sizes, each row ending in the library's
+	// threads' CPU (a share of a core; "-" where the system does not say).
 	out := run(t, nil, bin, lib, "--idle", "1")
-	if rows := regexp.MustCompile(`(?m)^ +(0|1|5|20) +(-|busy|asleep) +[0-9.]+ \(`).FindAllString(out, -1); len(rows) != 14 {
+	if rows := regexp.MustCompile(`(?m)^ +(0|1|5|20) +(-|busy|asleep) +[0-9.]+ \(.* ([0-9]+\.[0-9]%|-)$`).FindAllString(out, -1); len(rows) != 14 {
 		t.Errorf("harness --idle: %d table rows, want 14:\n%s", len(rows), out)
 	}
 }

@@ -20,6 +20,8 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "adprouter.h"
 
@@ -1820,6 +1822,37 @@ long sleeps() {
     return -1;
 }
 
+// thread_id is the calling thread's kernel id, or -1 where the system has none.
+long thread_id() {
+#ifdef SYS_gettid
+    return syscall(SYS_gettid);
+#else
+    return -1;
+#endif
+}
+
+// others_cpu_ns returns the CPU time, in ns, that this process's threads
+// other than those in skip have used (/proc/self/task/*/schedstat), or -1
+// where the system does not say.
+int64_t others_cpu_ns(const std::vector<long> &skip) {
+    DIR *d = opendir("/proc/self/task");
+    if (d == nullptr) return -1;
+    int64_t total = 0;
+    bool any = false;
+    while (dirent *e = readdir(d)) {
+        if (e->d_name[0] == '.' || std::find(skip.begin(), skip.end(), std::strtol(e->d_name, nullptr, 10)) != skip.end())
+            continue;
+        std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/schedstat");
+        long long ns = 0;
+        if (f >> ns) {
+            total += ns;
+            any = true;
+        }
+    }
+    closedir(d);
+    return any ? total : -1;
+}
+
 // idle measures what an engine that routes once per iteration pays: each
 // call comes after the calling thread spent gap ms elsewhere, asleep or busy
 // in its own code. Beside adpr_route (as in bench) and the smallest call into
@@ -1829,7 +1862,10 @@ long sleeps() {
 // the library as built keeps it polling). "slept"
 // is the share of adpr_route calls during which the calling thread gave up
 // its CPU: the Go runtime preempted the call and handed it to another thread
-// and back (see docs/performance.md).
+// and back (see docs/performance.md). "runtime cpu" is the CPU the library's
+// own threads used over the row, in % of one core: its Go runtime's monitor
+// thread, and calls handed to another thread; the calling thread's time is
+// not in it.
 int idle(int calls, const std::string &command) {
     std::printf("calls after the calling thread was elsewhere for a gap: median (p90) us of %d calls each\n", calls);
     std::printf("route: adpr_route, kv_cache_aware with match_lens, as --bench\n");
@@ -1837,7 +1873,9 @@ int idle(int calls, const std::string &command) {
     std::mutex mu;
     std::condition_variable cv;
     bool flag = false, stop = false;
+    std::atomic<long> sleeper_id{-1};
     std::thread sleeper([&] {
+        sleeper_id = thread_id();
         std::unique_lock<std::mutex> lk(mu);
         while (!stop) {
             cv.wait(lk, [&] { return flag || stop; });
@@ -1856,13 +1894,18 @@ int idle(int calls, const std::string &command) {
         adpr_route_result rv = o.view();
         char err[256];
         std::printf("\n%d requests x %d ranks\n", size.first, size.second);
-        std::printf("%6s %6s %16s %7s %16s %16s\n", "gap_ms", "gap", "route", "slept", "state_digest", "wake a thread");
+        std::printf("%6s %6s %16s %7s %16s %16s %12s\n", "gap_ms", "gap", "route", "slept", "state_digest", "wake a thread",
+                    "runtime cpu");
         for (int gap : {0, 1, 5, 20})
             for (bool busy : {false, true}) {
                 if (gap == 0 && busy) continue;
                 std::vector<double> route, digest, wake;
                 int slept = 0;
                 bool counted = sleeps() >= 0;
+                while (sleeper_id < 0) std::this_thread::yield();
+                const std::vector<long> skip = {thread_id(), sleeper_id};
+                int64_t cpu0 = others_cpu_ns(skip);
+                auto wall0 = clock::now();
                 auto away = [&] {
                     auto until = clock::now() + std::chrono::milliseconds(gap);
                     if (!busy) std::this_thread::sleep_until(until);
@@ -1900,8 +1943,11 @@ int idle(int calls, const std::string &command) {
                     return fmt("%.1f (%.1f)", v[v.size() / 2], v[v.size() * 9 / 10]);
                 };
                 std::string share = counted ? fmt("%d%%", 100 * slept / calls) : "-";
-                std::printf("%6d %6s %16s %7s %16s %16s\n", gap, gap == 0 ? "-" : busy ? "busy" : "asleep",
-                            cell(route).c_str(), share.c_str(), cell(digest).c_str(), cell(wake).c_str());
+                int64_t cpu1 = others_cpu_ns(skip);
+                double wall_ns = std::chrono::duration<double, std::nano>(clock::now() - wall0).count();
+                std::string cpu = cpu0 >= 0 && cpu1 >= 0 ? fmt("%.1f%%", 100.0 * (double)(cpu1 - cpu0) / wall_ns) : "-";
+                std::printf("%6d %6s %16s %7s %16s %16s %12s\n", gap, gap == 0 ? "-" : busy ? "busy" : "asleep",
+                            cell(route).c_str(), share.c_str(), cell(digest).c_str(), cell(wake).c_str(), cpu.c_str());
             }
         A.destroy(h);
         if (rc != 0) break;
