@@ -25,17 +25,16 @@ with gc off while timing. Every timed call routes a batch of new objects,
 built untimed just before it, as an engine's new_requests are new objects
 every iteration (rows 1, 2, 4 and 4f: the same requests as new
 RequestQueueItem/LlmRequest objects sharing their prompt lists; rows 3 and 5:
-new requests), and the objects of the call before are freed untimed, before
-it (an engine frees its requests in its own code: a timed call that dropped
-the last reference to the previous batch would count freeing it, 35 us at
-256 requests and 140 us at 1024 with these objects). Routing one batch of
-objects call after call would keep them in cache, which favours ours. Every
-timed call's decisions are compared: the same ids on the same ranks in the
-same order and the same expected, every request placed; any difference exits
-non-zero. Row 5's decisions differ by design (ours predicts matches from its
-own prefix index): ours is checked to be consistent instead (every request
-placed once, strict targets kept, no rank past expected, expected within
-max_num_active_requests).
+new requests), and the objects of the call before are freed untimed, before it
+(an engine frees its requests in its own code: a timed call that dropped the
+last reference to the previous batch would count freeing it; figures in
+docs/trtllm.md). Routing one batch of objects call after call would keep them
+in cache, which favours ours. Every timed call's decisions are compared: the
+same ids on the same ranks in the same order and the same expected, every
+request placed; any difference exits non-zero. Row 5's decisions differ by
+design (ours predicts matches from its own prefix index): ours is checked to
+be consistent instead (every request placed once, strict targets kept, no rank
+past expected, expected within max_num_active_requests).
 
 Workload per size (requests x ranks), built once, outside the timed region:
 

@@ -30,6 +30,17 @@ def bench(*args):
     return proc.stdout
 
 
+def bench_module():
+    """python/bench_trtllm.py imported as a module (its folder on sys.path
+    only while importing)."""
+    sys.path.insert(0, PYTHON_DIR)
+    try:
+        import bench_trtllm
+    finally:
+        sys.path.remove(PYTHON_DIR)
+    return bench_trtllm
+
+
 @unittest.skipUnless(os.path.exists(BENCH), "no python/bench_trtllm.py beside the tests (an installed-package run)")
 class BenchTrtllmTest(unittest.TestCase):
     def test_quick_against_oracle(self):
@@ -57,11 +68,7 @@ class BenchTrtllmTest(unittest.TestCase):
             self.assertRegex(out, r"(?m)^\s+_speedups\.trtllm_route: .*\s[\d.]+$")
 
     def test_mismatch_is_caught(self):
-        sys.path.insert(0, PYTHON_DIR)
-        try:
-            import bench_trtllm as B
-        finally:
-            sys.path.remove(PYTHON_DIR)
+        B = bench_module()
         it = [SimpleNamespace(id=i) for i in range(3)]
         same = ({0: [it[0], it[1]], 1: [it[2]]}, 2)
         B.check_same("same", same, ({0: [it[0], it[1]], 1: [it[2]]}, 2))
@@ -78,11 +85,7 @@ class BenchTrtllmTest(unittest.TestCase):
         # last reference). timed() reads the clock twice per timed call: a
         # result freed after an odd number of readings was freed while a call
         # was being timed.
-        sys.path.insert(0, PYTHON_DIR)
-        try:
-            import bench_trtllm as B
-        finally:
-            sys.path.remove(PYTHON_DIR)
+        B = bench_module()
         events = []
 
         class Result:
@@ -109,12 +112,8 @@ class BenchTrtllmTest(unittest.TestCase):
         # Rows 1, 2, 4 and 4f route each call's batch as new objects: the
         # same requests (ids, prompt lists, params) in objects no earlier call
         # saw, so that no call finds the batch in cache from the one before.
-        sys.path.insert(0, PYTHON_DIR)
-        try:
-            import bench_trtllm as B
-            import trtllm_fakes as F
-        finally:
-            sys.path.remove(PYTHON_DIR)
+        B = bench_module()
+        import trtllm_fakes as F
         w = B.Workload(16, 4, F.LlmRequestState)
         a, b = w.renewed(), w.renewed()
         for old, x, y in zip(w.items, a, b):
