@@ -19,7 +19,9 @@
 //  1. Requests whose arrival time has come join the engine's waiting queue
 //     (first come, first served).
 //  2. The head of the queue is handed to the router under test, through
-//     router.Router.RouteInto, exactly as an executor would: one gathered
+//     router.Router.RouteInto, exactly as an executor would, every
+//     iteration (with no request when none waits, as TensorRT-LLM's
+//     executor routes every iteration under attention DP): one gathered
 //     router.RankState per rank (num_active_requests = requests routed to
 //     the rank and not finished; num_active_tokens as TensorRT-LLM's
 //     executor computes it for the policy: their prompt tokens for the

@@ -51,7 +51,8 @@ type Result struct {
 	Requests  int `json:"requests"`
 	Completed int `json:"completed"`
 	Rejected  int `json:"rejected"`
-	// Iterations of the engine; RouteCalls the routing decisions made;
+	// Iterations of the engine; RouteCalls the routing decisions made (one
+	// per iteration, those with no request included);
 	// Routed the requests handed to them (a request returned unassigned is
 	// handed again later); Unplaced the unassigned returns.
 	Iterations int64 `json:"iterations"`
@@ -128,7 +129,8 @@ type Point struct {
 
 // Timing is measured, not simulated: the wall time of the router calls.
 type Timing struct {
-	// Calls is the number of routing decisions timed.
+	// Calls is the number of routing decisions timed: those with at least
+	// one request (an empty decision costs next to nothing).
 	Calls int `json:"calls"`
 	// MeanNs, P50Ns and P99Ns describe the time per decision;
 	// NsPerRequest is the total time over the requests routed.

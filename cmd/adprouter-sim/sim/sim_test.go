@@ -291,6 +291,30 @@ func TestGatherAndNoProbe(t *testing.T) {
 	}
 }
 
+// The engine routes every iteration, with no request when none waits, as
+// TensorRT-LLM's executor does under attention DP: a router that keeps
+// per-decision state (the predicted-TTFT score drains its queue estimate
+// once per decision) sees every iteration go by. Only decisions with
+// requests are timed.
+func TestRoutesEveryIteration(t *testing.T) {
+	w, _ := Generate(tinyWorkload(KindShared))
+	v, _ := LookupVariant(VariantRecommended)
+	s, err := NewSimulator(tinyEngine(), w, v, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RouteCalls != res.Iterations {
+		t.Errorf("%d routing decisions in %d iterations, want one per iteration", res.RouteCalls, res.Iterations)
+	}
+	if res.Timing == nil || int64(res.Timing.Calls) >= res.RouteCalls || res.Timing.Calls == 0 {
+		t.Errorf("timed %+v of %d decisions, want only those with requests", res.Timing, res.RouteCalls)
+	}
+}
+
 func TestRegistry(t *testing.T) {
 	if _, err := ParseVariants("default,nope"); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("unknown variant: %v", err)
