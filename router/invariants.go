@@ -72,12 +72,14 @@ func checkRankHeap(h *rankHeap, count []int, tokens []int64, expected int) {
 }
 
 // checkQueued verifies the ttft score's queued prefill after a call's
-// drain: never negative, nothing on a rank without active requests, and
-// never more than the uncached tokens the rank reports active.
+// drain: never negative, nothing on a rank without active requests, never
+// more than the uncached tokens the rank reports active, and never less
+// than those its KV pool shows must still wait (waitingAtLeast).
 func checkQueued(queued []int64, states []RankState) {
 	for k, q := range queued {
 		s := &states[k]
-		if q < 0 || (s.NumActiveRequests == 0 && q != 0) || q > max(s.NumActiveTokens, 0) {
+		if q < 0 || (s.NumActiveRequests == 0 && q != 0) || q > max(s.NumActiveTokens, 0) ||
+			(s.NumActiveRequests > 0 && q < waitingAtLeast(s)) {
 			panic(fmt.Sprintf("router invariant: rank %d queued prefill %d with %d active requests of %d tokens",
 				k, q, s.NumActiveRequests, s.NumActiveTokens))
 		}

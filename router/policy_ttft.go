@@ -90,7 +90,10 @@ import (
 //     believes queued there (placed, not yet computed: it will take blocks
 //     the report does not show yet): a request the pool of the
 //     best-predicted rank cannot hold would wait there for memory, not for
-//     compute.
+//     compute. The room a request needs is its whole prompt (the free
+//     tokens count unreferenced cached blocks, its reused prefix perhaps
+//     among them), and a rank whose active requests' uncached tokens
+//     exceed its pool has at least the excess queued (waitingAtLeast).
 //
 // Every candidate whose prediction is within one block (TokensPerBlock) of
 // the lowest is a tie: the index resolves whole blocks. Ties go to the
@@ -151,9 +154,10 @@ func (r *Router) recentHomes() []int {
 	return homes
 }
 
-// begin drains every rank's queued prefill by one iteration's budget and
-// caps it by what the rank reports active. Each change is folded into the
-// digest d: the cap depends on the call's rank states.
+// begin drains every rank's queued prefill by one iteration's budget, caps
+// it by what the rank reports active and raises it to what the rank's KV
+// pool shows must still wait (waitingAtLeast). Each change is folded into
+// the digest d: the bounds depend on the call's rank states.
 func (t *ttftState) begin(cfg *Config, states []RankState, d *uint64) {
 	if len(t.queued) != cfg.DPSize {
 		t.queued = make([]int64, cfg.DPSize)
@@ -164,13 +168,33 @@ func (t *ttftState) begin(cfg *Config, states []RankState, d *uint64) {
 		if s := &states[k]; s.NumActiveRequests == 0 {
 			q = 0
 		} else {
-			q = min(q, s.NumActiveTokens)
+			q = max(min(q, s.NumActiveTokens), waitingAtLeast(s))
 		}
 		if q != t.queued[k] {
 			t.queued[k] = q
 			*d = fold(*d, tagQueued, uint64(k), uint64(q))
 		}
 	}
+}
+
+// waitingAtLeast returns the uncached prompt tokens rank state s shows are
+// still to compute beyond any doubt: those of its active requests
+// (num_active_tokens, prompt tokens not found cached, as TensorRT-LLM counts
+// them for this policy) beyond its KV capacity. A request holds KV for every
+// token it computes, and an engine starts one only once its KV fits
+// (TensorRT-LLM reserves its whole sequence), so active requests whose
+// uncached tokens exceed the pool have not all started: that much waits for
+// memory, whatever one iteration's budget would drain. The drain assumes
+// the rank computes its budget every iteration; a rank whose pool is full
+// computes nothing new until decoding requests finish, and without this
+// bound the router would go on believing its queue short while requests
+// pile up behind one that cannot start. 0 when the rank reports no
+// capacity.
+func waitingAtLeast(s *RankState) int64 {
+	if s.KVCapacityTokens <= 0 {
+		return 0
+	}
+	return max(s.NumActiveTokens-s.KVCapacityTokens, 0)
 }
 
 // routeTTFT is the KV-aware policy under ScoreTTFT: explicit targets and
@@ -263,8 +287,12 @@ func (r *Router) routeTTFT(b *batch) {
 		if len(eligible) == 0 {
 			break
 		}
+		// The room it needs on a rank is its whole prompt, not only what it
+		// computes there: a rank's free KV counts its unreferenced cached
+		// blocks, and the prefix the request would reuse may be among them
+		// (reusing it takes them out of the free pool).
 		n := q.Len()
-		allow := r.room.allow(eligible, n, row)
+		allow := r.room.allow(eligible, n, nil)
 
 		k := -1
 		if quiet && !q.Strict {

@@ -230,6 +230,9 @@ func TestTTFTHeedsKVRoom(t *testing.T) {
 		{"no room on the holder", 100, 0, 1},
 		{"room on the holder, but not beside its queued prefill", 2000, 1800, 1},
 		{"room on the holder beside its queued prefill", 4000, 1800, 0},
+		// Its 960 cached tokens may be among the free ones the holder
+		// reports (unreferenced cached blocks count as free).
+		{"room on the holder for what it computes there, not for its whole prompt", 1000, 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ttftCfg(2, ReuseAfterIteration)
@@ -517,5 +520,40 @@ func TestTTFTEmptyBatchesDrain(t *testing.T) {
 		if want > 0 && r.StateDigest() == before {
 			t.Fatalf("empty batch %d drained the queue but left the state digest unchanged", calls+1)
 		}
+	}
+}
+
+// A rank whose active requests' uncached tokens exceed its KV pool has at
+// least the excess queued, whatever the drain says: those requests cannot
+// all hold KV at once, so some wait for memory.
+func TestTTFTQueuedAtLeastPoolExcess(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		capacity, active int64
+		want             int64 // queued prefill after an empty decision
+	}{
+		{"the pool holds every active request", 100_000, 50_000, 0},
+		{"active uncached tokens beyond the pool wait", 100_000, 130_000, 30_000},
+		{"no capacity reported", 0, 130_000, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustNew(t, ttftCfg(2, ReuseAfterIteration))
+			states := []RankState{
+				{Rank: 0, NumActiveRequests: 9, NumActiveTokens: tc.active, KVCapacityTokens: tc.capacity, FreeKVTokens: tc.capacity / 2},
+				{Rank: 1, NumActiveRequests: 1, NumActiveTokens: 10_000, KVCapacityTokens: 100_000, FreeKVTokens: 50_000},
+			}
+			mustRoute(t, r, states, nil, 16, nil)
+			if got := r.ttft.queued[0]; got != tc.want {
+				t.Errorf("rank 0: %d tokens queued, want %d", got, tc.want)
+			}
+
+			// A request whose prefix rank 0 holds stays there only while
+			// nothing waits for its pool.
+			q := extend(9, prompt(960), 40)
+			res := mustRoute(t, r, states, []Request{q}, 16, []int32{960, 0})
+			if got, want := res.Ranks[0], map[bool]int{false: 0, true: 1}[tc.want > 0]; got != want {
+				t.Errorf("request on rank %d, want %d", got, want)
+			}
+		})
 	}
 }
