@@ -80,8 +80,8 @@ func checkQueued(queued []int64, states []RankState) {
 		s := &states[k]
 		if q < 0 || (s.NumActiveRequests == 0 && q != 0) || q > max(s.NumActiveTokens, 0) ||
 			(s.NumActiveRequests > 0 && q < waitingAtLeast(s)) {
-			panic(fmt.Sprintf("router invariant: rank %d queued prefill %d with %d active requests of %d tokens",
-				k, q, s.NumActiveRequests, s.NumActiveTokens))
+			panic(fmt.Sprintf("router invariant: rank %d queued prefill %d with %d active requests of %d tokens, KV capacity %d",
+				k, q, s.NumActiveRequests, s.NumActiveTokens, s.KVCapacityTokens))
 		}
 	}
 }
