@@ -492,6 +492,9 @@ func (s *Simulator) route() error {
 			NumActiveTokens:  r.activeTokens(s.eng.ActiveTokens, s.cfg.Policy),
 			KVCapacityTokens: int64(r.cache.Capacity()) * tpb,
 			FreeKVTokens:     int64(r.cache.Free()+r.cache.Evictable()) * tpb}
+		if s.variant.NoKVReport {
+			st.KVCapacityTokens, st.FreeKVTokens = 0, 0
+		}
 		if s.variant.Gather != nil {
 			s.variant.Gather(RankInfo{Rank: k, TokensPerBlock: s.eng.TokensPerBlock,
 				CapacityBlocks: r.cache.Capacity(), UsedBlocks: r.cache.Used(),

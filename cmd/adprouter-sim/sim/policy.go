@@ -31,6 +31,12 @@ type Variant struct {
 	// policy only, and not when its PrefixSource is router.SourceIndex (the
 	// router's own prefix index replaces the probe and its allgather).
 	NoProbe bool
+	// NoKVReport, when true, withholds each rank's KV pool
+	// (RankState.KVCapacityTokens and FreeKVTokens are 0), as a host that
+	// fills only TensorRT-LLM's fields does: the rules that read the pool
+	// (capacity_aware, and the ttft score's room and memory-wait rules)
+	// then have nothing to act on.
+	NoKVReport bool
 	// Gather, if not nil, is called for every rank after the simulator has
 	// filled the reference fields of its RankState, so a variant can report
 	// more (KV capacity, free blocks, ...) from info, as an executor would.
@@ -105,6 +111,7 @@ const (
 	VariantKVDemand          = "kv_cache_aware+demand"
 	VariantKVProbeDemand     = "kv_cache_aware+probe+index+demand"
 	VariantRecommended       = "recommended"
+	VariantRecommendedNoKV   = "recommended+no_kv_report"
 )
 
 // registry holds the variants in registration order.
@@ -135,17 +142,23 @@ var registry = []Variant{
 			c.Warmup = router.WarmupDemand
 		}},
 	{Name: VariantRecommended, Policy: router.PolicyKVCacheAware, KnowsReuse: true,
-		Doc: `preset "recommended": predicted-TTFT score, in-flight-aware probe+index, quiet warmup (engine_reuse and ttft_drain_tokens from the engine)`,
-		Apply: func(c *router.Config) {
-			if err := router.ApplyPreset(c, router.PresetRecommended); err != nil {
-				panic(err) // a builtin preset
-			}
-		}},
+		Doc:   `preset "recommended": predicted-TTFT score, in-flight-aware probe+index, quiet warmup (engine_reuse and ttft_drain_tokens from the engine)`,
+		Apply: applyRecommended},
+	{Name: VariantRecommendedNoKV, Policy: router.PolicyKVCacheAware, KnowsReuse: true, NoKVReport: true,
+		Doc:   `recommended on ranks that report no KV pool (a host that fills only TensorRT-LLM's rank-state fields)`,
+		Apply: applyRecommended},
 	{Name: VariantConversation, Policy: router.PolicyConversation,
 		Doc: "reference conversation affinity, new conversations round robin"},
 	{Name: VariantConversationLeast, Policy: router.PolicyConversation,
 		Doc:   "conversation affinity, new conversations to the least queued rank",
 		Apply: func(c *router.Config) { c.NewConvPlacement = router.PlacementLeastQueued }},
+}
+
+// applyRecommended applies the preset "recommended".
+func applyRecommended(c *router.Config) {
+	if err := router.ApplyPreset(c, router.PresetRecommended); err != nil {
+		panic(err) // a builtin preset
+	}
 }
 
 // DefaultVariants names the variants compared when none are given: the

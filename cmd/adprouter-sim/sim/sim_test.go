@@ -480,3 +480,29 @@ func TestReuseSemantics(t *testing.T) {
 		}
 	}
 }
+
+// TestNoKVReport: a variant with NoKVReport sees ranks report no KV pool, as
+// a host that fills only TensorRT-LLM's fields; others see the pool.
+func TestNoKVReport(t *testing.T) {
+	w, _ := Generate(tinyWorkload(KindShared))
+	for _, hide := range []bool{false, true} {
+		var seen, withPool int
+		v := Variant{Name: "probe", Policy: router.PolicyKVCacheAware, NoKVReport: hide,
+			Gather: func(_ RankInfo, st *router.RankState) {
+				seen++
+				if st.KVCapacityTokens > 0 || st.FreeKVTokens > 0 {
+					withPool++
+				}
+			}}
+		s, err := NewSimulator(tinyEngine(), w, v, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{false: seen, true: 0}[hide]; seen == 0 || withPool != want {
+			t.Errorf("NoKVReport %v: %d of %d rank states report a KV pool, want %d", hide, withPool, seen, want)
+		}
+	}
+}
