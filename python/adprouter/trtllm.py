@@ -281,7 +281,8 @@ class RankIterStatsPayload:
 
 # Wire layout of a RankState: TensorRT-LLM's four fields and the nine of the
 # payload, then (only when a rank reports a KV capacity, which capacity_aware
-# routing needs on every rank) capacity, free tokens and the pressure flag.
+# and the ttft score read, on every rank) capacity, free tokens and the
+# pressure flag.
 _STATE_FIELDS = 4
 _PAYLOAD_FIELDS = len(dataclasses.fields(RankIterStatsPayload))
 _WIRE = _STATE_FIELDS + _PAYLOAD_FIELDS
@@ -294,12 +295,14 @@ class RankState:
     """One rank's state as allgathered: TensorRT-LLM's RankState (rank, its
     routable active requests and tokens, the retiring requests left out of
     them, the piggybacked iteration stats) plus the KV fields capacity_aware
-    routing reads (kv_capacity_tokens, free_kv_tokens, memory_pressure).
+    routing and the ttft score read (kv_capacity_tokens, free_kv_tokens,
+    memory_pressure).
 
     serialize() is TensorRT-LLM's 13 ints while the KV fields are unset,
     so ranks running TensorRT-LLM's router and ours exchange states; with a
-    KV capacity (capacity_aware) three more follow, which TensorRT-LLM's
-    deserialize refuses: capacity_aware needs adprouter on every rank."""
+    KV capacity (capacity_aware, or the ttft score of the recommended
+    preset) three more follow, which TensorRT-LLM's deserialize refuses:
+    those options need adprouter on every rank."""
 
     rank: int
     num_active_requests: int = 0
@@ -335,7 +338,7 @@ class RankState:
         values = list(data)
         if not values or (_WIRE < len(values) and len(values) != _WIRE + _KV_FIELDS):
             raise ValueError("RankState payload has %d values, want 1..%d (TensorRT-LLM's) or %d (with the KV "
-                             "fields of capacity_aware)" % (len(values), _WIRE, _WIRE + _KV_FIELDS))
+                             "fields of capacity_aware and the ttft score)" % (len(values), _WIRE, _WIRE + _KV_FIELDS))
         if set(map(type, values)) - _INT_TYPES and not all(isinstance(v, int) for v in values):
             raise ValueError("RankState payload %r holds a value that is not an int: did the ranks make "
                              "different collective calls (the check_ranks option on some ranks only)?"
@@ -438,6 +441,13 @@ class ADPRouter:
             raise ConfigError("capacity_aware needs the kv_cache_manager (its get_kv_cache_stats() "
                               "is each rank's free KV); pass kv_cache_manager=")
         self.kv_cache_manager = kv_cache_manager
+        # Each rank reports its KV pool (three more wire fields, so every
+        # rank must run adprouter) where a rule reads it: capacity_aware, and
+        # the ttft score (the recommended preset), which heeds full pools and
+        # counts what cannot start for want of memory as queued. Without the
+        # reports that score routes as if every pool had room.
+        self._reports_kv = self._capacity_aware or (
+            eff["score"] == "ttft" and callable(getattr(kv_cache_manager, "get_kv_cache_stats", None)))
         # Newer TensorRT-LLM passes has_seq_slot_headroom and leaves retiring
         # requests in the load without it; at the pinned commit (None here)
         # they are always left out.
@@ -619,7 +629,7 @@ class ADPRouter:
                                        self._prompt_tokens(active_requests)))
 
     def _with_kv(self, state):
-        if self._capacity_aware:
+        if self._reports_kv:
             st = self.kv_cache_manager.get_kv_cache_stats()
             per_block = getattr(st, "tokens_per_block", 0) or 0
             state.kv_capacity_tokens = max(getattr(st, "max_num_blocks", 0) * per_block, 0)
