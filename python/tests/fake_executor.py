@@ -144,6 +144,7 @@ CONFIGS = [
     ("kv_cache_aware+demand", KV, {"warmup": "demand", "warmup_min_requests": 1}, {}),
     ("kv_cache_aware+capacity", KV, {"capacity_aware": True}, {}),
     ("kv_cache_aware+preset=full", KV, {"preset": "full"}, {}),
+    ("kv_cache_aware+preset=recommended", KV, {"preset": "recommended"}, {}),
     ("conversation", CONV, {}, {}),
     ("conversation+least_queued", dict(CONV, kv_cache_routing_new_conv_placement="least_queued"), {}, {}),
     ("default+overcommit", {}, {}, OVER),
