@@ -91,27 +91,58 @@ func newBenchBatch(nreq, size, promptLen int, o benchOpts) benchBatch {
 	return b
 }
 
-func benchRoute(b *testing.B, cfg Config, batch benchBatch) {
+// benchRoute times a router of cfg deciding the batches in turn, one per
+// operation, after one untimed decision of each.
+func benchRoute(b *testing.B, cfg Config, batches ...benchBatch) {
 	r, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	res := new(Result)
+	route := func(batch *benchBatch) {
+		if err := r.RouteInto(res, batch.states, batch.reqs, batch.maxn, batch.matches); err != nil {
+			b.Fatal(err)
+		}
+	}
 	// One call first so that scratch space and the Result are sized.
-	if err := r.RouteInto(res, batch.states, batch.reqs, batch.maxn, batch.matches); err != nil {
-		b.Fatal(err)
+	for i := range batches {
+		route(&batches[i])
 	}
 	b.ReportAllocs()
 	cpu0 := processCPUNanos()
 	ops := 0
 	for b.Loop() {
-		if err := r.RouteInto(res, batch.states, batch.reqs, batch.maxn, batch.matches); err != nil {
-			b.Fatal(err)
-		}
+		route(&batches[ops%len(batches)])
 		ops++
 	}
 	if cpu0 >= 0 && ops > 0 {
 		b.ReportMetric(float64(processCPUNanos()-cpu0)/float64(ops), "cpu-ns/op")
+	}
+}
+
+// BenchmarkRouteFresh is BenchmarkRoute's default and KV-aware decisions
+// (with matches) on a different batch each call, 16 in turn, as an engine's
+// decisions are: BenchmarkRoute repeats one batch, which the branch
+// predictor learns (a comparison sort of its lengths then looks several
+// times cheaper than it is on a new batch).
+func BenchmarkRouteFresh(b *testing.B) {
+	for _, pol := range []struct {
+		name    string
+		policy  Policy
+		matches bool
+	}{
+		{"kv_cache_aware/matches", PolicyKVCacheAware, true},
+		{"default", PolicyDefault, false},
+	} {
+		for _, c := range []struct{ nreq, size int }{{256, 16}, {1024, 64}} {
+			batches := make([]benchBatch, 16)
+			for i := range batches {
+				batches[i] = newBenchBatch(c.nreq+i, c.size, 2048, benchOpts{matches: pol.matches})
+			}
+			b.Run(fmt.Sprintf("%s/%dreq_x_%dranks", pol.name, c.nreq, c.size), func(b *testing.B) {
+				benchRoute(b, DefaultConfig(pol.policy, c.size), batches...)
+			})
+		}
 	}
 }
 

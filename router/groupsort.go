@@ -143,20 +143,26 @@ func (g *groupSorter) sort(reqs []Request, rest []int, longestFirst bool) {
 	}
 }
 
-// sortKeys sorts g.keys, whose values fit in the low bits bits and are in
-// increasing order of their low skip bits (the position): an LSD radix sort,
-// a byte per pass over the bits above skip (it is stable, so the positions
-// stay in order without being sorted on), for batches large enough to pay
-// for its counting passes; pdqsort on the whole key for small ones.
+// sortKeys sorts g.keys (see sortPositioned).
 func (g *groupSorter) sortKeys(skip, bits int) {
-	keys := g.keys
+	g.spare = sortPositioned(g.keys, g.spare, skip, bits)
+}
+
+// sortPositioned sorts keys, whose values fit in their low bits bits and
+// are in increasing order of their low skip bits (a position), and returns
+// spare, grown for reuse: an LSD radix sort, a byte per pass over the bits
+// above skip (it is stable, so the positions stay in order without being
+// sorted on, and it does not branch on the keys, which a comparison sort of
+// a fresh batch mispredicts at every level), for batches large enough to
+// pay for its counting passes; pdqsort on the whole key for small ones.
+func sortPositioned(keys, spare []uint64, skip, bits int) []uint64 {
 	passes := (bits - skip + 7) / 8
 	if len(keys) < 128 || passes*256 > 2*len(keys) {
 		slices.Sort(keys)
-		return
+		return spare
 	}
-	g.spare = slices.Grow(g.spare[:0], len(keys))[:len(keys)]
-	src, dst := keys, g.spare
+	spare = slices.Grow(spare[:0], len(keys))[:len(keys)]
+	src, dst := keys, spare
 	for p := range passes {
 		shift := skip + 8*p
 		var count [257]int
@@ -176,6 +182,7 @@ func (g *groupSorter) sortKeys(skip, bits int) {
 	if passes%2 == 1 {
 		copy(keys, src)
 	}
+	return spare
 }
 
 // sortWide is sort's fallback when the packed key would not fit in 64 bits:

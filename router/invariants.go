@@ -41,8 +41,8 @@ func checkKVLoop(initial, eligible, count []int, expected int, tokens []float64,
 }
 
 // checkRankHeap verifies the default policy's heap: it holds exactly the
-// ranks under the soft cap, each once, in heap order, and its top is the
-// rank a scan picks (the smallest (tokens, count, rank)).
+// ranks under the soft cap, each once with its current key, in heap order,
+// and its top is the rank a scan picks (the smallest (tokens, count, rank)).
 func checkRankHeap(h *rankHeap, count []int, tokens []int64, expected int) {
 	var open []int32
 	for k := range count {
@@ -50,14 +50,20 @@ func checkRankHeap(h *rankHeap, count []int, tokens []int64, expected int) {
 			open = append(open, int32(k))
 		}
 	}
-	got := slices.Sorted(slices.Values(h.ranks))
+	var got []int32
+	for i, e := range h.ents {
+		got = append(got, int32(e.rank()))
+		if e != entryOf(e.rank(), tokens, count) {
+			panic(fmt.Sprintf("router invariant: heap entry %+v of rank %d is stale: %d tokens, count %d",
+				e, e.rank(), tokens[e.rank()], count[e.rank()]))
+		}
+		if i > 0 && e.less(h.ents[(i-1)/2]) {
+			panic(fmt.Sprintf("router invariant: heap order broken at %d: %v", i, h.ents))
+		}
+	}
+	slices.Sort(got)
 	if !slices.Equal(got, open) {
 		panic(fmt.Sprintf("router invariant: heap holds ranks %v, the open ranks are %v", got, open))
-	}
-	for i := 1; i < len(h.ranks); i++ {
-		if h.less(h.ranks[i], h.ranks[(i-1)/2]) {
-			panic(fmt.Sprintf("router invariant: heap order broken at %d: %v", i, h.ranks))
-		}
 	}
 	best := -1
 	for k := range count {

@@ -43,26 +43,38 @@ func TestRankHeapMatchesScan(t *testing.T) {
 }
 
 // longestFirst is a stable sort by length, longest first, whatever the
-// lengths (the huge ones take the fallback).
+// lengths: few distinct ones, a few thousand (the radix sort's two passes),
+// spread up to MaxTokens (pdqsort on wide keys), and, in the last trial, a
+// batch whose keys exceed 64 bits (the stable sort).
 func TestLongestFirstIsStable(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	r := &Router{}
-	for trial := range 300 {
-		n := rng.IntN(300)
+	const trials = 303 // the last one mixes every length
+	for trial := range trials {
+		n := rng.IntN(1500)
+		if trial == trials-1 {
+			n = 1<<15 + 1 // 16 position bits, 50 of length
+		}
 		b := &batch{reqs: make([]Request, n)}
 		for i := range b.reqs {
 			switch rng.IntN(10) {
 			case 0:
 				b.reqs[i].NumTokens = MaxTokens - rng.IntN(3)
 			case 1, 2, 3:
-				b.reqs[i].NumTokens = 1 << 40 * rng.IntN(2) // 0 (no tokens) or the first fallback length
+				b.reqs[i].NumTokens = 1 << 40 * rng.IntN(2) // 0 (no tokens) or 2^40
+			case 4, 5:
+				b.reqs[i].NumTokens = 1 + rng.IntN(5000)
 			default:
 				b.reqs[i].NumTokens = 1 + rng.IntN(8)
 			}
 		}
-		if trial%2 == 0 { // the fast path only
+		if trial%3 == 0 { // a few thousand tokens apart at most
 			for i := range b.reqs {
-				b.reqs[i].NumTokens %= 1 << 39
+				b.reqs[i].NumTokens %= 5001
+			}
+		} else if trial%3 == 1 { // eight lengths
+			for i := range b.reqs {
+				b.reqs[i].NumTokens %= 8
 			}
 		}
 		rest := rng.Perm(n)
@@ -70,7 +82,7 @@ func TestLongestFirstIsStable(t *testing.T) {
 		slices.SortStableFunc(want, func(x, y int) int { return b.reqs[y].Len() - b.reqs[x].Len() })
 		r.longestFirst(b, rest)
 		if !slices.Equal(rest, want) {
-			t.Fatalf("trial %d: %v, want %v", trial, rest, want)
+			t.Fatalf("trial %d (%d requests): %v, want %v", trial, n, rest, want)
 		}
 	}
 }

@@ -61,6 +61,7 @@ type Router struct {
 	eligible []int
 	heap     rankHeap // the default policy's open ranks
 	keys     []uint64 // sort keys (longestFirst)
+	spare    []uint64 // longestFirst's radix sort buffer
 	convHash []uint64 // each request's conversation id's hash (routeConversation)
 	shuffled []int
 	row      []int // one request's match length per rank
