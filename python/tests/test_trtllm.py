@@ -245,20 +245,21 @@ class PrefixMatchTest(unittest.TestCase):
         pool, so its ranks report it as capacity_aware's do: rank 0 holds
         the whole prompt cached but its pool is full, so the preset sends
         the request to rank 1, where it fits; the reference sends it to the
-        cache. A KV cache manager without get_kv_cache_stats reports
-        nothing, and the preset routes as if every pool had room. (Each
+        cache. A KV cache manager without get_kv_cache_stats, or whose
+        stats are None (TensorRT-LLM has such managers), reports nothing,
+        and the preset routes as if every pool had room. (Each
         rank has two requests decoding, so that no warmup rule applies.)"""
         prompt = list(range(320))
         cfg = F.attention_dp_config(enable_kv_cache_aware_routing=True)
         decoding = [F.LlmRequest([1] * 32, cached_tokens=32, state=F.LlmRequestState.GENERATION_IN_PROGRESS)
                     for _ in range(2)]
 
-        def run(dist, options, stats=True):
+        def run(dist, options, stats):
             kv = F.KVCacheManager(tokens_per_block=32, max_num_blocks=10)
             if dist.tp_rank == 0:
                 kv.add(prompt)  # 10 blocks: the pool is full
-            if not stats:
-                kv.get_kv_cache_stats = None
+            if stats != "reported":
+                kv.get_kv_cache_stats = None if stats == "no method" else (lambda: None)
             r = T.ADPRouter.create(dist, kv, cfg, options=options)
             states = r.gather_all_rank_states(decoding)
             r.gather_prefix_matches([F.item(1, prompt)])
@@ -266,9 +267,10 @@ class PrefixMatchTest(unittest.TestCase):
             return [(s.kv_capacity_tokens, s.free_kv_tokens) for s in states], ids(out)
 
         for name, options, stats, pools, placed in [
-            ("recommended", {"preset": "recommended"}, True, [(320, 0), (320, 320)], {0: [], 1: [1]}),
-            ("reference", {}, True, [(0, 0), (0, 0)], {0: [1], 1: []}),
-            ("recommended, no stats", {"preset": "recommended"}, False, [(0, 0), (0, 0)], {0: [1], 1: []}),
+            ("recommended", {"preset": "recommended"}, "reported", [(320, 0), (320, 320)], {0: [], 1: [1]}),
+            ("reference", {}, "reported", [(0, 0), (0, 0)], {0: [1], 1: []}),
+            ("recommended, no stats", {"preset": "recommended"}, "no method", [(0, 0), (0, 0)], {0: [1], 1: []}),
+            ("recommended, stats None", {"preset": "recommended"}, "None", [(0, 0), (0, 0)], {0: [1], 1: []}),
         ]:
             with self.subTest(name):
                 got = F.ThreadGroup(2).run(lambda d: run(d, options, stats))
