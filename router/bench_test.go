@@ -91,6 +91,21 @@ func newBenchBatch(nreq, size, promptLen int, o benchOpts) benchBatch {
 	return b
 }
 
+// benchPolicy is a policy as the benchmarks name it, and whether its
+// batches carry a match table.
+type benchPolicy struct {
+	name    string
+	policy  Policy
+	matches bool
+}
+
+var (
+	benchKVMatches    = benchPolicy{"kv_cache_aware/matches", PolicyKVCacheAware, true}
+	benchKVNoMatches  = benchPolicy{"kv_cache_aware/no_matches", PolicyKVCacheAware, false}
+	benchDefault      = benchPolicy{"default", PolicyDefault, false}
+	benchConversation = benchPolicy{"conversation", PolicyConversation, false}
+)
+
 // benchRoute times a router of cfg deciding the batches in turn, one per
 // operation, after one untimed decision of each.
 func benchRoute(b *testing.B, cfg Config, batches ...benchBatch) {
@@ -126,14 +141,7 @@ func benchRoute(b *testing.B, cfg Config, batches ...benchBatch) {
 // predictor learns (a comparison sort of its lengths then looks several
 // times cheaper than it is on a new batch).
 func BenchmarkRouteFresh(b *testing.B) {
-	for _, pol := range []struct {
-		name    string
-		policy  Policy
-		matches bool
-	}{
-		{"kv_cache_aware/matches", PolicyKVCacheAware, true},
-		{"default", PolicyDefault, false},
-	} {
+	for _, pol := range []benchPolicy{benchKVMatches, benchDefault} {
 		for _, c := range []struct{ nreq, size int }{{256, 16}, {1024, 64}} {
 			batches := make([]benchBatch, 16)
 			for i := range batches {
@@ -150,16 +158,7 @@ func BenchmarkRouteFresh(b *testing.B) {
 // over 8, 16 and 64 ranks, for every policy (KV-aware with and without
 // matches).
 func BenchmarkRoute(b *testing.B) {
-	for _, pol := range []struct {
-		name    string
-		policy  Policy
-		matches bool
-	}{
-		{"kv_cache_aware/matches", PolicyKVCacheAware, true},
-		{"kv_cache_aware/no_matches", PolicyKVCacheAware, false},
-		{"default", PolicyDefault, false},
-		{"conversation", PolicyConversation, false},
-	} {
+	for _, pol := range []benchPolicy{benchKVMatches, benchKVNoMatches, benchDefault, benchConversation} {
 		for _, nreq := range []int{64, 256, 1024} {
 			for _, size := range []int{8, 16, 64} {
 				batch := newBenchBatch(nreq, size, 2048, benchOpts{matches: pol.matches})

@@ -503,14 +503,7 @@ func ExampleRouter_Receipts() {
 // decision also writes one Candidate per rank for every scored or
 // least-loaded request.
 func BenchmarkRouteExplain(b *testing.B) {
-	for _, pol := range []struct {
-		name    string
-		policy  Policy
-		matches bool
-	}{
-		{"kv_cache_aware/matches", PolicyKVCacheAware, true},
-		{"default", PolicyDefault, false},
-	} {
+	for _, pol := range []benchPolicy{benchKVMatches, benchDefault} {
 		batch := newBenchBatch(256, 16, 2048, benchOpts{matches: pol.matches})
 		for _, explain := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/explain=%v", pol.name, explain), func(b *testing.B) {
