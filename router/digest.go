@@ -36,6 +36,9 @@ const (
 	tagQueued = 8
 	// tagPendingSet: SetPendingWarmup replaced the pending set.
 	tagPendingSet = 9
+	// tagRampStall: the ttft score's last decision made a ramp replica (1)
+	// or not (0).
+	tagRampStall = 10
 )
 
 // fold chains one change (tag, a, b) into digest d. Each step is a bijection

@@ -71,7 +71,10 @@ import (
 //     of the decision, which the rule above lets follow onto further new
 //     holders. How many ranks hold a popular prompt is decided in the
 //     first seconds of load; made later, each replica would be a stall of
-//     its own.
+//     its own. The decision after one that made such a replica makes none
+//     when it brings more requests than there are ranks: those arrived
+//     during the stall (a burst), and a second stall in a row would double
+//     their wait.
 //   - A request's home stays a candidate past the soft cap: the soft cap
 //     counts requests, most of which only decode. Its conversation's rank
 //     does up to the hard cap; else the rank that computed the longest
@@ -111,6 +114,9 @@ type ttftState struct {
 	// Per decision: the fair soft cap (fairCap) and the active requests
 	// counting the batch, for needsReplica.
 	fair, total int
+	// stalled: the last decision made a ramp replica (a prefix computed
+	// whole, which stalls the iteration after it).
+	stalled bool
 }
 
 // ttftRecentHomes is how many of the most recently active conversations,
@@ -174,6 +180,18 @@ func (t *ttftState) begin(cfg *Config, states []RankState, d *uint64) {
 			t.queued[k] = q
 			*d = fold(*d, tagQueued, uint64(k), uint64(q))
 		}
+	}
+}
+
+// setStalled records whether this decision made a ramp replica.
+func (r *Router) setStalled(v bool) {
+	if r.ttft.stalled != v {
+		r.ttft.stalled = v
+		bit := uint64(0)
+		if v {
+			bit = 1
+		}
+		r.digest = fold(r.digest, tagRampStall, bit, 0)
 	}
 }
 
@@ -251,8 +269,13 @@ func (r *Router) routeTTFT(b *batch) {
 	}
 	homeCap := min(b.maxn, ttftHomeCaps*r.ttft.fair)
 	// Ramping under load: one replica of a family that needs it may be made
-	// at once in this decision (see ttftRampLoad).
-	ramp := r.prefix.wfill < len(r.prefix.window) && r.ttft.total > ttftRampLoad*len(count)
+	// at once in this decision (see ttftRampLoad), but not right after one
+	// when the decision brings more requests than there are ranks: they
+	// arrived during that replica's stall, and a second would stall them
+	// again.
+	ramp := r.prefix.wfill < len(r.prefix.window) && r.ttft.total > ttftRampLoad*len(count) &&
+		!(r.ttft.stalled && len(rest) > len(count))
+	r.setStalled(false)
 
 	for _, i := range rest {
 		q := &b.reqs[i]
@@ -301,6 +324,7 @@ func (r *Router) routeTTFT(b *batch) {
 		if k < 0 && ramp && !q.Strict && r.needsReplica(b, i) {
 			if k = r.rampRank(b, i, eligible, allow); k >= 0 {
 				ramp = false // one stall per decision
+				r.setStalled(true)
 			}
 		}
 		if k >= 0 {

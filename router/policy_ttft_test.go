@@ -557,3 +557,77 @@ func TestTTFTQueuedAtLeastPoolExcess(t *testing.T) {
 		})
 	}
 }
+
+// TestTTFTRampNotTwiceOverABurst: while ramping under load, a decision that
+// makes a family's replica stalls the next iteration; the decision after it
+// makes no replica when it brings more requests than there are ranks (they
+// arrived during the stall), but does with fewer, or after a decision
+// without one.
+func TestTTFTRampNotTwiceOverABurst(t *testing.T) {
+	// Prompt families: a 2048-token shared prefix and a 32-token tail of
+	// the request's own, on 8 ranks with 5 active requests each.
+	var id uint64
+	family := func(f, n int) []Request {
+		var out []Request
+		for range n {
+			id++
+			toks := make([]int32, 2080)
+			for k := range toks {
+				toks[k] = int32(f*100_000 + k)
+				if k >= 2048 {
+					toks[k] = int32(id*1000 + uint64(k))
+				}
+			}
+			out = append(out, Request{ID: id, Tokens: toks, TargetRank: NoTarget})
+		}
+		return out
+	}
+	states := make([]RankState, 8)
+	for k := range states {
+		states[k] = RankState{Rank: k, NumActiveRequests: 5, NumActiveTokens: 500}
+	}
+	replicas := func(r *Router) (n int) {
+		for _, rc := range r.Receipts() {
+			if rc.Reason == ReasonDemandWarmup {
+				n++
+			}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name    string
+		between bool // an empty decision after the first replica
+		burst   int  // requests of the second family
+		want    int  // replicas the last decision makes
+	}{
+		{"a burst right after a replica", false, 10, 0},
+		{"a burst after an iteration without one", true, 10, 1},
+		{"no more requests than ranks", false, 8, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig(PolicyKVCacheAware, len(states))
+			if err := ApplyPreset(&cfg, PresetRecommended); err != nil {
+				t.Fatal(err)
+			}
+			cfg.Explain = true
+			r := mustNew(t, cfg)
+			route := func(reqs []Request) {
+				t.Helper()
+				if _, err := r.Route(states, reqs, 64, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			route(family(1, 3))
+			if got := replicas(r); got != 1 {
+				t.Fatalf("the first decision made %d replicas, want 1 (the case no longer ramps)", got)
+			}
+			if tc.between {
+				route(nil)
+			}
+			route(family(2, tc.burst))
+			if got := replicas(r); got != tc.want {
+				t.Errorf("the last decision made %d replicas, want %d", got, tc.want)
+			}
+		})
+	}
+}
