@@ -50,6 +50,25 @@ func mustSimulate(t testing.TB, o Options) *Report {
 	return rep
 }
 
+// runShared runs variant v on the tiny engine over the tiny shared-prompt
+// workload, with or without timing.
+func runShared(t testing.TB, v Variant, timing bool) *Result {
+	t.Helper()
+	w, err := Generate(tinyWorkload(KindShared))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSimulator(tinyEngine(), w, v, timing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 func outputs(t *testing.T, rep *Report) (js, table, svg []byte) {
 	t.Helper()
 	var a, b, c bytes.Buffer
@@ -271,15 +290,7 @@ func TestGatherAndNoProbe(t *testing.T) {
 				panic(fmt.Sprintf("bad info %+v for %+v", info, *st))
 			}
 		}}
-	w, _ := Generate(tinyWorkload(KindShared))
-	s, err := NewSimulator(tinyEngine(), w, v, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runShared(t, v, false)
 	if calls == 0 || int64(calls) != 4*res.RouteCalls {
 		t.Errorf("Gather called %d times for %d decisions on 4 ranks", calls, res.RouteCalls)
 	}
@@ -297,16 +308,8 @@ func TestGatherAndNoProbe(t *testing.T) {
 // once per decision) sees every iteration go by. Only decisions with
 // requests are timed.
 func TestRoutesEveryIteration(t *testing.T) {
-	w, _ := Generate(tinyWorkload(KindShared))
 	v, _ := LookupVariant(VariantRecommended)
-	s, err := NewSimulator(tinyEngine(), w, v, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runShared(t, v, true)
 	if res.RouteCalls != res.Iterations {
 		t.Errorf("%d routing decisions in %d iterations, want one per iteration", res.RouteCalls, res.Iterations)
 	}
@@ -484,7 +487,6 @@ func TestReuseSemantics(t *testing.T) {
 // TestNoKVReport: a variant with NoKVReport sees ranks report no KV pool, as
 // a host that fills only TensorRT-LLM's fields; others see the pool.
 func TestNoKVReport(t *testing.T) {
-	w, _ := Generate(tinyWorkload(KindShared))
 	for _, hide := range []bool{false, true} {
 		var seen, withPool int
 		v := Variant{Name: "probe", Policy: router.PolicyKVCacheAware, NoKVReport: hide,
@@ -494,13 +496,7 @@ func TestNoKVReport(t *testing.T) {
 					withPool++
 				}
 			}}
-		s, err := NewSimulator(tinyEngine(), w, v, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Run(); err != nil {
-			t.Fatal(err)
-		}
+		runShared(t, v, false)
 		if want := map[bool]int{false: seen, true: 0}[hide]; seen == 0 || withPool != want {
 			t.Errorf("NoKVReport %v: %d of %d rank states report a KV pool, want %d", hide, withPool, seen, want)
 		}
