@@ -79,7 +79,8 @@ import (
 //     counts requests, most of which only decode. Its conversation's rank
 //     does up to the hard cap; else the rank that computed the longest
 //     prefix of it, when no rank under the soft cap holds as much, does up
-//     to twice the soft cap of a fair share (ttftHomeCaps).
+//     to twice the soft cap of a fair share and half the active requests
+//     (ttftHomeCap).
 //   - A new conversation goes, among the ranks where it would wait no longer
 //     than computing its whole prompt on an idle rank, to one with the
 //     fewest requests and, among those, the one home to the fewest recently
@@ -139,7 +140,23 @@ const ttftRecentHomes = 4
 // holds it from then on. The factor was chosen on the simulator's
 // evaluation grid, its held-out seeds and steady traffic of one to four
 // tenants at two to four times the grid's rate (docs/routing-quality.md).
+// ttftHomeCap adds a bound of half the active requests.
 const ttftHomeCaps = 2
+
+// ttftHomeCap returns how many requests the rank holding the longest prefix
+// of a request may hold and still take it past the soft cap: ttftHomeCaps
+// times the fair soft cap fair, and no more than half the total active
+// requests (this decision's counted) where that is more than fair, never
+// more than maxn. On four ranks twice the fair soft cap is four fair
+// shares, every request: without the half, one rank took all of a prompt
+// family carrying half the traffic (64 requests against 7-11 on the
+// others) until it reached maxn, and then the family's next requests
+// computed the prompt on every other rank at once (the simulator's tenant
+// spike on 4 ranks, docs/routing-quality.md). On eight ranks and more the
+// half is about twice the fair soft cap already.
+func ttftHomeCap(fair, total, maxn int) int {
+	return min(maxn, ttftHomeCaps*fair, max(fair, (total+1)/2))
+}
 
 // ttftRampLoad is the load, in active requests per rank (this decision's
 // counted), above which a ramping router makes a family's replica at once
@@ -261,13 +278,13 @@ func (r *Router) routeTTFT(b *batch) {
 	})
 	expected, eligible, quiet := r.scoring(b, count, rest)
 	// How far past the soft cap a prefix's home stays a candidate (see
-	// ttftHomeCaps).
+	// ttftHomeCap).
 	r.ttft.fair = fairCap(count, len(rest), r.cfg.FairShareMultiplier, b.maxn)
 	r.ttft.total = len(rest)
 	for _, c := range count {
 		r.ttft.total += c
 	}
-	homeCap := min(b.maxn, ttftHomeCaps*r.ttft.fair)
+	homeCap := ttftHomeCap(r.ttft.fair, r.ttft.total, b.maxn)
 	// Ramping under load: one replica of a family that needs it may be made
 	// at once in this decision (see ttftRampLoad), but not right after one
 	// when the decision brings more requests than there are ranks: they

@@ -310,28 +310,53 @@ func TestTTFTNewConversationRecentHomes(t *testing.T) {
 
 // Without a conversation id, the rank that computed the longest prefix of a
 // request stays a candidate past the soft cap too, when no rank under it
-// holds as much; the reference score moves the request to an idle rank.
+// holds as much, while it holds fewer than ttftHomeCap requests; the
+// reference score moves the request to an idle rank.
 func TestTTFTCacheHomePastSoftCap(t *testing.T) {
 	base := prompt(2048)
-	states := st([2]int64{6, 100}, [2]int64{0, 0}, [2]int64{0, 0}, [2]int64{0, 0})
+	// Eight ranks: rank 0 holds 6 of 21 active requests, at the soft cap
+	// (fair share 3, fair soft cap 6), under the home cap (min(12, 11)).
+	busy8 := st([2]int64{6, 100}, [2]int64{2, 0}, [2]int64{2, 0}, [2]int64{2, 0},
+		[2]int64{2, 0}, [2]int64{2, 0}, [2]int64{2, 0}, [2]int64{2, 0})
+	// Four ranks: rank 0 holds 6 of 7, past the fair soft cap (4) and half
+	// the requests; twice the fair soft cap (8) alone would keep it.
+	busy4 := st([2]int64{6, 100}, [2]int64{0, 0}, [2]int64{0, 0}, [2]int64{0, 0})
 	for _, tc := range []struct {
 		name    string
+		states  []RankState
 		matches []int32
-		want    int
+		want    int // -1: any rank but 0
 	}{
-		{"only the busy rank holds it", []int32{2016, 0, 0, 0}, 0},
-		{"an idle rank holds as much", []int32{2016, 0, 2016, 0}, 2},
+		{"8 ranks, only the busy rank holds it", busy8, []int32{2016, 0, 0, 0, 0, 0, 0, 0}, 0},
+		{"8 ranks, an idle rank holds as much", busy8, []int32{2016, 0, 2016, 0, 0, 0, 0, 0}, 2},
+		{"4 ranks, the busy rank holds half the requests", busy4, []int32{2016, 0, 0, 0}, -1},
+		{"4 ranks, an idle rank holds as much", busy4, []int32{2016, 0, 2016, 0}, 2},
 	} {
-		cfg := ttftCfg(4, ReuseAfterIteration)
-		res := mustRoute(t, mustNew(t, cfg), states, []Request{extend(1, base, 30)}, 8, tc.matches)
-		if res.Ranks[0] != tc.want {
-			t.Errorf("%s: rank %d, want %d", tc.name, res.Ranks[0], tc.want)
+		cfg := ttftCfg(len(tc.states), ReuseAfterIteration)
+		res := mustRoute(t, mustNew(t, cfg), tc.states, []Request{extend(1, base, 30)}, 8, tc.matches)
+		if got := res.Ranks[0]; got != tc.want && (tc.want >= 0 || got == 0) {
+			t.Errorf("%s: rank %d, want %d (-1: not rank 0)", tc.name, got, tc.want)
 		}
 	}
-	ref := DefaultConfig(PolicyKVCacheAware, 4)
-	res := mustRoute(t, mustNew(t, ref), states, []Request{extend(1, base, 30)}, 8, []int32{2016, 0, 0, 0})
+	ref := DefaultConfig(PolicyKVCacheAware, 8)
+	res := mustRoute(t, mustNew(t, ref), busy8, []Request{extend(1, base, 30)}, 8, []int32{2016, 0, 0, 0, 0, 0, 0, 0})
 	if res.Ranks[0] == 0 {
-		t.Errorf("reference score: rank 0, want another (rank 0 is over the soft cap)")
+		t.Errorf("reference score: rank 0, want another (rank 0 is at the soft cap)")
+	}
+}
+
+func TestTTFTHomeCap(t *testing.T) {
+	for _, tc := range []struct{ fair, total, maxn, want int }{
+		{4, 7, 8, 4},    // 4 ranks: half the requests is under the fair soft cap
+		{8, 16, 64, 8},  // 4 ranks, 16 requests: fair soft cap 8, half 8
+		{6, 21, 8, 8},   // maxn bounds it
+		{6, 21, 64, 11}, // 8 ranks: half the requests, under twice the fair soft cap
+		{6, 40, 64, 12}, // twice the fair soft cap
+		{2, 1, 64, 2},   // never under the fair soft cap
+	} {
+		if got := ttftHomeCap(tc.fair, tc.total, tc.maxn); got != tc.want {
+			t.Errorf("ttftHomeCap(fair %d, total %d, maxn %d) = %d, want %d", tc.fair, tc.total, tc.maxn, got, tc.want)
+		}
 	}
 }
 
