@@ -315,7 +315,8 @@ func TestTTFTNewConversationRecentHomes(t *testing.T) {
 func TestTTFTCacheHomePastSoftCap(t *testing.T) {
 	base := prompt(2048)
 	// Eight ranks: rank 0 holds 6 of 21 active requests, at the soft cap
-	// (fair share 3, fair soft cap 6), under the home cap (min(12, 11)).
+	// (fair share 3, fair soft cap 6), under the home cap (maxn 8, below
+	// twice the fair soft cap, 12, and half the requests, 11).
 	busy8 := st([2]int64{6, 100}, [2]int64{2, 0}, [2]int64{2, 0}, [2]int64{2, 0},
 		[2]int64{2, 0}, [2]int64{2, 0}, [2]int64{2, 0}, [2]int64{2, 0})
 	// Four ranks: rank 0 holds 6 of 7, past the fair soft cap (4) and half
