@@ -148,11 +148,11 @@ const ttftHomeCaps = 2
 // times the fair soft cap fair, and no more than half the total active
 // requests (this decision's counted) where that is more than fair, never
 // more than maxn. On four ranks twice the fair soft cap is four fair
-// shares, every request: without the half, one rank took all of a prompt
-// family carrying half the traffic (64 requests against 7-11 on the
-// others) until it reached maxn, and then the family's next requests
-// computed the prompt on every other rank at once (the simulator's tenant
-// spike on 4 ranks, docs/routing-quality.md). On eight ranks and more the
+// shares, every request: without the half, a prompt family carrying half
+// the traffic stays on one rank until that rank reaches maxn (64 requests
+// against 7-11 on the others in the simulator's tenant spike on 4 ranks,
+// docs/routing-quality.md), and then the family's next requests compute
+// the prompt on every other rank at once. On eight ranks and more the
 // half is about twice the fair soft cap already.
 func ttftHomeCap(fair, total, maxn int) int {
 	return min(maxn, ttftHomeCaps*fair, max(fair, (total+1)/2))
