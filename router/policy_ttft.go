@@ -399,8 +399,10 @@ func usable(k int, row, ready []int, onSchedule bool) int {
 // another rank (needsReplica), the one that computes more: a new holder.
 // A request of a conversation not bound yet goes instead, among the ranks
 // where it waits no longer than it would computing its whole prompt on an
-// idle rank, to the one with the fewest requests, then the one home to the
-// fewest recently active conversations, then the lowest prediction.
+// idle rank, preferably to one whose queue with it ends within the
+// iteration the busiest rank fills anyway, then to the one with the fewest
+// requests, then the one home to the fewest recently active conversations,
+// then the lowest prediction.
 func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, ready []int, onSchedule bool) int {
 	q := &b.reqs[i]
 	home, fresh := -1, false
@@ -432,6 +434,7 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 	bound := max(pred.idle(), least)
 	best := -1
 	var bestCost, bestUnc int64
+	bestFree := false
 	for _, k := range eligible {
 		if !allowed(allow, k) {
 			continue
@@ -440,15 +443,21 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 		var better bool
 		switch {
 		case fresh:
-			// It brings its later turns with it: the fewest requests,
-			// then the fewest recently active conversations (whose
-			// turns will come back there), then the lower prediction;
-			// but never where it waits behind more than its own
-			// prefill would take on an idle rank (a rank computing the
-			// same prefix, in flight, is no help under
-			// ReuseAfterIteration).
-			better = wait <= bound && (best < 0 || r.count[k] < r.count[best] ||
-				(r.count[k] == r.count[best] && (homes[k] < homes[best] || (homes[k] == homes[best] && c < bestCost))))
+			// Never where it waits behind more than its own prefill
+			// would take on an idle rank (a rank computing the same
+			// prefix, in flight, is no help under ReuseAfterIteration).
+			// First a rank where it ends within the iteration the
+			// busiest rank fills anyway: in lock step a rank that
+			// overtakes the busiest lengthens every rank's iteration.
+			// Then, as it brings its later turns with it, the fewest
+			// requests, the fewest recently active conversations
+			// (whose turns will come back there), the lower prediction.
+			free := wait <= pred.wait(0)
+			better = wait <= bound && (best < 0 || (free && !bestFree) || free == bestFree && (r.count[k] < r.count[best] ||
+				(r.count[k] == r.count[best] && (homes[k] < homes[best] || (homes[k] == homes[best] && c < bestCost)))))
+			if better {
+				bestFree = free
+			}
 		case c > limit || (best >= 0 && best == home):
 		case best < 0 || k == home:
 			better = true

@@ -256,6 +256,47 @@ func TestTTFTHeedsKVRoom(t *testing.T) {
 	}
 }
 
+// A new conversation prefers, among the ranks within its bound, one whose
+// prefill queue with it still ends within the iteration the busiest rank
+// fills anyway: in lock step a rank that overtakes the busiest lengthens
+// every rank's iteration. Among such ranks (or when there is none) the
+// fewest requests win, as before.
+func TestTTFTNewConversationWithinBusiest(t *testing.T) {
+	system := prompt(1024) // ready on ranks 1 and 2
+	for _, tc := range []struct {
+		name             string
+		queued1, queued2 int // prefill queued on ranks 1 and 2; rank 0 has 1000
+		want             int
+	}{
+		// Rank 1, the fewest requests, would end at 1200 > 1000; rank
+		// 2 at 800.
+		{"the fewest requests would overtake the busiest: the rank that would not", 900, 500, 2},
+		{"both end within the busiest: the fewest requests", 600, 500, 1},
+		{"both would overtake it: the fewest requests", 900, 800, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustNew(t, ttftCfg(3, ReuseAfterIteration))
+			// Requests: 3 on rank 0, 1 on rank 1, 4 on rank 2, counting
+			// the batch's strict ones.
+			states := st([2]int64{2, 0}, [2]int64{0, 0}, [2]int64{3, 0})
+			var batch []Request
+			for k, n := range []int{1000, tc.queued1, tc.queued2} {
+				q := extend(uint64(10+k), nil, n)
+				q.TargetRank, q.Strict = k, true
+				batch = append(batch, q)
+			}
+			x := extend(20, system, 300) // 1324 tokens, 300 of them its own
+			x.ConversationID = "new"
+			batch = append(batch, x)
+			m := make([]int32, 3*len(batch))
+			m[3*3+1], m[3*3+2] = 1024, 1024
+			if got := mustRoute(t, r, states, batch, 8, m).Ranks[3]; got != tc.want {
+				t.Errorf("new conversation on rank %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
 // Among the ranks with the fewest requests, a new conversation passes over
 // one home to recently active conversations: their next turns will come
 // back to it. Only the ttftRecentHomes × dp_size most recent conversations
