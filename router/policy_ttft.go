@@ -432,9 +432,12 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 	// A new conversation's bound: computing its whole prompt on an idle
 	// rank (or, when every rank is worse, the lowest prediction).
 	bound := max(pred.idle(), least)
-	// The wait of a request that adds nothing: the busiest rank's share of
-	// the next iteration.
-	busiest := pred.wait(0)
+	// Also a new conversation's: the wait of a request that adds nothing,
+	// the busiest rank's share of the next iteration.
+	var lockStep int64
+	if fresh {
+		lockStep = pred.wait(0)
+	}
 	best := -1
 	var bestCost, bestUnc int64
 	bestFree := false
@@ -455,7 +458,7 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 			// Then, as it brings its later turns with it, the fewest
 			// requests, the fewest recently active conversations
 			// (whose turns will come back there), the lower prediction.
-			free := wait <= busiest
+			free := wait <= lockStep
 			better = wait <= bound && (best < 0 || (free && !bestFree) || (free == bestFree && (r.count[k] < r.count[best] ||
 				(r.count[k] == r.count[best] && (homes[k] < homes[best] || (homes[k] == homes[best] && c < bestCost))))))
 			if better {
