@@ -16,11 +16,13 @@
 package convmap
 
 import (
+	"fmt"
 	"hash/maphash"
 	"math"
 	"math/bits"
 	"strings"
 
+	"github.com/adprouter/adprouter/router/internal/invariants"
 	"github.com/adprouter/adprouter/router/internal/lru"
 )
 
@@ -152,6 +154,23 @@ func (l *Map) BindHashed(h uint64, key string, rank int) {
 		l.order.Touch(l.links, e)
 		return
 	}
+	l.bindNew(h, key, rank)
+}
+
+// BindNew is BindHashed for a key that is not bound: Lookup returned -1 for
+// it since the last bind. It skips looking the key up again (the caller
+// just did), which a decision binding each new conversation as it places
+// it would otherwise do once more per conversation.
+func (l *Map) BindNew(h uint64, key string, rank int) {
+	if invariants.Enabled && l.find(h, key) >= 0 {
+		panic(fmt.Sprintf("convmap: BindNew(%q): the key is bound already", key))
+	}
+	l.bindNew(h, key, rank)
+}
+
+// bindNew binds key, which is not bound, to rank as the most recent
+// binding, evicting the least recent one beyond the limit.
+func (l *Map) bindNew(h uint64, key string, rank int) {
 	if l.limit < 1 {
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/adprouter/adprouter/router/internal/invariants"
 )
 
 func order(m *Map) []string {
@@ -259,7 +261,8 @@ func testKeys(rng *rand.Rand, n int) []string {
 }
 
 // Map behaves as the reference model over long random sequences of Get,
-// Touch and Bind (each through the plain or the hashed methods), across table growth, slab growth and chunk reuse, with
+// Touch and Bind (each through the plain or the hashed methods, binding new
+// keys through BindNew too), across table growth, slab growth and chunk reuse, with
 // the real hash and with hashes reduced until most or all keys collide.
 func TestMapModel(t *testing.T) {
 	steps := 4000
@@ -282,12 +285,19 @@ func TestMapModel(t *testing.T) {
 					buf := []byte(key)
 					alias := unsafe.String(unsafe.SliceData(buf), len(buf))
 					op := rng.IntN(10)
-					hashed := rng.IntN(2) == 0 // Hash, Lookup, Rank, TouchSlot, BindHashed instead
+					hashed := rng.IntN(2) == 0 // Hash, Lookup, Rank, TouchSlot, BindHashed or BindNew instead
 					switch {
 					case op < 4:
 						rank := rng.IntN(16)
 						if hashed {
-							m.BindHashed(m.Hash(alias), alias, rank)
+							// As the router binds: BindNew right after
+							// a Lookup that found nothing.
+							h := m.Hash(alias)
+							if rng.IntN(2) == 0 && m.Lookup(h, alias) < 0 {
+								m.BindNew(h, alias, rank)
+							} else {
+								m.BindHashed(h, alias, rank)
+							}
 						} else {
 							m.Bind(alias, rank)
 						}
@@ -468,4 +478,24 @@ func TestWarmChangesNothing(t *testing.T) {
 	if allocs := testing.AllocsPerRun(10, func() { m.Warm(hashes, func(i int) string { return batch[i] }) }); allocs != 0 {
 		t.Errorf("%v allocations per warm Warm", allocs)
 	}
+}
+
+// In the invariants build, BindNew of a key that is bound panics: the
+// caller broke its contract, and binding it again would put a second slot
+// for one key in the table.
+func TestBindNewBoundPanics(t *testing.T) {
+	if !invariants.Enabled {
+		t.Skip("checked only with -tags invariants")
+	}
+	m := New(4)
+	m.Bind("a", 1)
+	defer func() {
+		if recover() == nil {
+			t.Error("BindNew of a bound key did not panic")
+		}
+		if r, ok := m.Get("a"); !ok || r != 1 || m.Len() != 1 {
+			t.Errorf("after the panic: Get(a) = %d, %v and Len %d, want 1, true and 1", r, ok, m.Len())
+		}
+	}()
+	m.BindNew(m.Hash("a"), "a", 2)
 }
