@@ -38,26 +38,24 @@ func (r *Router) routeConversation(b *batch) {
 		}
 	}
 	r.conv.Warm(hash, func(i int) string { return b.reqs[i].ConversationID })
-	// Explicit pass: only for requests whose conversation is not bound yet
-	// (a binding beats a later target hint).
+	// Explicit pass: a request whose target rank has room goes there,
+	// unless its conversation is bound (a binding beats a later target
+	// hint). Only those requests look their conversation up here.
 	rest := r.rest[:0]
 	for _, i := range r.relaxSort(b, isStrict) {
 		q := &b.reqs[i]
-		if q.ConversationID != "" && r.conv.Lookup(hash[i], q.ConversationID) >= 0 {
+		if !q.hasTarget() || count[q.TargetRank] >= b.maxn ||
+			(q.ConversationID != "" && r.conv.Lookup(hash[i], q.ConversationID) >= 0) {
 			rest = append(rest, i)
 			continue
 		}
-		if q.hasTarget() && count[q.TargetRank] < b.maxn {
-			put(i, q.TargetRank)
-			if q.ConversationID != "" {
-				r.bindHashed(q.ConversationID, hash[i], q.TargetRank)
-			}
-			if r.rc != nil {
-				r.rc.placed(i, ReasonExplicit, 0)
-			}
-			continue
+		put(i, q.TargetRank)
+		if q.ConversationID != "" {
+			r.bindNew(q.ConversationID, hash[i], q.TargetRank)
 		}
-		rest = append(rest, i)
+		if r.rc != nil {
+			r.rc.placed(i, ReasonExplicit, 0)
+		}
 	}
 	r.rest = rest
 
@@ -127,7 +125,7 @@ func (r *Router) routeConversation(b *batch) {
 			r.rc.placed(i, ReasonNewConversation, 0)
 		}
 		if q.ConversationID != "" && !bound {
-			r.bindHashed(q.ConversationID, hash[i], rank)
+			r.bindNew(q.ConversationID, hash[i], rank)
 		}
 	}
 	if r.cursor != cursor {
@@ -141,11 +139,15 @@ func (r *Router) routeConversation(b *batch) {
 }
 
 // bind binds conversation id to rank.
-func (r *Router) bind(id string, rank int) { r.bindHashed(id, r.conv.Hash(id), rank) }
+func (r *Router) bind(id string, rank int) {
+	r.conv.Bind(id, rank)
+	r.digest = fold(r.digest, tagBind, hashString(id), uint64(rank))
+}
 
-// bindHashed is bind for an id whose hash h is r.conv.Hash(id).
-func (r *Router) bindHashed(id string, h uint64, rank int) {
-	r.conv.BindHashed(h, id, rank)
+// bindNew is bind for an id not bound yet (r.conv.Lookup returned -1 for
+// it since the last bind) whose hash h is r.conv.Hash(id).
+func (r *Router) bindNew(id string, h uint64, rank int) {
+	r.conv.BindNew(h, id, rank)
 	r.digest = fold(r.digest, tagBind, hashString(id), uint64(rank))
 }
 
