@@ -48,17 +48,22 @@ func fold(d, tag, a, b uint64) uint64 {
 	return prefix.Mix(prefix.Mix(d^tag*0x9e3779b97f4a7c15^a) ^ b)
 }
 
-// hashString hashes a conversation id, eight bytes at a time.
+// hashString hashes a conversation id, eight bytes at a time (each word
+// little-endian, a short last one zero-extended).
 func hashString(s string) uint64 {
 	h := prefix.Mix(uint64(len(s)) ^ 0x2545f4914f6cdd1d)
-	for len(s) > 0 {
+	for ; len(s) >= 8; s = s[8:] {
+		// One 8-byte load: the compiler merges these byte reads.
+		w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+			uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+		h = prefix.Mix(h ^ w)
+	}
+	if len(s) > 0 {
 		var w uint64
-		n := min(len(s), 8)
-		for i := range n {
+		for i := range len(s) {
 			w |= uint64(s[i]) << (8 * i)
 		}
 		h = prefix.Mix(h ^ w)
-		s = s[n:]
 	}
 	return h
 }

@@ -1,6 +1,10 @@
 package router
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/adprouter/adprouter/router/internal/prefix"
+)
 
 func TestStateDigest(t *testing.T) {
 	cfg := DefaultConfig(PolicyConversation, 4)
@@ -39,5 +43,37 @@ func TestStateDigest(t *testing.T) {
 	g.LoadBalanceWeight = 2
 	if mustNew(t, g).StateDigest() == f.StateDigest() {
 		t.Fatal("digest ignores the configuration")
+	}
+}
+
+// hashString reads each 8-byte word of the id little-endian and a short
+// last word zero-extended, for every length: the digest of a conversation
+// binding must not change with how the words are loaded.
+func TestHashStringWords(t *testing.T) {
+	byBytes := func(s string) uint64 {
+		h := prefix.Mix(uint64(len(s)) ^ 0x2545f4914f6cdd1d)
+		for len(s) > 0 {
+			var w uint64
+			n := min(len(s), 8)
+			for i := range n {
+				w |= uint64(s[i]) << (8 * i)
+			}
+			h = prefix.Mix(h ^ w)
+			s = s[n:]
+		}
+		return h
+	}
+	buf := make([]byte, 40)
+	for i := range buf {
+		buf[i] = byte(0x80 ^ i*37)
+	}
+	for n := range len(buf) + 1 {
+		s := string(buf[:n])
+		if got, want := hashString(s), byBytes(s); got != want {
+			t.Errorf("hashString(%d bytes) = %#x, want %#x", n, got, want)
+		}
+	}
+	if got, want := hashString("chat-0123456789"), uint64(0x4833bba92286e0d0); got != want {
+		t.Errorf("hashString(%q) = %#x, want %#x", "chat-0123456789", got, want)
 	}
 }
