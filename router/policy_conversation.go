@@ -141,13 +141,18 @@ func (r *Router) routeConversation(b *batch) {
 // bind binds conversation id to rank.
 func (r *Router) bind(id string, rank int) {
 	r.conv.Bind(id, rank)
-	r.digest = fold(r.digest, tagBind, hashString(id), uint64(rank))
+	r.foldBind(id, rank)
 }
 
 // bindNew is bind for an id not bound yet (r.conv.Lookup returned -1 for
 // it since the last bind) whose hash h is r.conv.Hash(id).
 func (r *Router) bindNew(id string, h uint64, rank int) {
 	r.conv.BindNew(h, id, rank)
+	r.foldBind(id, rank)
+}
+
+// foldBind folds the binding of conversation id to rank into the digest.
+func (r *Router) foldBind(id string, rank int) {
 	r.digest = fold(r.digest, tagBind, hashString(id), uint64(rank))
 }
 
