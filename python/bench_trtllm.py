@@ -5,6 +5,7 @@
     ... --quick      a few seconds (few runs)
     ... --runs N     N timed calls per row and size (default: 151 at 256 x 16, 51 at 1024 x 64)
     ... --size NxR   one size only (repeatable): 256x16, 1024x64
+    ... --row R      one row only (repeatable): 1, 2, 3, 4, 4f, 5 (see Rows)
     ... --profile    where ours' KV-aware route_requests spends its time (256 x 16, or each --size)
 
 PATH (or the environment variable ADPR_TRTLLM_SRC) is a folder holding
@@ -121,6 +122,7 @@ VOCAB = 128_000
 BLOCK = 32
 SYSTEM_LENS = (384, 768, 1200, 1536)
 SIZES = ((256, 16), (1024, 64))
+ROWS = ("1", "2", "3", "4", "4f", "5")
 DEFAULT_RUNS = {(256, 16): 151, (1024, 64): 51}
 QUICK_RUNS = 3
 WARM = 2
@@ -601,14 +603,19 @@ def probe_loop(kv, items):
     return out
 
 
-def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX):
-    """The six rows at one size: [(label, ours times, theirs times)]."""
+def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX, only=None):
+    """The six rows at one size, or those named in only (ROWS):
+    [(label, ours times, theirs times)]."""
+    def want(row):
+        return not only or row in only
+
     w = Workload(nreq, dp, theirs.request_states)
     gc.collect()
     gc.freeze()  # the workload stays: collections between runs skip it
     items, maxn, dist, kv = w.items, w.maxn, w.dist, w.kv
     size = "%d x %d" % (nreq, dp)
     rows = []
+    made = []  # ours' routers the chosen rows made, closed at the end
 
     # Rows 1, 2, 4 and 4f route each call's batch as new objects
     # (Workload.renewed), built untimed before the call.
@@ -645,106 +652,116 @@ def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX):
     so, st = ours.states(w.loads), theirs.states(w.loads)
     label = "(1) KV-aware route_requests"
 
-    def prepare_kv(k):
-        batch = renewed(k)
-        o_kv.gather_prefix_matches(batch)
-        t_kv.gather_prefix_matches(batch)
-        return lambda: o_kv.route_requests(so, batch, maxn), lambda: t_kv.route_requests(st, batch, maxn)
-    rows.append((label,) + timed(runs, WARM, prepare_kv, same(label)))
+    if want("1"):
+        def prepare_kv(k):
+            batch = renewed(k)
+            o_kv.gather_prefix_matches(batch)
+            t_kv.gather_prefix_matches(batch)
+            return lambda: o_kv.route_requests(so, batch, maxn), lambda: t_kv.route_requests(st, batch, maxn)
+        rows.append((label,) + timed(runs, WARM, prepare_kv, same(label)))
 
     # (2) default route_requests.
-    o_d, t_d = ours.default(dist), theirs.default(dist)
-    label = "(2) default route_requests"
+    if want("2"):
+        o_d, t_d = ours.default(dist), theirs.default(dist)
+        made.append(o_d)
+        label = "(2) default route_requests"
 
-    def prepare_default(k):
-        batch = renewed(k)
-        return lambda: o_d.route_requests(so, batch, maxn), lambda: t_d.route_requests(st, batch, maxn)
-    rows.append((label,) + timed(runs, WARM, prepare_default, same(label)))
+        def prepare_default(k):
+            batch = renewed(k)
+            return lambda: o_d.route_requests(so, batch, maxn), lambda: t_d.route_requests(st, batch, maxn)
+        rows.append((label,) + timed(runs, WARM, prepare_default, same(label)))
 
     # (3) conversation route_requests in steady state: one pair of routers
     # whose conversation maps are full (LRU evicting) before timing starts.
-    label = "(3) conversation route_requests"
-    o_c, t_c = ours.conversation(dist), theirs.conversation(dist)
-    conv_calls = 0
-    while w.conversations < (CONV_FILL if fill_max else 0) or conv_calls < 4:
-        batch = w.conversation_batch(conv_calls)
-        check_same("%s %s filling call %d" % (label, size, conv_calls),
-                   o_c.route_requests(so, batch, maxn), t_c.route_requests(st, batch, maxn))
-        counter["same"] += 1
-        conv_calls += 1
-    conv_batches = {}
+    if want("3"):
+        label = "(3) conversation route_requests"
+        o_c, t_c = ours.conversation(dist), theirs.conversation(dist)
+        made.append(o_c)
+        conv_calls = 0
+        while w.conversations < (CONV_FILL if fill_max else 0) or conv_calls < 4:
+            batch = w.conversation_batch(conv_calls)
+            check_same("%s %s filling call %d" % (label, size, conv_calls),
+                       o_c.route_requests(so, batch, maxn), t_c.route_requests(st, batch, maxn))
+            counter["same"] += 1
+            conv_calls += 1
+        conv_batches = {}
 
-    def prepare_conv(k):
-        conv_batches[k] = batch = w.conversation_batch(conv_calls + k)
-        conv_batches.pop(k - 1, None)
-        return lambda: o_c.route_requests(so, batch, maxn), lambda: t_c.route_requests(st, batch, maxn)
+        def prepare_conv(k):
+            conv_batches[k] = batch = w.conversation_batch(conv_calls + k)
+            conv_batches.pop(k - 1, None)
+            return lambda: o_c.route_requests(so, batch, maxn), lambda: t_c.route_requests(st, batch, maxn)
 
-    def check_conv(k, a, b):
-        check_same("%s %s call %d" % (label, size, k), a, b)
-        check_consistent("%s %s call %d" % (label, size, k), a, conv_batches[k], loads_active, maxn, targets=False)
-        counter["same"] += 1
-    rows.append((label,) + timed(runs, WARM, prepare_conv, check_conv))
+        def check_conv(k, a, b):
+            check_same("%s %s call %d" % (label, size, k), a, b)
+            check_consistent("%s %s call %d" % (label, size, k), a, conv_batches[k], loads_active, maxn, targets=False)
+            counter["same"] += 1
+        rows.append((label,) + timed(runs, WARM, prepare_conv, check_conv))
 
     # (4) the whole KV-aware iteration.
     o_it, t_it = ours.kv(dist, kv), theirs.kv(dist, kv)
+    made.append(o_it)
     label = "(4) KV-aware iteration"
 
-    def prepare_iteration(k):
-        batch = renewed(k)
-        return (lambda: iteration(o_it, w.active, batch, maxn),
-                lambda: iteration(t_it, w.active, batch, maxn))
-    rows.append((label,) + timed(runs, WARM, prepare_iteration, same(label)))
+    if want("4"):
+        def prepare_iteration(k):
+            batch = renewed(k)
+            return (lambda: iteration(o_it, w.active, batch, maxn),
+                    lambda: iteration(t_it, w.active, batch, maxn))
+        rows.append((label,) + timed(runs, WARM, prepare_iteration, same(label)))
 
     # (4f) row 4's floor: the probe loop alone against the other side's
     # whole iteration. Its speed-up is the most any router that probes
     # through the engine's API can reach on row 4.
-    label = "(4f) row 4's probe loop alone"
+    if want("4f"):
+        label = "(4f) row 4's probe loop alone"
 
-    def prepare_probes(k):
-        batch = renewed(k)
-        return lambda: probe_loop(kv, batch), lambda: iteration(t_it, w.active, batch, maxn)
-    rows.append((label,) + timed(runs, WARM, prepare_probes, lambda k, a, b: None))
+        def prepare_probes(k):
+            batch = renewed(k)
+            return lambda: probe_loop(kv, batch), lambda: iteration(t_it, w.active, batch, maxn)
+        rows.append((label,) + timed(runs, WARM, prepare_probes, lambda k, a, b: None))
 
     # (5) ours in index mode against the other side's row-4 iteration, fresh prompts each call.
-    rss0 = resident_bytes()
-    o_ix = ours.kv(dist, kv, options={"prefix_source": "index"})
-    if o_ix.needs_prefix_matches:
-        raise Mismatch("prefix_source=index: needs_prefix_matches is still True")
-    label = "(5) index-mode iteration (ours)"
-    # Ours alone until its index is full (an engine's steady state).
-    calls, filling = 0, index_fill.Filling()
-    full = filling.full(o_ix.stats())
-    while calls < fill_max and not full:
-        fresh = w.fresh(calls)
-        check_consistent("%s %s filling call %d" % (label, size, calls),
-                         iteration(o_ix, w.active, fresh, maxn), fresh, gathered_active, maxn)
-        calls += 1
+    if want("5"):
+        rss0 = resident_bytes()
+        o_ix = ours.kv(dist, kv, options={"prefix_source": "index"})
+        made.append(o_ix)
+        if o_ix.needs_prefix_matches:
+            raise Mismatch("prefix_source=index: needs_prefix_matches is still True")
+        label = "(5) index-mode iteration (ours)"
+        # Ours alone until its index is full (an engine's steady state).
+        calls, filling = 0, index_fill.Filling()
         full = filling.full(o_ix.stats())
-    filled = calls
-    batches = {}
+        while calls < fill_max and not full:
+            fresh = w.fresh(calls)
+            check_consistent("%s %s filling call %d" % (label, size, calls),
+                             iteration(o_ix, w.active, fresh, maxn), fresh, gathered_active, maxn)
+            calls += 1
+            full = filling.full(o_ix.stats())
+        filled = calls
+        batches = {}
 
-    def prepare_index(k):
-        batches[k] = fresh = w.fresh(filled + k)
-        batches.pop(k - 1, None)
-        return (lambda: iteration(o_ix, w.active, fresh, maxn),
-                lambda: iteration(t_it, w.active, fresh, maxn))
+        def prepare_index(k):
+            batches[k] = fresh = w.fresh(filled + k)
+            batches.pop(k - 1, None)
+            return (lambda: iteration(o_ix, w.active, fresh, maxn),
+                    lambda: iteration(t_it, w.active, fresh, maxn))
 
-    def check_index(k, a, b):
-        check_consistent("%s %s call %d, ours" % (label, size, k), a, batches[k], gathered_active, maxn)
-        check_consistent("%s %s call %d, theirs" % (label, size, k), b, batches[k], gathered_active, maxn)
-        counter["index"] += 1
-    rows.append((label,) + timed(runs, INDEX_WARM, prepare_index, check_index))
-    st_ix = o_ix.stats()
-    # The last batch's prompt lists are the benchmark's, not the index's.
-    batches.clear()
-    rss1 = resident_bytes()
-    counter["index_note"].append(
-        "%s: ours' index: full after %d untimed calls%s; after all %d: %d entries, %.0f MB (index_bytes; "
-        "the process grew by %s), %d blocks evicted"
-        % (size, filled, "" if full else " (NOT full: timed while filling)", filled + INDEX_WARM + runs,
-           st_ix.get("index_entries", -1), st_ix.get("index_bytes", 0) / 1e6,
-           "%.0f MB resident" % ((rss1 - rss0) / 1e6) if rss0 and rss1 else "an unknown amount", evicted(o_ix)))
-    for r in (o_kv, o_d, o_it, o_ix):
+        def check_index(k, a, b):
+            check_consistent("%s %s call %d, ours" % (label, size, k), a, batches[k], gathered_active, maxn)
+            check_consistent("%s %s call %d, theirs" % (label, size, k), b, batches[k], gathered_active, maxn)
+            counter["index"] += 1
+        rows.append((label,) + timed(runs, INDEX_WARM, prepare_index, check_index))
+        st_ix = o_ix.stats()
+        # The last batch's prompt lists are the benchmark's, not the index's.
+        batches.clear()
+        rss1 = resident_bytes()
+        counter["index_note"].append(
+            "%s: ours' index: full after %d untimed calls%s; after all %d: %d entries, %.0f MB (index_bytes; "
+            "the process grew by %s), %d blocks evicted"
+            % (size, filled, "" if full else " (NOT full: timed while filling)", filled + INDEX_WARM + runs,
+               st_ix.get("index_entries", -1), st_ix.get("index_bytes", 0) / 1e6,
+               "%.0f MB resident" % ((rss1 - rss0) / 1e6) if rss0 and rss1 else "an unknown amount", evicted(o_ix)))
+    for r in [o_kv] + made:
         r.close()
     gc.unfreeze()
     return [(lbl, size, o, t, z) for lbl, o, t, z in rows]
@@ -875,6 +892,7 @@ def main():
                     help="%d runs per row, row 5 timed while ours' index fills: a few seconds" % QUICK_RUNS)
     ap.add_argument("--runs", type=int, help="timed calls per row and size")
     ap.add_argument("--size", action="append", choices=["%dx%d" % s for s in SIZES], help="one size (repeatable)")
+    ap.add_argument("--row", action="append", choices=ROWS, help="one row (repeatable)")
     ap.add_argument("--profile", action="store_true",
                     help="only: where ours' KV-aware route_requests spends its time (256 x 16, or each --size)")
     args = ap.parse_args()
@@ -907,7 +925,7 @@ def main():
     try:
         for s in sizes:
             results += bench_size(s[0], s[1], runs[s], ours, theirs, counter,
-                                  fill_max=0 if args.quick else INDEX_FILL_MAX)
+                                  fill_max=0 if args.quick else INDEX_FILL_MAX, only=args.row)
     except Mismatch as e:
         print("FAIL: %s" % e)
         return 1
@@ -925,13 +943,17 @@ def main():
                                                                          spread(t),
                                                                          "-" if z is None else "%.0f%%" % (100 * z)))
     print()
-    print("decisions: identical in all %d compared calls of rows 1-4 (timed, warm-up and the conversation "
-          "router's earlier batches untimed), every request placed" % counter["same"])
-    print("row 5: ours (index mode) consistent in all %d calls (every request placed once, strict targets kept, "
-          "no rank past expected); its decisions differ from %s's by design" % (counter["index"], other))
-    print("row 4f: no router, only the probe loop both sides' gather_prefix_matches run (prompt[:-1] and one "
-          "probe call per request), against %s's row-4 iteration: its speed-up is the most any router that "
-          "probes through the engine's API can reach on row 4" % other)
+    want = lambda row: not args.row or row in args.row  # noqa: E731
+    if any(want(r) for r in ("1", "2", "3", "4")):
+        print("decisions: identical in all %d compared calls of rows 1-4 (timed, warm-up and the conversation "
+              "router's earlier batches untimed), every request placed" % counter["same"])
+    if want("5"):
+        print("row 5: ours (index mode) consistent in all %d calls (every request placed once, strict targets "
+              "kept, no rank past expected); its decisions differ from %s's by design" % (counter["index"], other))
+    if want("4f"):
+        print("row 4f: no router, only the probe loop both sides' gather_prefix_matches run (prompt[:-1] and one "
+              "probe call per request), against %s's row-4 iteration: its speed-up is the most any router that "
+              "probes through the engine's API can reach on row 4" % other)
     for note in counter["index_note"]:
         print("  " + note)
     print("slept.o: the share of ours' timed calls during which the calling thread gave up its CPU; in ours "

@@ -1,7 +1,8 @@
 """python/bench_trtllm.py runs: --quick against the pure-Python oracle (no
 TensorRT-LLM in this repository) prints its table with every row and size,
-every compared decision agreeing, and --profile prints its breakdown (timings
-are not checked: they are benchmarks, not tests)."""
+every compared decision agreeing, --row and --size choose what it times, and
+--profile prints its breakdown (timings are not checked: they are
+benchmarks, not tests)."""
 
 import os
 import re
@@ -58,6 +59,20 @@ class BenchTrtllmTest(unittest.TestCase):
         # that fill the conversation routers (--quick: no fill to 65536).
         self.assertEqual(int(m.group(1)), 2 * (4 * 5 + 4))
         self.assertRegex(out, r"(?m)^row 5: ours \(index mode\) consistent in all 12 calls")
+        self.assertNotIn("FAIL", out)
+
+    def test_rows_chosen(self):
+        # --row names the rows to time: only those are printed, and the
+        # notes of rows not run are left out.
+        out = bench("--quick", "--size", "256x16", "--row", "3", "--row", "4f")
+        printed = [row for row in ROWS if re.search(r"(?m)^%s\s+256 x 16\s" % re.escape(row), out)]
+        self.assertEqual(printed, [ROWS[2], ROWS[4]], out)
+        self.assertNotIn("1024 x 64", out)
+        m = re.search(r"(?m)^decisions: identical in all (\d+) compared calls of rows 1-4", out)
+        self.assertIsNotNone(m, out)
+        self.assertEqual(int(m.group(1)), 5 + 4)  # row 3: 2 warm-up + 3 timed, and 4 filling
+        self.assertRegex(out, r"(?m)^row 4f: no router")
+        self.assertNotRegex(out, r"(?m)^row 5:")
         self.assertNotIn("FAIL", out)
 
     def test_profile(self):
