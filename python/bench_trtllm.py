@@ -603,11 +603,16 @@ def probe_loop(kv, items):
     return out
 
 
+def chosen(row, only):
+    """Whether row (one of ROWS) runs when only (--row) names the rows to run."""
+    return not only or row in only
+
+
 def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX, only=None):
     """The six rows at one size, or those named in only (ROWS):
     [(label, ours times, theirs times)]."""
     def want(row):
-        return not only or row in only
+        return chosen(row, only)
 
     w = Workload(nreq, dp, theirs.request_states)
     gc.collect()
@@ -943,7 +948,7 @@ def main():
                                                                          spread(t),
                                                                          "-" if z is None else "%.0f%%" % (100 * z)))
     print()
-    want = lambda row: not args.row or row in args.row  # noqa: E731
+    want = lambda row: chosen(row, args.row)  # noqa: E731
     if any(want(r) for r in ("1", "2", "3", "4")):
         print("decisions: identical in all %d compared calls of rows 1-4 (timed, warm-up and the conversation "
               "router's earlier batches untimed), every request placed" % counter["same"])
