@@ -59,8 +59,8 @@ type command struct {
 	sweep, listPolicies, timing, quiet, eval                                  *bool
 	traceTime, traceLen                                                       *float64
 	parallel, evalWorst                                                       *int
-	seed, evalSeeds                                                           *uint64
-	evalStretch                                                               *float64
+	seed, evalSeeds, evalJitterSeed                                           *uint64
+	evalStretch, evalJitter                                                   *float64
 }
 
 // newCommand defines every flag.
@@ -93,6 +93,8 @@ func newCommand(stdout, stderr io.Writer) *command {
 	c.evalWorst = fs.Int("eval-worst", 12, "-eval: cells listed per reuse semantics, worst first")
 	c.evalSeeds = fs.Uint64("eval-seed-offset", 0, "-eval: add this to every generated case's workload seed (trace slices unchanged): the grid on seeds it was not tuned on")
 	c.evalStretch = fs.Float64("eval-duration-scale", 1, "-eval: run every generated steady case's arrivals this many times as long (spikes and trace slices unchanged): one-time costs weigh less, standing imbalances more")
+	c.evalJitter = fs.Float64("eval-jitter", 0, "-eval: delay every session of a generated case by a uniform draw from [0, this) ms (trace slices unchanged): a burst arrives over a few ms instead of at one instant, and results owed to exact arrival times are drawn again")
+	c.evalJitterSeed = fs.Uint64("eval-jitter-seed", 1, "-eval: which draw of -eval-jitter")
 
 	fs.IntVar(&c.eng.DPSize, "dp", c.eng.DPSize, "attention-DP ranks (dp_size)")
 	fs.IntVar(&c.eng.KVBlocks, "kv-blocks", c.eng.KVBlocks, "KV pool per rank, in blocks")
@@ -209,7 +211,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case *c.genTrace != "":
 		return c.writeTrace(wcs)
 	case *c.eval:
-		return evaluate(*c.evalGrid, *c.evalSeeds, *c.evalStretch, *c.policies, c.set["policies"], modes, c.set["reuse"] || c.set["eager-reuse"],
+		shift := evalShifts{*c.evalSeeds, *c.evalStretch, *c.evalJitter, *c.evalJitterSeed}
+		return evaluate(*c.evalGrid, shift, *c.policies, c.set["policies"], modes, c.set["reuse"] || c.set["eager-reuse"],
 			*c.evalWorst, *c.parallel, *c.jsonFile, *c.quiet, stdout, stderr)
 	case !*c.sweep && (*c.seeds != "" || *c.dps != ""):
 		return c.fail(fmt.Errorf("-seeds and -dps run a robustness matrix and need -sweep"))
@@ -393,10 +396,19 @@ func (c *command) write(table, json, plot, percentiles func(io.Writer) error) in
 	return 0
 }
 
-// evaluate runs the evaluation grid with the variant named by policies
-// (default: the recommended preset) and writes it; it returns 3 when a goal
-// is missed.
-func evaluate(grid string, seedOffset uint64, stretch float64, policies string, setPolicies bool, modes []string, setReuse bool, worst, parallel int,
+// evalShifts are the -eval flags that move the grid's generated cases
+// (trace slices unchanged): seeds, durations, arrival jitter.
+type evalShifts struct {
+	seeds      uint64
+	stretch    float64
+	jitter     float64
+	jitterSeed uint64
+}
+
+// evaluate runs the evaluation grid, moved by shift, with the variant named
+// by policies (default: the recommended preset) and writes it; it returns 3
+// when a goal is missed.
+func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, modes []string, setReuse bool, worst, parallel int,
 	jsonFile string, quiet bool, stdout, stderr io.Writer) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "adprouter-sim: %v\n", err)
@@ -425,15 +437,21 @@ func evaluate(grid string, seedOffset uint64, stretch float64, policies string, 
 		return fail(err)
 	}
 	label := grid
-	if seedOffset > 0 {
-		cases = sim.ShiftSeeds(cases, seedOffset)
-		label += fmt.Sprintf(" (seeds +%d)", seedOffset)
+	if shift.seeds > 0 {
+		cases = sim.ShiftSeeds(cases, shift.seeds)
+		label += fmt.Sprintf(" (seeds +%d)", shift.seeds)
 	}
-	if stretch != 1 {
-		if cases, err = sim.StretchDurations(cases, stretch); err != nil {
+	if shift.stretch != 1 {
+		if cases, err = sim.StretchDurations(cases, shift.stretch); err != nil {
 			return fail(fmt.Errorf("-eval-duration-scale: %w", err))
 		}
-		label += fmt.Sprintf(" (steady arrivals x%g)", stretch)
+		label += fmt.Sprintf(" (steady arrivals x%g)", shift.stretch)
+	}
+	if shift.jitter != 0 {
+		if cases, err = sim.JitterArrivals(cases, shift.jitter, shift.jitterSeed); err != nil {
+			return fail(fmt.Errorf("-eval-jitter: %w", err))
+		}
+		label += fmt.Sprintf(" (arrivals jittered up to %g ms, draw %d)", shift.jitter, shift.jitterSeed)
 	}
 	ev, err := sim.RunEval(sim.EvalOptions{Grid: label, Cases: cases, Variant: vs[0], Reuse: modes, Parallel: parallel})
 	if err != nil {

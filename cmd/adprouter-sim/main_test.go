@@ -112,6 +112,7 @@ func TestRunFlagsAndErrors(t *testing.T) {
 		{[]string{"-eval", "-policies", "recommended,kv_cache_aware+index"}, 1, "judges one variant"},
 		{[]string{"-eval", "-eval-duration-scale", "0"}, 1, "-eval-duration-scale: duration scale 0, want > 0"},
 		{[]string{"-eval", "-eval-duration-scale", "-inf"}, 1, "-eval-duration-scale: duration scale -Inf, want > 0"},
+		{[]string{"-eval", "-eval-jitter", "-1"}, 1, "-eval-jitter: arrival jitter -1 ms, want >= 0"},
 	}
 	for _, tc := range tests {
 		code, out, errs := runCmd(t, tc.args...)
@@ -291,5 +292,15 @@ func TestEvalCommand(t *testing.T) {
 	}
 	if (code == 3) != strings.Contains(out, "verdict: FAIL") {
 		t.Errorf("exit %d with verdict:\n%s", code, out)
+	}
+	// The same grid with its arrivals jittered says so, and comes out
+	// otherwise.
+	code, jit, errs := runCmd(t, "-eval", "-eval-grid", "quick", "-reuse", "after-iteration", "-eval-worst", "3",
+		"-eval-jitter", "2", "-eval-jitter-seed", "3")
+	if code != 0 && code != 3 {
+		t.Fatalf("-eval-jitter: exit %d: %s", code, errs)
+	}
+	if !strings.Contains(jit, "evaluation quick (arrivals jittered up to 2 ms, draw 3) of recommended") || jit == out {
+		t.Errorf("-eval-jitter 2 -eval-jitter-seed 3: want the label and other results:\n%s", jit)
 	}
 }

@@ -839,6 +839,27 @@ func StretchDurations(cases []EvalCase, by float64) ([]EvalCase, error) {
 	return out, nil
 }
 
+// JitterArrivals returns a copy of cases in which every generated case's
+// sessions arrive up to ms milliseconds late, each by its own draw from
+// substream draw (WorkloadConfig.JitterMS, JitterSeed); trace cases are
+// unchanged. A case's TTFT p99 is often decided by which requests meet in
+// one lock-step iteration, and the grid's bursts arrive at one instant:
+// draws of a jitter much shorter than an iteration tell a rule that holds
+// from one that owes its result to exact arrival times. ms must be >= 0
+// and finite (0: the cases as they are).
+func JitterArrivals(cases []EvalCase, ms float64, draw uint64) ([]EvalCase, error) {
+	if !(ms >= 0) || math.IsInf(ms, 0) {
+		return nil, fmt.Errorf("arrival jitter %g ms, want >= 0 and finite", ms)
+	}
+	out := slices.Clone(cases)
+	for i := range out {
+		if !out[i].Trace {
+			out[i].Workload.JitterMS, out[i].Workload.JitterSeed = ms, draw
+		}
+	}
+	return out, nil
+}
+
 // LoadEvalTraces reads every *.jsonl file of dir in fsys, in name order, as
 // a trace of the evaluation; a file's family is its name up to the first
 // "-" (conversation-0.jsonl: conversation).

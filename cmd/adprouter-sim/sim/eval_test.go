@@ -169,6 +169,49 @@ func TestShiftSeeds(t *testing.T) {
 	}
 }
 
+// JitterArrivals sets the jitter of every generated case, leaves the trace
+// slices, the names and the input as they were, and refuses a jitter that
+// is negative or not finite.
+func TestJitterArrivals(t *testing.T) {
+	cases, err := EvalGrid(EvalQuick, evalTraces(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := JitterArrivals(cases, 2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jittered, traces := 0, 0
+	for i, c := range out {
+		o := cases[i]
+		if o.Workload.JitterMS != 0 || c.Name != o.Name {
+			t.Fatalf("case %s: input jitter %g ms, name %s: want the input unchanged", o.Name, o.Workload.JitterMS, c.Name)
+		}
+		want := WorkloadConfig{JitterMS: 2, JitterSeed: 3}
+		if o.Trace {
+			want = WorkloadConfig{}
+			traces++
+		} else {
+			jittered++
+		}
+		if c.Workload.JitterMS != want.JitterMS || c.Workload.JitterSeed != want.JitterSeed {
+			t.Errorf("case %s: jitter %g ms, draw %d; want %g, %d", c.Name, c.Workload.JitterMS, c.Workload.JitterSeed,
+				want.JitterMS, want.JitterSeed)
+		}
+		if err := c.Workload.Validate(); err != nil {
+			t.Errorf("case %s: %v", c.Name, err)
+		}
+	}
+	if jittered == 0 || traces == 0 {
+		t.Errorf("%d cases jittered, %d traces kept: the quick grid should have both", jittered, traces)
+	}
+	for _, ms := range []float64{-1, math.Inf(1), math.NaN()} {
+		if _, err := JitterArrivals(cases, ms, 1); err == nil {
+			t.Errorf("jitter %g ms accepted", ms)
+		}
+	}
+}
+
 // An evaluation is a pure function of its options: the same bytes whatever
 // the parallelism.
 func TestRunEvalDeterministic(t *testing.T) {

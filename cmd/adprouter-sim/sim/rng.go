@@ -28,6 +28,9 @@ const (
 	streamGroups
 	streamThink
 	streamFollowUp
+	// streamJitter's substreams (newSubRNG) are the arrival jitters
+	// (WorkloadConfig.JitterSeed).
+	streamJitter
 	// streamTraceTail + line is the stream of the tokens of a trace
 	// request that its hash ids do not cover.
 	streamTraceTail uint64 = 1 << 48
@@ -37,11 +40,16 @@ const (
 	streamTraceBlock uint64 = 1 << 63
 )
 
-// newRNG returns stream number stream of seed.
-func newRNG(seed, stream uint64) *rng {
+// newRNG returns stream number stream of seed (its substream 0).
+func newRNG(seed, stream uint64) *rng { return newSubRNG(seed, stream, 0) }
+
+// newSubRNG returns substream sub of stream number stream of seed: as
+// independent of the others as the streams are.
+func newSubRNG(seed, stream, sub uint64) *rng {
 	var key [32]byte
 	binary.LittleEndian.PutUint64(key[0:], seed)
 	binary.LittleEndian.PutUint64(key[8:], stream)
+	binary.LittleEndian.PutUint64(key[16:], sub)
 	return &rng{rand.NewChaCha8(key)}
 }
 

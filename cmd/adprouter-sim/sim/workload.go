@@ -66,6 +66,15 @@ type WorkloadConfig struct {
 	Seed uint64 `json:"seed"`
 	// Arrival is ArrivalPoisson or ArrivalBursty.
 	Arrival string `json:"arrival"`
+	// JitterMS delays each session (its first turn, and the later turns
+	// with it) by a uniform draw from [0, JitterMS) milliseconds, from the
+	// stream that Seed and JitterSeed select; 0: none. The requests of a
+	// burst then reach the engine over a few milliseconds, as requests sent
+	// together do, instead of at one instant, and whatever a result owes to
+	// exact arrival times (which requests meet in one lock-step iteration)
+	// is drawn again.
+	JitterMS   float64 `json:"jitter_ms,omitempty"`
+	JitterSeed uint64  `json:"jitter_seed,omitempty"`
 	// BurstSize is the mean number of arrivals per burst (bursty only).
 	BurstSize float64 `json:"burst_size"`
 	// Rate is the arrival rate per second: requests (shared, multitenant,
@@ -204,6 +213,9 @@ func (w *WorkloadConfig) Validate() error {
 		}
 	default:
 		return bad("arrival", fmt.Sprintf("%q", w.Arrival), `"poisson" or "bursty"`)
+	}
+	if !(w.JitterMS >= 0) || math.IsInf(w.JitterMS, 0) {
+		return bad("jitter_ms", w.JitterMS, ">= 0")
 	}
 	if w.Vocab < 2 || w.Vocab > math.MaxInt32 {
 		return bad("vocab", w.Vocab, "2..2^31-1")
@@ -496,6 +508,12 @@ func Generate(cfg WorkloadConfig) (*Workload, error) {
 		w.Window = &Window{Start: seconds(cfg.QuietS), End: seconds(cfg.QuietS + cfg.SpikeS)}
 	}
 
+	if cfg.JitterMS > 0 {
+		jit := newSubRNG(cfg.Seed, streamJitter, cfg.JitterSeed)
+		for i := range w.Sessions {
+			w.Sessions[i].Start += int64(jit.float64() * cfg.JitterMS * 1e6)
+		}
+	}
 	slices.SortStableFunc(w.Sessions, func(a, b Session) int {
 		switch {
 		case a.Start < b.Start:

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -270,6 +271,62 @@ func TestWorkloadBursty(t *testing.T) {
 	}
 }
 
+// Arrival jitter delays each session by less than JitterMS and changes
+// nothing else: the same sessions, turns and prompts, in order of their new
+// starts, request ids renumbered in that order. Its draws depend on the
+// seed and JitterSeed alone, and a burst no longer arrives at one instant.
+func TestWorkloadJitter(t *testing.T) {
+	edit := func(c *WorkloadConfig) {
+		c.Arrival, c.BurstSize, c.Rate, c.DurationS = ArrivalBursty, 8, 40, 10
+		c.PromptMin, c.PromptMax, c.OutputMin, c.OutputMax = 40, 60, 1, 3
+	}
+	jittered := func(ms float64, draw uint64) *Workload {
+		return gen(t, KindNoReuse, func(c *WorkloadConfig) { edit(c); c.JitterMS, c.JitterSeed = ms, draw })
+	}
+	base := gen(t, KindNoReuse, edit)
+	if zero := jittered(0, 5); !slices.EqualFunc(zero.Sessions, base.Sessions, func(a, b Session) bool { return a.Start == b.Start }) {
+		t.Error("jitter 0 moved arrivals")
+	}
+	// Each unique prompt names its session.
+	start := map[string]int64{}
+	for i := range base.Sessions {
+		start[fmt.Sprint(base.Prompt(&base.Sessions[i], 0))] = base.Sessions[i].Start
+	}
+	const ms = 2
+	w := jittered(ms, 1)
+	checkCommon(t, w) // in order of start, ids renumbered
+	if len(w.Sessions) != len(base.Sessions) {
+		t.Fatalf("%d sessions, want %d", len(w.Sessions), len(base.Sessions))
+	}
+	moved, instants := 0, map[int64]bool{}
+	for i := range w.Sessions {
+		s := &w.Sessions[i]
+		b, ok := start[fmt.Sprint(w.Prompt(s, 0))]
+		if d := s.Start - b; !ok || d < 0 || d >= ms*1e6 {
+			t.Fatalf("session %d: start %d, unjittered %d (found %v): want a delay in [0, %d ms)", i, s.Start, b, ok, ms)
+		}
+		if s.Start != b {
+			moved++
+		}
+		instants[s.Start] = true
+	}
+	bursts := map[int64]bool{}
+	for _, s := range base.Sessions {
+		bursts[s.Start] = true
+	}
+	if moved < len(w.Sessions)*9/10 || len(bursts) >= len(base.Sessions) || len(instants) != len(w.Sessions) {
+		t.Errorf("%d of %d sessions moved, %d arrival instants (unjittered %d): want nearly all moved, every burst spread",
+			moved, len(w.Sessions), len(instants), len(bursts))
+	}
+	again, other := jittered(ms, 1), jittered(ms, 2)
+	same := func(x, y *Workload) bool {
+		return slices.EqualFunc(x.Sessions, y.Sessions, func(a, b Session) bool { return a.Start == b.Start })
+	}
+	if !same(w, again) || same(w, other) {
+		t.Errorf("draw 1 twice the same: %v; draws 1 and 2 the same: %v; want true, false", same(w, again), same(w, other))
+	}
+}
+
 func TestWorkloadDeterministic(t *testing.T) {
 	for _, kind := range Kinds {
 		edit := func(c *WorkloadConfig) { c.DurationS = 3; c.QuietS, c.SpikeS = 6, 1 }
@@ -328,6 +385,9 @@ func TestWorkloadValidate(t *testing.T) {
 		{KindColdStart, func(c *WorkloadConfig) { c.QuietIntervalS = 0 }, "quiet_interval_s"},
 		{KindColdStart, func(c *WorkloadConfig) { c.SpikeFactor = -1 }, "spike_factor"},
 		{KindColdStart, func(c *WorkloadConfig) { c.Vocab = 1 }, "vocab"},
+		{KindShared, func(c *WorkloadConfig) { c.JitterMS = -1 }, "jitter_ms"},
+		{KindShared, func(c *WorkloadConfig) { c.JitterMS = math.NaN() }, "jitter_ms"},
+		{KindShared, func(c *WorkloadConfig) { c.JitterMS = math.Inf(1) }, "jitter_ms"},
 	}
 	for _, tc := range tests {
 		wc, _ := DefaultWorkload(tc.kind)
