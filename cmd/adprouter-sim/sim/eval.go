@@ -848,7 +848,7 @@ func StretchDurations(cases []EvalCase, by float64) ([]EvalCase, error) {
 // from one that owes its result to exact arrival times. ms must be >= 0
 // and finite (0: the cases as they are).
 func JitterArrivals(cases []EvalCase, ms float64, draw uint64) ([]EvalCase, error) {
-	if !(ms >= 0) || math.IsInf(ms, 0) {
+	if !validJitter(ms) {
 		return nil, fmt.Errorf("arrival jitter %g ms, want >= 0 and finite", ms)
 	}
 	out := slices.Clone(cases)

@@ -214,8 +214,8 @@ func (w *WorkloadConfig) Validate() error {
 	default:
 		return bad("arrival", fmt.Sprintf("%q", w.Arrival), `"poisson" or "bursty"`)
 	}
-	if !(w.JitterMS >= 0) || math.IsInf(w.JitterMS, 0) {
-		return bad("jitter_ms", w.JitterMS, ">= 0")
+	if !validJitter(w.JitterMS) {
+		return bad("jitter_ms", w.JitterMS, ">= 0 and finite")
 	}
 	if w.Vocab < 2 || w.Vocab > math.MaxInt32 {
 		return bad("vocab", w.Vocab, "2..2^31-1")
@@ -297,6 +297,10 @@ func (w *WorkloadConfig) Validate() error {
 	}
 	return nil
 }
+
+// validJitter reports whether ms is an arrival jitter a workload accepts
+// (WorkloadConfig.JitterMS): >= 0 and finite.
+func validJitter(ms float64) bool { return ms >= 0 && !math.IsInf(ms, 0) }
 
 // Workload is a generated, policy-independent script of sessions. Prompts,
 // answers, output lengths, request ids and first arrival times are fixed
