@@ -39,6 +39,8 @@ const (
 	// tagRampStall: the ttft score's last decision made a ramp replica (1)
 	// or not (0).
 	tagRampStall = 10
+	// tagLoaded: quiet warmup saw the engine loaded for the first time.
+	tagLoaded = 11
 )
 
 // fold chains one change (tag, a, b) into digest d. Each step is a bijection

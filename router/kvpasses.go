@@ -28,7 +28,20 @@ func (r *Router) kvBegin(b *batch) (count []int, tokens []float64, row []int) {
 // requests to ranks not warmed yet: always under WarmupOnce (the
 // reference); under WarmupQuiet when no rank reports an active request, so
 // that warmup happens before a spike and never adds a cold prefill to a
-// loaded engine, or when load starts on a cold engine. Then spread is true
+// loaded engine, or when load starts on a cold engine.
+//
+// Once a decision has seen the engine loaded (its ranks reporting at least
+// dp_size active requests in all), an idle decision warms only when it
+// brings two requests or more. On an engine that has carried load, an idle
+// decision is a gap between bursts, and a lone request sent to a pending
+// rank computes its whole prompt there, where a rank holding its prefix
+// would compute a few blocks, while the rest of its burst, arriving
+// milliseconds later, waits for that iteration (docs/routing-quality.md,
+// "Quiet warmup between bursts"). Requests that arrive together share the
+// stall. A quiet period before the first load warms with every request, as
+// before.
+//
+// Then spread is true
 // when the decision warms every pending rank at once (see coldStart: the
 // pending ranks are shared out among the batch's prompt families, see
 // warmShare), and light is true when load builds up one decision at a time
@@ -41,9 +54,13 @@ func (r *Router) warming(b *batch) (warming, spread, light bool) {
 	for i := range b.states {
 		active += b.states[i].NumActiveRequests
 	}
+	if active >= len(b.states) && !r.loaded {
+		r.loaded = true
+		r.digest = fold(r.digest, tagLoaded, 1, 0)
+	}
 	switch {
 	case active == 0:
-		return true, false, false
+		return !r.loaded || len(b.reqs) >= 2, false, false
 	case r.coldStart(b, active):
 		return true, true, false
 	case r.lightStart(active):

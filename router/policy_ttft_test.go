@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -453,6 +454,29 @@ func TestWarmupQuiet(t *testing.T) {
 	}
 	if got, want := 16-len(r.PendingWarmup()), lightStartRanks; got != want {
 		t.Errorf("16 ranks: %d warmed after ten light decisions, want %d", got, want)
+	}
+
+	// Once a decision has seen the engine loaded, an idle decision warms
+	// only with two requests or more: a lone request goes where its prefix
+	// is (a burst's first, whose rest would wait for its whole prefill on
+	// a pending rank), two warm the smallest pending ranks.
+	cfg = ttftCfg(4, ReuseAfterIteration)
+	cfg.Warmup = WarmupQuiet
+	r = mustNew(t, cfg)
+	full := st([2]int64{1, 100}, [2]int64{1, 100}, [2]int64{1, 100}, [2]int64{1, 100})
+	before := r.StateDigest()
+	mustRoute(t, r, full, []Request{extend(200, prompt(64), 10)}, 8, nil)
+	if len(r.PendingWarmup()) != 4 || r.StateDigest() == before {
+		t.Fatalf("loaded decision: pending %v, digest changed %v; want 4 pending and the load in the digest",
+			r.PendingWarmup(), r.StateDigest() != before)
+	}
+	res := mustRoute(t, r, idle(4), []Request{extend(1, base, 10)}, 8, []int32{0, 0, 0, 992})
+	if res.Ranks[0] != 3 || len(r.PendingWarmup()) != 4 {
+		t.Errorf("idle after load, one request: rank %d, pending %v; want rank 3, 4 pending", res.Ranks[0], r.PendingWarmup())
+	}
+	res = mustRoute(t, r, idle(4), []Request{extend(2, base, 10), extend(3, base, 10)}, 8, []int32{0, 0, 0, 992, 0, 0, 0, 992})
+	if !slices.Equal(res.Ranks, []int{0, 1}) || !slices.Equal(r.PendingWarmup(), []int{2, 3}) {
+		t.Errorf("idle after load, two requests: ranks %v, pending %v; want [0 1], [2 3]", res.Ranks, r.PendingWarmup())
 	}
 }
 

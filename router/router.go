@@ -42,6 +42,7 @@ type Router struct {
 	// State that persists across calls.
 	pending      []bool // KV-aware warmup: ranks not yet warmed
 	pendingCount int
+	loaded       bool         // quiet warmup: some decision saw the engine loaded (see warming)
 	conv         convmap.Map  // conversation -> rank
 	cursor       int          // conversation round-robin cursor
 	prefix       *prefixState // KV-aware prefix index and demand warmup, or nil

@@ -136,7 +136,8 @@ var optionSchema = []OptionSpec{
 		fmt.Sprintf("%d..%d", prefix.EntryBytes, MaxIndexMaxBytes), "bytes"),
 	enumOption("warmup", func(c *Config) *Warmup { return &c.Warmup }, kvOnly,
 		[]Warmup{WarmupOff, WarmupOnce, WarmupQuiet, WarmupDemand},
-		`"once" (= cold_start_warmup), "quiet" ("once", only while no rank has an active request, or `+
+		`"once" (= cold_start_warmup), "quiet" ("once", only while no rank has an active request `+
+			`(once some decision has seen dp_size active requests, with two requests or more), or `+
 			`while load starts on a cold engine: see docs/ROUTING.md) or `+
 			`"demand" (keep each hot prompt family on about ceil(share x dp_size x warmup_factor) ranks, `+
 			`replicating only while the engine is quiet).`),
