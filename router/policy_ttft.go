@@ -118,6 +118,8 @@ type ttftState struct {
 	// stalled: the last decision made a ramp replica (a prefix computed
 	// whole, which stalls the iteration after it).
 	stalled bool
+	// held, fresh: newFamiliesLast's buffers.
+	held, fresh []int
 }
 
 // ttftRecentHomes is how many of the most recently active conversations,
@@ -233,8 +235,9 @@ func waitingAtLeast(s *RankState) int64 {
 }
 
 // routeTTFT is the KV-aware policy under ScoreTTFT: explicit targets and
-// warmup as routeKVAware, then each request, grouped by prompt prefix, to
-// the eligible rank with the lowest predicted TTFT.
+// warmup as routeKVAware, then each request, grouped by prompt prefix (the
+// longest prompt's group first, the groups no rank holds after the others:
+// see newFamiliesLast), to the eligible rank with the lowest predicted TTFT.
 func (r *Router) routeTTFT(b *batch) {
 	count, tokens, row := r.kvBegin(b)
 	ready := slices.Grow(r.ready[:0], len(row))[:len(row)]
@@ -276,6 +279,7 @@ func (r *Router) routeTTFT(b *batch) {
 		r.ttftRows(b, i, row, ready)
 		place(i, k)
 	})
+	r.newFamiliesLast(b, rest)
 	expected, eligible, quiet := r.scoring(b, count, rest)
 	// How far past the soft cap a prefix's home stays a candidate (see
 	// ttftHomeCap).
@@ -625,4 +629,55 @@ func (r *Router) spreads(k, best int) bool {
 		return r.count[k] < r.count[best]
 	}
 	return r.prefix.idx.Blocks(k) < r.prefix.idx.Blocks(best)
+}
+
+// newFamiliesLast moves the prompt groups of rest (in the order
+// explicitPass left them, each group contiguous) that no rank holds a block
+// of (see heldAnywhere) behind the others, each part keeping its order.
+//
+// A request of a new family computes its whole prompt wherever it goes, so
+// every rank serves it alike, while a request whose prefix some rank holds
+// is all but bound to that rank. Placed first, as the longest prompts, the
+// new family's requests take the ranks the others' holders then queue
+// behind, and that rank's iteration sets every rank's; placed last, they
+// go to the ranks the bound requests left shortest. A decision with no
+// prefix held anywhere (unique prompts) keeps its order.
+func (r *Router) newFamiliesLast(b *batch, rest []int) {
+	held, fresh := r.ttft.held[:0], r.ttft.fresh[:0]
+	for s := 0; s < len(rest); {
+		pre := prefixOf(&b.reqs[rest[s]])
+		e, known := s, false
+		for ; e < len(rest) && (e == s || slices.Equal(prefixOf(&b.reqs[rest[e]]), pre)); e++ {
+			known = known || r.heldAnywhere(b, rest[e])
+		}
+		if known {
+			held = append(held, rest[s:e]...)
+		} else {
+			fresh = append(fresh, rest[s:e]...)
+		}
+		s = e
+	}
+	if len(held) > 0 && len(fresh) > 0 {
+		copy(rest, held)
+		copy(rest[len(held):], fresh)
+	}
+	r.ttft.held, r.ttft.fresh = held, fresh
+}
+
+// heldAnywhere reports whether some rank holds the first block of request
+// i's prompt by the configured prefix source (a probed match, or the
+// router's index), which is whether matchRow would find any match: one
+// lookup rather than the whole chain.
+func (r *Router) heldAnywhere(b *batch, i int) bool {
+	if r.cfg.PrefixSource != SourceIndex && b.matches != nil {
+		size := len(b.states)
+		if slices.ContainsFunc(b.matches[i*size:(i+1)*size], func(m int32) bool { return m > 0 }) {
+			return true
+		}
+	}
+	if r.cfg.PrefixSource == SourceIndex || r.cfg.PrefixSource == SourceProbeIndex {
+		hs := r.prefix.hashesOf(&r.cfg, b, i)
+		return len(hs) > 0 && r.prefix.idx.Replicas(hs[0]) > 0
+	}
+	return false
 }

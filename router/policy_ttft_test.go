@@ -480,6 +480,50 @@ func TestWarmupQuiet(t *testing.T) {
 	}
 }
 
+// A decision places the prompt groups some rank holds before those no rank
+// holds: a new family's request computes its whole prompt wherever it goes,
+// so it takes the rank the bound requests left shortest, not the holder's
+// rank, where they would queue behind it (the busiest rank sets every
+// rank's iteration). With no prefix held anywhere the order stays longest
+// first.
+func TestTTFTNewFamiliesLast(t *testing.T) {
+	held := prompt(960)
+	for _, tc := range []struct {
+		name     string
+		matched  bool // rank 0 holds family A's 960 tokens
+		wantNew  []int
+		wantHeld []int
+	}{
+		// Longest first, the 2000-token newcomer would take rank 0 (the
+		// lowest of idle ranks) and A's requests would queue behind it.
+		{"a held family and a new one", true, []int{1, 2}, []int{0}},
+		// Nothing held: longest first, the newcomer on rank 0, A's
+		// requests (each computing 1160 tokens) on the other two.
+		{"nothing held", false, []int{0}, []int{1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustNew(t, ttftCfg(3, ReuseAfterIteration))
+			states := st([2]int64{1, 100}, [2]int64{1, 100}, [2]int64{1, 100})
+			batch := []Request{extend(1, held, 200), extend(2, held, 200), extend(3, held, 200), extend(4, nil, 2000)}
+			m := make([]int32, 3*len(batch))
+			if tc.matched {
+				for i := range 3 {
+					m[3*i] = 960
+				}
+			}
+			res := mustRoute(t, r, states, batch, 8, m)
+			if k := res.Ranks[3]; !slices.Contains(tc.wantNew, k) {
+				t.Errorf("new family's request on rank %d, want one of %v", k, tc.wantNew)
+			}
+			for i, k := range res.Ranks[:3] {
+				if !slices.Contains(tc.wantHeld, k) {
+					t.Errorf("family A's request %d on rank %d, want one of %v", i+1, k, tc.wantHeld)
+				}
+			}
+		})
+	}
+}
+
 // The TTFT score decides from the router's state and the call alone: two
 // routers fed the same calls agree, decision for decision and in their
 // digests, and a warm decision allocates nothing.
