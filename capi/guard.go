@@ -97,3 +97,38 @@ func writeError(buf *C.char, n C.size_t, msg string) {
 	k := copy(dst[:len(dst)-1], msg)
 	dst[k] = 0
 }
+
+// minPointer is the lowest address a caller's pointer may hold: the Go
+// runtime's minLegalPointer. A smaller nonzero value ("near NULL", such as a
+// field of a NULL struct pointer) in a pointer-typed stack slot is memory
+// corruption to the runtime, which aborts the process when it copies that
+// stack; it copies a stack whenever one grows, recovering a fault included.
+// So a near-NULL caller pointer is refused before Go holds it: abi.c
+// refuses the arguments (calling adprgo_refuse_pointer) and passes a
+// near-NULL err buffer as NULL, and the pointers inside the caller's structs
+// are checked with nearNull as they are read.
+const minPointer = 4096
+
+// nearNull reports whether the address p, a pointer read from a C struct
+// and converted to an integer at once, is near NULL: 1..minPointer-1.
+func nearNull(p uintptr) bool {
+	return p != 0 && p < minPointer
+}
+
+// nearNullError is the internal error (the header's class for faults on
+// wild caller pointers) for the near-NULL pointer what at address p; p is
+// an integer so that the message holds no pointer either.
+func nearNullError(what string, p uintptr) error {
+	return &statusError{errInternal, fmt.Sprintf(
+		"%s = %#x is not a valid address (near NULL: a field of a NULL struct pointer?)", what, p)}
+}
+
+// adprgo_refuse_pointer is how abi.c refuses export fn's near-NULL argument
+// arg (both static C strings) at address p: ADPR_ERR_INTERNAL, with the
+// message written to ebuf as every export writes it.
+//
+//export adprgo_refuse_pointer
+func adprgo_refuse_pointer(fn, arg *C.char, p C.uintptr_t, ebuf *C.char, elen C.size_t) C.adpr_status {
+	name, what := C.GoString(fn), C.GoString(arg)
+	return guard(name, ebuf, elen, func() error { return nearNullError(what, uintptr(p)) })
+}

@@ -20,6 +20,7 @@ package main
 import "C"
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/adprouter/adprouter/internal/limits"
@@ -38,9 +39,17 @@ func adprgo_router_create(opts *C.adpr_option, nopts C.int32_t, out *C.adpr_rout
 			return argError("options = %p with num_options = %d, want a non-NULL array of 0..%d options", opts, int32(nopts), limits.MaxOptions)
 		}
 		kv := make([][2]string, 0, int(nopts))
-		for i, o := range unsafe.Slice(opts, int(nopts)) {
+		all := unsafe.Slice(opts, int(nopts))
+		for i := range all {
+			o := &all[i] // read in place: a copy would hold its pointers (see minPointer)
 			if o.key == nil || o.value == nil {
 				return argError("options[%d] has a NULL key or value", i)
+			}
+			if k, v := uintptr(unsafe.Pointer(o.key)), uintptr(unsafe.Pointer(o.value)); nearNull(k) || nearNull(v) {
+				if nearNull(k) {
+					return nearNullError(fmt.Sprintf("options[%d].key", i), k)
+				}
+				return nearNullError(fmt.Sprintf("options[%d].value", i), v)
 			}
 			k, err := boundedString(o.key, limits.MaxOptionBytes, "options[%d].key", i)
 			if err != nil {

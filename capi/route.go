@@ -58,6 +58,24 @@ func (e *entry) route(b *C.adpr_batch, out *C.adpr_route_result) error {
 // by route) and buffer pointers, and the result's, before anything is read
 // through them.
 func (e *entry) checkBatch(b *C.adpr_batch, out *C.adpr_route_result, ns, nr int) error {
+	// The structs' own pointers first, as integers (see minPointer).
+	for _, f := range [...]struct {
+		what string
+		p    uintptr
+	}{
+		{"batch.states", uintptr(unsafe.Pointer(b.states))},
+		{"batch.requests", uintptr(unsafe.Pointer(b.requests))},
+		{"batch.tokens", uintptr(unsafe.Pointer(b.tokens))},
+		{"batch.text", uintptr(unsafe.Pointer(b.text))},
+		{"batch.match_lens", uintptr(unsafe.Pointer(b.match_lens))},
+		{"result.request_rank", uintptr(unsafe.Pointer(out.request_rank))},
+		{"result.order", uintptr(unsafe.Pointer(out.order))},
+		{"result.rank_offsets", uintptr(unsafe.Pointer(out.rank_offsets))},
+	} {
+		if nearNull(f.p) {
+			return nearNullError(f.what, f.p)
+		}
+	}
 	switch {
 	case ns < 0 || (ns > 0 && b.states == nil):
 		return argError("batch.states = %p with num_states = %d, want a non-NULL array of num_states >= 0 states", b.states, ns)

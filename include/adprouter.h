@@ -50,7 +50,10 @@
  *    half-updated) and must be destroyed.
  *
  *  - Internal errors include faults on wild caller pointers that the library
- *    could detect (e.g. a near-NULL struct pointer): they are recovered too.
+ *    could detect: they are recovered too. A near-NULL pointer (1..4095, such
+ *    as a field of a NULL struct pointer), as an argument or inside a struct,
+ *    is refused before it is used, with ADPR_ERR_INTERNAL and a message
+ *    naming it, and a near-NULL err buffer is treated as NULL.
  *  - Bounds: the ADPR_MAX_* limits below; beyond them a call fails with
  *    ADPR_ERR_INVALID_ARGUMENT or ADPR_ERR_CONFIG instead of taking the
  *    host's memory.

@@ -355,6 +355,31 @@ static void test_pointers(void) {
         r = make_router();
         check(L.route(r, NULL, &out, (char *)p, 64) == ADPR_ERR_INVALID_ARGUMENT,
               "a failing call with err buffer %p reports its status without writing", p);
+        if ((uintptr_t)p < 4096) {
+            // Near-NULL pointers are refused by name before Go holds them
+            // (a fault on one could abort the host: see capi/abi.c), the
+            // arguments in C and the pointers inside structs as read.
+            struct {
+                const char *what;
+                adpr_status s;
+            } refused[4];
+            int64_t n4 = 0;
+            err[0] = 0;
+            refused[0].s = L.receipt_text(r, 0, (char *)p, 4096, &n4, err, sizeof err);
+            refused[0].what = strstr(err, "buf = ") && strstr(err, "near NULL") ? "ok" : err;
+            err[0] = 0;
+            refused[1].s = L.route(r, &bad_states, &out, err, sizeof err);
+            refused[1].what = strstr(err, "batch.states = ") && strstr(err, "near NULL") ? "ok" : err;
+            err[0] = 0;
+            refused[2].s = L.create(bad_opt, 1, &made, err, sizeof err);
+            refused[2].what = strstr(err, "options[0].value = ") && strstr(err, "near NULL") ? "ok" : err;
+            err[0] = 0;
+            refused[3].s = L.digest(r, (uint64_t *)p);
+            refused[3].what = "ok";
+            for (int k = 0; k < 4; k++)
+                check(refused[k].s == ADPR_ERR_INTERNAL && !strcmp(refused[k].what, "ok"),
+                      "near-NULL %p refused by name (case %d)  -- %d \"%s\"", p, k, refused[k].s, refused[k].what);
+        }
     }
     int64_t ngroups;
     check(L.stats(r, (adpr_stats *)rodata, NULL, 0, NULL, 0, &ngroups, err, sizeof err) == ADPR_ERR_INTERNAL,
