@@ -37,15 +37,14 @@ func (r *Router) kvBegin(b *batch) (count []int, tokens []float64, row []int) {
 // rank computes its whole prompt there, where a rank holding its prefix
 // would compute a few blocks, while the rest of its burst, arriving
 // milliseconds later, waits for that iteration (docs/routing-quality.md,
-// "Quiet warmup between bursts"). Requests that arrive together share the
-// stall. A quiet period before the first load warms with every request, as
-// before.
+// "Bursts after a quiet gap"). Requests that arrive together share the
+// stall. A quiet period before the first load warms with every request.
 //
-// Then spread is true
-// when the decision warms every pending rank at once (see coldStart: the
-// pending ranks are shared out among the batch's prompt families, see
-// warmShare), and light is true when load builds up one decision at a time
-// (see lightStart: requests of a conversation are left to the score).
+// Then spread is true when the decision warms every pending rank at once
+// (see coldStart: the pending ranks are shared out among the batch's prompt
+// families, see warmShare), and light is true when load builds up one
+// decision at a time (see lightStart: requests of a conversation are left
+// to the score).
 func (r *Router) warming(b *batch) (warming, spread, light bool) {
 	if r.cfg.Warmup != WarmupQuiet {
 		return true, false, false
