@@ -37,6 +37,9 @@ type groupSorter struct {
 	keys    []uint64
 	spare   []uint64
 	tmp     []int
+	// starts: after sort, the position in rest where each group begins,
+	// in order (see groupStarts).
+	starts []int
 }
 
 // prefetchAhead is how many requests ahead of the prefix hashing sort
@@ -57,7 +60,11 @@ func prefetchPrefixOf(q *Request) {
 // longestFirst, the group with the longest prompt first.
 func (g *groupSorter) sort(reqs []Request, rest []int, longestFirst bool) {
 	n := len(rest)
+	g.starts = g.starts[:0]
 	if n < 2 {
+		if n == 1 {
+			g.starts = append(g.starts, 0)
+		}
 		return
 	}
 	size := 1 << bits.Len(uint(2*n-1)) // a power of two >= 2n: load <= 1/2
@@ -140,8 +147,16 @@ func (g *groupSorter) sort(reqs []Request, rest []int, longestFirst bool) {
 	posMask := uint64(1)<<posBits - 1
 	for p, key := range g.keys {
 		rest[p] = g.tmp[key&posMask]
+		if p == 0 || key>>(lenBits+posBits) != g.keys[p-1]>>(lenBits+posBits) {
+			g.starts = append(g.starts, p)
+		}
 	}
 }
+
+// groupStarts returns, after sort, the position in rest where each group
+// begins, in order: group k is rest[starts[k]:starts[k+1]] (the last runs to
+// the end). Valid until the next sort.
+func (g *groupSorter) groupStarts() []int { return g.starts }
 
 // sortKeys sorts g.keys (see sortPositioned).
 func (g *groupSorter) sortKeys(skip, bits int) {
@@ -199,6 +214,11 @@ func (g *groupSorter) sortWide(reqs []Request, rest []int) {
 		}
 		return cmp.Compare(reqs[y].Len(), reqs[x].Len())
 	})
+	for p, i := range rest {
+		if p == 0 || g.keys[i] != g.keys[rest[p-1]] {
+			g.starts = append(g.starts, p)
+		}
+	}
 }
 
 // prefixSeed keys groupSorter's hash table. It differs between processes,

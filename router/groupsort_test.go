@@ -92,10 +92,25 @@ func TestGroupSortMatchesStableSort(t *testing.T) {
 					if !slices.Equal(rest, want) {
 						t.Fatalf("iteration %d: got order %v, want %v", iter, rest, want)
 					}
+					if got, want := g.groupStarts(), prefixRuns(reqs, rest); !slices.Equal(got, want) {
+						t.Fatalf("iteration %d: group starts %v, want %v", iter, got, want)
+					}
 				}
 			})
 		}
 	}
+}
+
+// prefixRuns returns where each run of equal grouping prefixes begins in
+// rest: the group starts, found by comparing the prefixes themselves.
+func prefixRuns(reqs []Request, rest []int) []int {
+	var starts []int
+	for p, i := range rest {
+		if p == 0 || !slices.Equal(prefixOf(&reqs[i]), prefixOf(&reqs[rest[p-1]])) {
+			starts = append(starts, p)
+		}
+	}
+	return starts
 }
 
 // Prefixes equal in their first PrefixTokens tokens fall in one group

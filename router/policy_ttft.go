@@ -631,9 +631,9 @@ func (r *Router) spreads(k, best int) bool {
 	return r.prefix.idx.Blocks(k) < r.prefix.idx.Blocks(best)
 }
 
-// newFamiliesLast moves the prompt groups of rest (in the order
-// explicitPass left them, each group contiguous) that no rank holds a block
-// of (see heldAnywhere) behind the others, each part keeping its order.
+// newFamiliesLast moves the prompt groups of rest (as explicitPass's sort
+// left them: see groupStarts) that no rank holds a block of (see
+// heldAnywhere) behind the others, each part keeping its order.
 //
 // A request of a new family computes its whole prompt wherever it goes, so
 // every rank serves it alike, while a request whose prefix some rank holds
@@ -644,18 +644,18 @@ func (r *Router) spreads(k, best int) bool {
 // prefix held anywhere (unique prompts) keeps its order.
 func (r *Router) newFamiliesLast(b *batch, rest []int) {
 	held, fresh := r.ttft.held[:0], r.ttft.fresh[:0]
-	for s := 0; s < len(rest); {
-		pre := prefixOf(&b.reqs[rest[s]])
-		e, known := s, false
-		for ; e < len(rest) && (e == s || slices.Equal(prefixOf(&b.reqs[rest[e]]), pre)); e++ {
-			known = known || r.heldAnywhere(b, rest[e])
+	starts := r.groups.groupStarts()
+	for k, s := range starts {
+		e := len(rest)
+		if k+1 < len(starts) {
+			e = starts[k+1]
 		}
-		if known {
-			held = append(held, rest[s:e]...)
+		group := rest[s:e]
+		if slices.ContainsFunc(group, func(i int) bool { return r.heldAnywhere(b, i) }) {
+			held = append(held, group...)
 		} else {
-			fresh = append(fresh, rest[s:e]...)
+			fresh = append(fresh, group...)
 		}
-		s = e
 	}
 	if len(held) > 0 && len(fresh) > 0 {
 		copy(rest, held)
