@@ -48,13 +48,10 @@ static adpr_status refuse_forked(char *err, size_t err_len) {
     if (forked) return refuse_forked(err, err_len)
 
 // Near-NULL pointers (1..4095: a field of a NULL struct pointer) never enter
-// Go. The Go runtime aborts the process when it finds such a value in a
-// pointer-typed stack slot while copying a stack, which it does whenever a
-// stack grows (recovering a fault included), so a fault on one could not be
-// recovered reliably (capi/guard.go, minPointer). An argument that is one is
-// refused with ADPR_ERR_INTERNAL, the status of a fault on a wild pointer,
-// and a near-NULL err buffer is passed on as NULL: the call reports its
-// status without a message.
+// Go, where a fault on one could abort the host (why: capi/guard.go,
+// minPointer). An argument that is one is refused with ADPR_ERR_INTERNAL,
+// the status of a fault on a wild pointer; a near-NULL err buffer is passed
+// on as NULL, so the call reports its status without a message.
 #define NEAR_NULL(p) ((uintptr_t)(const void *)(p) - 1u < (uintptr_t)4095u)
 
 #define ENTER(err, err_len)            \

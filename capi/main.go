@@ -45,10 +45,10 @@ func adprgo_router_create(opts *C.adpr_option, nopts C.int32_t, out *C.adpr_rout
 			if o.key == nil || o.value == nil {
 				return argError("options[%d] has a NULL key or value", i)
 			}
-			if k, v := uintptr(unsafe.Pointer(o.key)), uintptr(unsafe.Pointer(o.value)); nearNull(k) || nearNull(v) {
-				if nearNull(k) {
-					return nearNullError(fmt.Sprintf("options[%d].key", i), k)
-				}
+			if k := uintptr(unsafe.Pointer(o.key)); nearNull(k) {
+				return nearNullError(fmt.Sprintf("options[%d].key", i), k)
+			}
+			if v := uintptr(unsafe.Pointer(o.value)); nearNull(v) {
 				return nearNullError(fmt.Sprintf("options[%d].value", i), v)
 			}
 			k, err := boundedString(o.key, limits.MaxOptionBytes, "options[%d].key", i)
