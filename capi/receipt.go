@@ -26,9 +26,10 @@ var reasonCodes = [...]C.int32_t{
 }
 
 var exclusionCodes = [...]C.int32_t{
-	router.Eligible:       C.ADPR_EXCLUDED_NONE,
-	router.ExcludedAtCap:  C.ADPR_EXCLUDED_AT_CAP,
-	router.ExcludedNoRoom: C.ADPR_EXCLUDED_NO_ROOM,
+	router.Eligible:             C.ADPR_EXCLUDED_NONE,
+	router.ExcludedAtCap:        C.ADPR_EXCLUDED_AT_CAP,
+	router.ExcludedNoRoom:       C.ADPR_EXCLUDED_NO_ROOM,
+	router.ExcludedStackedTails: C.ADPR_EXCLUDED_STACKED_TAILS,
 }
 
 //export adprgo_router_receipts

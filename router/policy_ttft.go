@@ -105,6 +105,22 @@ import (
 // request, then the lower prediction, then fewer active requests, then the
 // rank holding fewer cached blocks, then the lower index: no randomness,
 // so the decision is a pure function of the router's state and the call.
+//
+// Stacked tails: samples of one prompt in one decision reuse each other's
+// blocks on one rank and each computes only its last, partial block (a tail,
+// one token to a block; every request computes its last token). One tail is
+// within a tie, so request by request each sample stays; but their tails
+// add up on that rank, and while it sets the lock step every rank's
+// iteration waits for them (eight samples of a 1300-token prompt: 1500 tokens
+// on one rank where the others compute 1300). So a rank where the tails of
+// the request's prompt family placed there in this decision, its own
+// counted, would exceed a block, and whose queue with it would be the
+// longest, is taken out of the candidates (stackedTails) when another
+// candidate's predicted wait is no longer: the sample computes the prompt
+// again there, within the iteration the busiest rank fills anyway, and the
+// family's next samples join it. A burst of samples so goes to pairs of
+// ranks when their tails are most of a block, and stays together when they
+// are a few tokens.
 
 // ttftState is what the TTFT score keeps across calls: per rank, the
 // uncached prefill tokens it placed there and believes still queued; and
@@ -120,6 +136,13 @@ type ttftState struct {
 	stalled bool
 	// held, fresh: newFamiliesLast's buffers.
 	held, fresh []int
+	// tails: per rank, the tokens this decision's requests of the current
+	// prompt family computed there while reusing a prefix, each less than
+	// a block (see stackedTails); tailFam that family's first block, and
+	// narrowed the candidates stackedTails leaves.
+	tails    []int64
+	tailFam  uint64
+	narrowed []int
 }
 
 // ttftRecentHomes is how many of the most recently active conversations,
@@ -186,7 +209,10 @@ func (r *Router) recentHomes() []int {
 func (t *ttftState) begin(cfg *Config, states []RankState, d *uint64) {
 	if len(t.queued) != cfg.DPSize {
 		t.queued = make([]int64, cfg.DPSize)
+		t.tails = make([]int64, cfg.DPSize)
 	}
+	clear(t.tails)
+	t.tailFam = 0
 	drain := int64(cfg.TTFTDrainTokens)
 	for k := range t.queued {
 		q := max(t.queued[k]-drain, 0)
@@ -356,11 +382,13 @@ func (r *Router) routeTTFT(b *batch) {
 			}
 		}
 		if k < 0 {
+			cands := r.stackedTails(b, i, eligible, allow, row, ready, onSchedule)
 			if r.rc != nil {
-				r.rc.ttft(r, b, i, eligible, allow, row, ready, tokens, onSchedule)
+				r.rc.ttft(r, b, i, eligible, cands, allow, row, ready, tokens, onSchedule)
 			}
-			k = r.ttftRank(b, i, eligible, allow, row, ready, onSchedule)
+			k = r.ttftRank(b, i, cands, allow, row, ready, onSchedule)
 		}
+		r.tailPlaced(b, i, k, row, ready, onSchedule)
 		place(i, k)
 		if count[k] >= expected || home >= 0 {
 			eligible = slices.DeleteFunc(eligible, func(e int) bool { return e == home || count[e] >= expected })
@@ -680,4 +708,93 @@ func (r *Router) heldAnywhere(b *batch, i int) bool {
 		return len(hs) > 0 && r.prefix.idx.Replicas(hs[0]) > 0
 	}
 	return false
+}
+
+// tailPlaced records, before request i is placed on rank k, the tokens it
+// computes there when it reuses a prefix there and computes at most a
+// block: a tail (see stackedTails).
+func (r *Router) tailPlaced(b *batch, i, k int, row, ready []int, onSchedule bool) {
+	if !r.tailFamily(b, i) {
+		return
+	}
+	if m := usable(k, row, ready, onSchedule); m > 0 {
+		if u := max(b.reqs[i].Len()-m, 0); u <= r.cfg.TokensPerBlock {
+			r.ttft.tails[k] += int64(u)
+		}
+	}
+}
+
+// tailFamily makes request i's prompt family (its first block's hash) the
+// one whose tails r.ttft.tails counts, clearing them when it changes; false
+// for a prompt shorter than a block. The decision places a family's
+// requests one after another, so the count is that family's.
+func (r *Router) tailFamily(b *batch, i int) bool {
+	hs := r.prefix.hashesOf(&r.cfg, b, i)
+	if len(hs) == 0 {
+		return false
+	}
+	if hs[0] != r.ttft.tailFam {
+		r.ttft.tailFam = hs[0]
+		clear(r.ttft.tails)
+	}
+	return true
+}
+
+// stackedTails returns the candidates for request i: eligible, less the
+// ranks where the tails of its prompt family's requests placed in this
+// decision, its own counted, would add up to more than a block while that
+// rank's queue with it would be the longest, when another candidate's
+// predicted wait is no longer (see "Stacked tails" above). A bound
+// conversation's turn keeps its candidates: its home holds its context.
+func (r *Router) stackedTails(b *batch, i int, eligible []int, allow []bool, row, ready []int, onSchedule bool) []int {
+	if !r.tailFamily(b, i) || !slices.ContainsFunc(r.ttft.tails, func(t int64) bool { return t > 0 }) || r.bound(&b.reqs[i]) {
+		return eligible
+	}
+	queued := r.ttft.queued
+	// The longest queue, and the longest but one.
+	first, second := int64(-1), int64(-1)
+	for _, v := range queued {
+		if v > first {
+			first, second = v, first
+		} else if v > second {
+			second = v
+		}
+	}
+	block, n := int64(r.cfg.TokensPerBlock), b.reqs[i].Len()
+	out, over := r.ttft.narrowed[:0], false
+	for _, k := range eligible {
+		other := first
+		if queued[k] == first {
+			other = second
+		}
+		m := usable(k, row, ready, onSchedule)
+		u := int64(max(n-m, 0))
+		if allowed(allow, k) && m > 0 && u <= block && r.ttft.tails[k]+u > block && queued[k]+u > other {
+			over = true
+			continue
+		}
+		out = append(out, k)
+	}
+	r.ttft.narrowed = out
+	if !over || len(out) == 0 {
+		return eligible
+	}
+	// The least wait on a rank taken out, against the least on the others.
+	all := r.ttftCoster(b, i, eligible, allow, row, ready, onSchedule)
+	least := int64(-1)
+	for _, k := range eligible {
+		if allowed(allow, k) && !slices.Contains(out, k) {
+			if _, w, _ := all.at(k); least < 0 || w < least {
+				least = w
+			}
+		}
+	}
+	for _, k := range out {
+		if allowed(allow, k) {
+			if _, w, _ := all.at(k); w <= least {
+				return out
+			}
+		}
+	}
+	return eligible
 }

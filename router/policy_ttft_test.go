@@ -106,12 +106,84 @@ func TestTTFTSiblings(t *testing.T) {
 		t.Errorf("ttft score: siblings on %d ranks, want 4", n)
 	}
 	// Under on_schedule a sibling beside the first computes only the
-	// prompt's last block. On an empty rank it would wait as long (the
-	// first one's rank sets the iteration), but compute the prompt again:
-	// work no rank would otherwise do, counted as its cost. They all stay.
+	// prompt's last block: the second stays. The third's tail would make
+	// two blocks stacked on the rank that sets the lock step, so it takes
+	// another rank, where the fourth joins it (TestTTFTStackedTails).
 	cfg.EngineReuse = ReuseOnSchedule
-	if n := used(mustRoute(t, mustNew(t, cfg), busy, reqs, 8, make([]int32, 16))); n != 1 {
-		t.Errorf("ttft score, on_schedule: siblings on %d ranks, want 1", n)
+	if n := used(mustRoute(t, mustNew(t, cfg), busy, reqs, 8, make([]int32, 16))); n != 2 {
+		t.Errorf("ttft score, on_schedule: siblings on %d ranks, want 2", n)
+	}
+}
+
+// Samples of one prompt in one decision, each computing only its last
+// partial block (its tail) beside another: the tails stacked on one rank
+// lengthen its prefill, and when that rank sets the lock step, every
+// rank's iteration. Up to a block of them is a tie; beyond it, a sample
+// goes where it waits no longer, computing the prompt again.
+func TestTTFTStackedTails(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		reuse  EngineReuse
+		n      int  // prompt tokens; the tail is n-1 mod 32, plus one
+		ready  bool // rank 0 has computed the prompt (the probe says so)
+		filler int  // tokens queued on rank 3 first
+		want   int  // ranks the four samples use
+	}{
+		{"tails of a block, idle ranks: pairs", ReuseOnSchedule, 2048, false, 0, 2},
+		{"tails of 31 tokens, idle ranks: pairs", ReuseOnSchedule, 2047, false, 0, 2},
+		{"one-token tails add up to less than a block: together", ReuseOnSchedule, 2017, false, 0, 1},
+		{"another rank sets the lock step: together", ReuseOnSchedule, 2048, false, 4000, 1},
+		{"after_iteration, in flight: computed again anyway, spread", ReuseAfterIteration, 2048, false, 0, 4},
+		{"after_iteration, ready on rank 0: elsewhere they would wait longer", ReuseAfterIteration, 2048, true, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ttftCfg(4, tc.reuse)
+			cfg.FairShareMultiplier = 4 // no soft cap in the way
+			cfg.Explain = true
+			r := mustNew(t, cfg)
+			var batch []Request
+			if tc.filler > 0 {
+				q := extend(10, nil, tc.filler)
+				q.TargetRank, q.Strict = 3, true
+				batch = append(batch, q)
+			}
+			base := prompt(tc.n)
+			first := len(batch)
+			for id := range 4 {
+				batch = append(batch, extend(uint64(id+1), base, 0))
+			}
+			m := make([]int32, 4*len(batch))
+			if tc.ready {
+				for i := first; i < len(batch); i++ {
+					m[4*i] = int32((tc.n - 1) / 32 * 32)
+				}
+			}
+			res := mustRoute(t, r, idle(4), batch, 8, m)
+			ranks := map[int]bool{}
+			for _, k := range res.Ranks[first:] {
+				ranks[k] = true
+			}
+			if len(ranks) != tc.want {
+				t.Errorf("samples on ranks %v, want %d ranks", res.Ranks[first:], tc.want)
+			}
+			// The receipts name the rank a sample left for its
+			// stacked tails.
+			left := 0
+			rcs := r.Receipts()
+			if err := checkReceipts(cfg, batch, res, rcs); err != nil {
+				t.Fatal(err)
+			}
+			for _, rc := range rcs[first:] {
+				for _, c := range rc.Candidates {
+					if c.Excluded == ExcludedStackedTails {
+						left++
+					}
+				}
+			}
+			if pairs := tc.want == 2; (left > 0) != pairs {
+				t.Errorf("%d candidates excluded for stacked tails, want some: %v", left, pairs)
+			}
+		})
 	}
 }
 

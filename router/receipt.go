@@ -87,12 +87,19 @@ const (
 	// the request's uncached tokens while another rank's could (or, when
 	// none could, it had less headroom than the best).
 	ExcludedNoRoom
+	// ExcludedStackedTails: under Config.Score = ScoreTTFT, the requests of
+	// the request's prompt placed on the rank earlier in the decision
+	// already computed more than a block of their last tokens there (their
+	// tails) while it sets the lock step, and another rank's predicted wait
+	// was no longer (see the score's doc comment, "Stacked tails").
+	ExcludedStackedTails
 )
 
 var exclusionNames = [...]string{
-	Eligible:       "eligible",
-	ExcludedAtCap:  "at cap",
-	ExcludedNoRoom: "no KV room",
+	Eligible:             "eligible",
+	ExcludedAtCap:        "at cap",
+	ExcludedNoRoom:       "no KV room",
+	ExcludedStackedTails: "stacked tails",
 }
 
 func (e Exclusion) String() string { return enumName(exclusionNames[:], uint8(e), "Exclusion") }
@@ -316,18 +323,19 @@ func (l *receiptLog) leastLoaded(r *Router, i, expected int, allow []bool, token
 // (LoadTerm) and the predicted cost (Score, see ttftCost): the lock-step wait
 // for the queued prefill and the request's uncached tokens, plus what it
 // would compute beyond the least any candidate computes. eligible includes a
-// home rank past the soft cap.
+// home rank past the soft cap; cands is eligible less the ranks stackedTails
+// took out, over which the prediction is made.
 //
 //go:noinline
-func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible []int, allow []bool,
+func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible, cands []int, allow []bool,
 	row, ready []int, tokens []float64, onSchedule bool) {
 	n := b.reqs[i].Len()
 	rc := &l.out[i]
-	rc.Reason, rc.Eligible, rc.Step = ReasonPredictedTTFT, len(eligible), l.next()
+	rc.Reason, rc.Eligible, rc.Step = ReasonPredictedTTFT, len(cands), l.next()
 	rc.CapacityFallback = r.room.fallback(eligible, allow, n, row)
 	s := &l.spans[i]
 	s.cand, s.ncand = len(l.cands), len(row)
-	predict := r.ttftCoster(b, i, eligible, allow, row, ready, onSchedule)
+	predict := r.ttftCoster(b, i, cands, allow, row, ready, onSchedule)
 	rc.ReplicaWanted = predict.replicate
 	for k := range row {
 		cost, _, unc := predict.at(k)
@@ -336,6 +344,8 @@ func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible []int, allow []bo
 		switch {
 		case !slices.Contains(eligible, k):
 			c.Excluded = ExcludedAtCap
+		case !slices.Contains(cands, k):
+			c.Excluded = ExcludedStackedTails
 		case !allowed(allow, k):
 			c.Excluded = ExcludedNoRoom
 		}

@@ -179,7 +179,7 @@ func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 		if c.Rank != k || c.Match < 0 {
 			return fmt.Errorf("candidate %d names rank %d, match %d", k, c.Rank, c.Match)
 		}
-		if c.Excluded != ExcludedAtCap {
+		if c.Excluded != ExcludedAtCap && c.Excluded != ExcludedStackedTails {
 			competing++
 		}
 		u := int64(max(rc.Len-c.Match, 0))

@@ -26,7 +26,7 @@ from ._errors import INTERNAL, INVALID_ARGUMENT, OK, SHORT_BUFFER, InternalError
 # checks them against the header).
 REASONS = ("unplaced", "explicit", "cold_start_warmup", "demand_warmup", "scored",
            "least_loaded", "conversation_bound", "new_conversation", "predicted_ttft")
-EXCLUSIONS = (None, "at_cap", "no_room")
+EXCLUSIONS = (None, "at_cap", "no_room", "stacked_tails")
 
 
 class Candidate:
@@ -39,7 +39,9 @@ class Candidate:
     score="ttft", reason "predicted_ttft", match is the prefix the rank would
     reuse, load_term the prefill queued there and score their predicted cost,
     load_term + n - match);
-    excluded: None (it competed), "at_cap" or "no_room" (capacity_aware)."""
+    excluded: None (it competed), "at_cap", "no_room" (capacity_aware) or
+    "stacked_tails" (score="ttft": samples of its prompt placed there earlier
+    in the call already stack more than a block of their last tokens)."""
 
     __slots__ = ("rank", "requests", "tokens", "match", "load_term", "score", "excluded")
 

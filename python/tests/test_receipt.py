@@ -60,6 +60,22 @@ class ReceiptTest(unittest.TestCase):
                 self.assertEqual([rc.reason for rc in got], reasons)
                 self.assertEqual([rc.rank for rc in got], res.ranks)
 
+    def test_stacked_tails(self):
+        # Four samples of a 2048-token prompt under on_schedule reuse: each
+        # computes a 32-token tail beside the first; the third would stack
+        # two blocks of tails on the rank that sets the lock step, and its
+        # receipt says that rank was taken out (warmup off: an idle engine
+        # would warm every rank).
+        opts = dict(preset="recommended", warmup="off", engine_reuse="on_schedule", fair_share_multiplier=4)
+        with Router(dp_size=4, explain=True, **opts) as r:
+            res = r.route(idle(4), [Request(id=i, tokens=list(range(2048))) for i in range(1, 5)], 8,
+                          match_lens=[{} for _ in range(4)])
+            got = r.receipts()
+        self.assertEqual(len(set(res.ranks)), 2, res.ranks)
+        out = [c.rank for c in got[2].candidates if c.excluded == "stacked_tails"]
+        self.assertEqual(out, [res.ranks[0]], str(got[2]))
+        self.assertEqual((got[2].reason, got[2].eligible), ("predicted_ttft", 3))
+
     def test_soft_cap_exhausted_is_unplaced(self):
         with Router(dp_size=2, explain=True, fair_share_multiplier=1) as r:
             busy = [RankState(rank=k, num_active_requests=1) for k in range(2)]
