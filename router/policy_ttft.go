@@ -116,11 +116,15 @@ import (
 // the request's prompt family placed there in this decision, its own
 // counted, would exceed a block, and whose queue with it would be the
 // longest, is taken out of the candidates (stackedTails) when another
-// candidate's predicted wait is no longer: the sample computes the prompt
-// again there, within the iteration the busiest rank fills anyway, and the
-// family's next samples join it. A burst of samples so goes to pairs of
-// ranks when their tails are most of a block, and stays together when they
-// are a few tokens.
+// candidate's predicted wait is no longer — and there are more such
+// candidates than prompt families still to place in the decision, each of
+// which computes its prompt on some rank too: the sample computes the
+// prompt again there, within the iteration the busiest rank fills anyway,
+// and the family's next samples join it. A burst of samples so goes to
+// pairs of ranks when their tails are most of a block, and stays together
+// when they are a few tokens; two bursts in one decision share the ranks
+// rather than the first pairing up on every rank and the second stacking
+// its prompt on top.
 
 // ttftState is what the TTFT score keeps across calls: per rank, the
 // uncached prefill tokens it placed there and believes still queued; and
@@ -324,7 +328,7 @@ func (r *Router) routeTTFT(b *batch) {
 		!(r.ttft.stalled && len(rest) > len(count))
 	r.setStalled(false)
 
-	for _, i := range rest {
+	for pos, i := range rest {
 		q := &b.reqs[i]
 		// The request's home stays a candidate past the soft cap,
 		// which counts requests, most of which only decode: its
@@ -382,7 +386,7 @@ func (r *Router) routeTTFT(b *batch) {
 			}
 		}
 		if k < 0 {
-			cands := r.stackedTails(b, i, eligible, allow, row, ready, onSchedule)
+			cands := r.stackedTails(b, i, rest[pos+1:], eligible, allow, row, ready, onSchedule)
 			if r.rc != nil {
 				r.rc.ttft(r, b, i, eligible, cands, allow, row, ready, tokens, onSchedule)
 			}
@@ -744,9 +748,12 @@ func (r *Router) tailFamily(b *batch, i int) bool {
 // ranks where the tails of its prompt family's requests placed in this
 // decision, its own counted, would add up to more than a block while that
 // rank's queue with it would be the longest, when another candidate's
-// predicted wait is no longer (see "Stacked tails" above). A bound
-// conversation's turn keeps its candidates: its home holds its context.
-func (r *Router) stackedTails(b *batch, i int, eligible []int, allow []bool, row, ready []int, onSchedule bool) []int {
+// predicted wait is no longer (see "Stacked tails" above), and more such
+// candidates than the prompt families still to place in the decision (next,
+// the requests after it): each of those computes its prompt somewhere too,
+// and a rank this family takes is one they cannot. A bound conversation's
+// turn keeps its candidates: its home holds its context.
+func (r *Router) stackedTails(b *batch, i int, next, eligible []int, allow []bool, row, ready []int, onSchedule bool) []int {
 	if !r.tailFamily(b, i) || !slices.ContainsFunc(r.ttft.tails, func(t int64) bool { return t > 0 }) || r.bound(&b.reqs[i]) {
 		return eligible
 	}
@@ -789,12 +796,32 @@ func (r *Router) stackedTails(b *batch, i int, eligible []int, allow []bool, row
 			}
 		}
 	}
+	free := 0
 	for _, k := range out {
 		if allowed(allow, k) {
 			if _, w, _ := all.at(k); w <= least {
-				return out
+				free++
 			}
 		}
 	}
+	if free > 0 && free > r.familiesIn(b, next, free) {
+		return out
+	}
 	return eligible
+}
+
+// familiesIn counts the prompt families (first block's hash) among requests
+// reqs, whose families follow one another, beyond the current one
+// (r.ttft.tailFam), up to limit.
+func (r *Router) familiesIn(b *batch, reqs []int, limit int) int {
+	n, last := 0, r.ttft.tailFam
+	for _, j := range reqs {
+		if n >= limit {
+			break
+		}
+		if hs := r.prefix.hashesOf(&r.cfg, b, j); len(hs) > 0 && hs[0] != last {
+			n, last = n+1, hs[0]
+		}
+	}
+	return n
 }

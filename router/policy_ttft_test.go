@@ -187,6 +187,35 @@ func TestTTFTStackedTails(t *testing.T) {
 	}
 }
 
+// A second prompt family in the decision needs a rank of its own: the first
+// family's samples leave one for it instead of pairing up on every rank,
+// where the second would stack its prompt on top of theirs.
+func TestTTFTStackedTailsLeaveRoom(t *testing.T) {
+	cfg := ttftCfg(4, ReuseOnSchedule)
+	cfg.FairShareMultiplier = 4
+	r := mustNew(t, cfg)
+	a, b := prompt(2048), extend(99, nil, 2048).Tokens
+	var batch []Request
+	for id := range 8 {
+		batch = append(batch, extend(uint64(id+1), a, 0))
+	}
+	batch = append(batch, extend(9, b, 0), extend(10, b, 0))
+	res := mustRoute(t, r, idle(4), batch, 16, make([]int32, 4*len(batch)))
+	first := map[int]bool{}
+	for _, k := range res.Ranks[:8] {
+		first[k] = true
+	}
+	if len(first) != 3 {
+		t.Errorf("first family on ranks %v, want 3 ranks", res.Ranks[:8])
+	}
+	for _, k := range res.Ranks[8:] {
+		if first[k] || k != res.Ranks[8] {
+			t.Errorf("second family on ranks %v, want one rank the first does not use (%v)", res.Ranks[8:], res.Ranks[:8])
+			break
+		}
+	}
+}
+
 // A conversation stays on its rank past the soft cap (its requests mostly
 // decode), up to the hard cap; a new conversation goes to the rank with the
 // fewest requests even when another caches the shared system prompt, but not
