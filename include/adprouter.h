@@ -401,15 +401,15 @@ typedef struct adpr_stats {
                                              there, score = queued + uncached) */
 
 /* adpr_candidate.excluded: why a rank did not compete for the request. */
-#define ADPR_EXCLUDED_NONE 0    /* it competed */
-#define ADPR_EXCLUDED_AT_CAP 1  /* it held the soft cap (adpr_receipt.expected) */
-#define ADPR_EXCLUDED_NO_ROOM 2 /* capacity_aware: its KV room was too small */
+#define ADPR_EXCLUDED_NONE 0          /* it competed */
+#define ADPR_EXCLUDED_AT_CAP 1        /* it held the soft cap (adpr_receipt.expected) */
+#define ADPR_EXCLUDED_NO_ROOM 2       /* capacity_aware: its KV room was too small */
 #define ADPR_EXCLUDED_STACKED_TAILS 3 /* score "ttft": samples of the request's
-                                          prompt placed there in this call
-                                          already stack over a block of their
-                                          last tokens on the rank that sets
-                                          the lock step; another rank waits
-                                          no longer */
+                                         prompt placed there in this call
+                                         already stack over a block of their
+                                         last tokens on the rank that sets the
+                                         lock step; another rank waits no
+                                         longer */
 
 /* Why one request of the last decision went where it did
  * (adpr_router_receipts; router option explain = true). */
