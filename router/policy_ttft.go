@@ -141,9 +141,9 @@ type ttftState struct {
 	// held, fresh: newFamiliesLast's buffers.
 	held, fresh []int
 	// tails: per rank, the tokens this decision's requests of the current
-	// prompt family computed there while reusing a prefix, each less than
-	// a block (see stackedTails); tailFam that family's first block, and
-	// narrowed the candidates stackedTails leaves.
+	// prompt family compute there while reusing a prefix, each at most a
+	// block (see stackedTails); tailFam that family's first block's hash,
+	// and narrowed the candidates stackedTails leaves.
 	tails    []int64
 	tailFam  uint64
 	narrowed []int
