@@ -398,7 +398,8 @@ typedef struct adpr_stats {
 #define ADPR_REASON_PREDICTED_TTFT 8      /* score "ttft": the lowest predicted
                                              TTFT (candidates: match = prefix
                                              reused, load_term = prefill queued
-                                             there, score = queued + uncached) */
+                                             there, score = predicted cost,
+                                             docs/ROUTING.md) */
 
 /* adpr_candidate.excluded: why a rank did not compete for the request. */
 #define ADPR_EXCLUDED_NONE 0          /* it competed */
@@ -463,7 +464,9 @@ typedef struct adpr_candidate {
                             queued on the rank */
     double score;        /* (n - match if affinity) + load_term; the default
                             policy ranks by tokens (score = tokens);
-                            ADPR_REASON_PREDICTED_TTFT: load_term + n - match,
+                            ADPR_REASON_PREDICTED_TTFT: the predicted cost in
+                            prefill tokens (the lock-step wait for load_term +
+                            n - match, plus the charges of docs/ROUTING.md),
                             match being the prefix the rank would reuse */
     int32_t requests;    /* its active requests then */
     int32_t shuffle_pos; /* position in random.Random(id).shuffle(eligible

@@ -105,9 +105,9 @@ const (
 	// the uncached prefill queued there and its own uncached tokens take,
 	// the last as long as the busiest rank's share, counting in-flight
 	// prefixes as the engine's reuse semantics allow (EngineReuse); the
-	// tokens it would compute beyond the least any candidate computes are
-	// added as a cost, and the KV room ranks report is heeded. See
-	// policy_ttft.go.
+	// tokens it would compute beyond the least any candidate computes and
+	// half of what it would lengthen the next iteration are added as a
+	// cost, and the KV room ranks report is heeded. See policy_ttft.go.
 	ScoreTTFT Score = "ttft"
 )
 

@@ -318,6 +318,45 @@ func TestTTFTLockStepPrediction(t *testing.T) {
 	}
 }
 
+// A rank whose queue with the request passes the busiest rank's share of the
+// next iteration lengthens that iteration for every rank: the prediction
+// charges half that raise. The request has 1000 tokens; rank 0 has 6000
+// queued; rank 1 holds 512 of the request's tokens (computes 488) behind
+// `holder` queued; rank 2 is idle and would compute all 1000, predicted
+// 6000 + (1000 - 488 - 32) = 6480. On rank 1 the request ends at
+// holder + 488: up to 6512 a tie with rank 2 (within a block), which the
+// rank computing less wins; with half of what passes 6000 added, it leaves
+// from 6342 on (holder 5854).
+func TestTTFTLockStepRaise(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		holder int
+		leaves bool
+	}{
+		{"holder's queue ends within the busiest rank's: stays", 5400, false},
+		{"holder raises the iteration by 300: stays", 5812, false},
+		{"holder raises the iteration by 420: leaves", 5932, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ttftCfg(3, ReuseAfterIteration)
+			cfg.TTFTDrainTokens = 8192
+			r := mustNew(t, cfg)
+			states := st([2]int64{1, 1 << 20}, [2]int64{1, 1 << 20}, [2]int64{1, 1 << 20})
+			busiest := extend(1, nil, 6000)
+			busiest.TargetRank, busiest.Strict = 0, true
+			h := extend(2, nil, tc.holder)
+			h.TargetRank, h.Strict = 1, true
+			q := extend(9, prompt(512), 488)
+			m := make([]int32, 9)
+			m[3*2+1] = 512
+			res := mustRoute(t, r, states, []Request{busiest, h, q}, 8, m)
+			if got := res.Ranks[2]; (got != 1) != tc.leaves || (tc.leaves && got != 2) {
+				t.Errorf("request on rank %d, holder 1, busiest 0, idle 2: want leaves = %v", got, tc.leaves)
+			}
+		})
+	}
+}
+
 // The recommended score heeds the KV room ranks report (whatever
 // capacity_aware says): a request the best-predicted rank cannot hold would
 // wait there for memory, not for compute.

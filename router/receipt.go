@@ -46,7 +46,10 @@ const (
 	// ReasonPredictedTTFT: the KV-aware policy under Config.Score =
 	// ScoreTTFT: the lowest predicted time to first token (see Candidates:
 	// Match is the prefix the rank would reuse, LoadTerm the prefill queued
-	// there, Score their sum with the request's uncached tokens).
+	// there, Score the predicted cost: the lock-step wait for that prefill
+	// and the request's uncached tokens, plus what it would compute beyond
+	// the least and half of what it would lengthen the next iteration; see
+	// ttftCost).
 	ReasonPredictedTTFT
 )
 

@@ -144,9 +144,11 @@ func checkCandidates(cfg Config, q *Request, rc *Receipt) error {
 // iteration), plus the tokens it would compute beyond the least an eligible
 // rank computes, less a block (not when the receipt says the request's
 // family wants another rank and the rank's queue with the request ends
-// within the busiest rank's); and no eligible rank is cheaper than the
-// chosen one by more than a block (except for a new conversation, which goes
-// to the rank with the fewest requests among those within its bound).
+// within the busiest rank's), plus half of what its share of the next
+// iteration exceeds the busiest rank's by; and no eligible rank is cheaper
+// than the chosen one by more than a block (except for a new conversation,
+// which goes to the rank with the fewest requests among those within its
+// bound).
 func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 	if len(rc.Candidates) != cfg.DPSize {
 		return fmt.Errorf("%d candidates, want dp_size %d", len(rc.Candidates), cfg.DPSize)
@@ -183,13 +185,17 @@ func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 			competing++
 		}
 		u := int64(max(rc.Len-c.Match, 0))
+		t := int64(c.LoadTerm) + u
 		charge := max(u-least-tpb, 0)
-		if t := int64(c.LoadTerm) + u; rc.ReplicaWanted && t <= busiest {
+		if rc.ReplicaWanted && t <= busiest {
 			charge = 0
 		}
-		if want := wait(int64(c.LoadTerm)+u) + charge; c.Score != float64(want) {
-			return fmt.Errorf("rank %d: predicted %v, want the wait for queued %v + uncached %d and %d beyond the least = %d (replica wanted: %v)",
-				k, c.Score, c.LoadTerm, u, charge, want, rc.ReplicaWanted)
+		// Half of what the rank's share of the next iteration passes the
+		// busiest rank's by.
+		raise := max(min(t, drain)-min(busiest, drain), 0) / 2
+		if want := wait(t) + charge + raise; c.Score != float64(want) {
+			return fmt.Errorf("rank %d: predicted %v, want the wait for queued %v + uncached %d, %d beyond the least and half the raise %d = %d (replica wanted: %v)",
+				k, c.Score, c.LoadTerm, u, charge, raise, want, rc.ReplicaWanted)
 		}
 		// Predictions within a block of the lowest are ties, won by
 		// the rank that computes less.

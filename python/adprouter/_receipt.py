@@ -37,8 +37,9 @@ class Candidate:
     ranks' tokens, n) * n; score: (n - match if the affinity gate was on) +
     load_term (the default policy ranks by tokens: score = tokens; under
     score="ttft", reason "predicted_ttft", match is the prefix the rank would
-    reuse, load_term the prefill queued there and score their predicted cost,
-    load_term + n - match);
+    reuse, load_term the prefill queued there and score the predicted cost in
+    prefill tokens: the lock-step wait for load_term + n - match, plus the
+    charges docs/ROUTING.md lists);
     excluded: None (it competed), "at_cap", "no_room" (capacity_aware) or
     "stacked_tails" (score="ttft": samples of its prompt placed there earlier
     in the call already stack more than a block of their last tokens)."""
