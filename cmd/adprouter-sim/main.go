@@ -58,7 +58,7 @@ type command struct {
 	seeds, dps, evalGrid, ranks                                               *string
 	sweep, listPolicies, timing, quiet, eval                                  *bool
 	traceTime, traceLen                                                       *float64
-	parallel, evalWorst                                                       *int
+	parallel, evalWorst, evalDraws                                            *int
 	seed, evalSeeds, evalJitterSeed                                           *uint64
 	evalStretch, evalJitter                                                   *float64
 }
@@ -95,6 +95,7 @@ func newCommand(stdout, stderr io.Writer) *command {
 	c.evalStretch = fs.Float64("eval-duration-scale", 1, "-eval: run every generated steady case's arrivals this many times as long (spikes and trace slices unchanged): one-time costs weigh less, standing imbalances more")
 	c.evalJitter = fs.Float64("eval-jitter", 0, "-eval: delay every session of a generated case by a uniform draw from [0, this) ms (trace slices unchanged): a burst arrives over a few ms instead of at one instant, and results owed to exact arrival times are drawn again")
 	c.evalJitterSeed = fs.Uint64("eval-jitter-seed", 1, "-eval: which draw of -eval-jitter")
+	c.evalDraws = fs.Int("eval-draws", 0, "-eval: judge over this many draws of -eval-jitter (2 ms when not given), from -eval-jitter-seed on: a cell misses when the median of its ratios over the draws does (0: one run)")
 
 	fs.IntVar(&c.eng.DPSize, "dp", c.eng.DPSize, "attention-DP ranks (dp_size)")
 	fs.IntVar(&c.eng.KVBlocks, "kv-blocks", c.eng.KVBlocks, "KV pool per rank, in blocks")
@@ -211,7 +212,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case *c.genTrace != "":
 		return c.writeTrace(wcs)
 	case *c.eval:
-		shift := evalShifts{*c.evalSeeds, *c.evalStretch, *c.evalJitter, *c.evalJitterSeed}
+		shift := evalShifts{*c.evalSeeds, *c.evalStretch, *c.evalJitter, *c.evalJitterSeed, *c.evalDraws}
 		return evaluate(*c.evalGrid, shift, *c.policies, c.set["policies"], modes, c.set["reuse"] || c.set["eager-reuse"],
 			*c.evalWorst, *c.parallel, *c.jsonFile, *c.quiet, stdout, stderr)
 	case !*c.sweep && (*c.seeds != "" || *c.dps != ""):
@@ -403,6 +404,9 @@ type evalShifts struct {
 	stretch    float64
 	jitter     float64
 	jitterSeed uint64
+	// draws > 0 runs that many draws of the jitter, from jitterSeed on,
+	// and judges each cell by its median (sim.JudgeDraws).
+	draws int
 }
 
 // evaluate runs the evaluation grid, moved by shift, with the variant named
@@ -447,6 +451,12 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 		}
 		label += fmt.Sprintf(" (steady arrivals x%g)", shift.stretch)
 	}
+	if shift.draws < 0 || shift.draws == 1 {
+		return fail(fmt.Errorf("-eval-draws %d, want 0 (one run) or 2 or more", shift.draws))
+	}
+	if shift.draws > 0 {
+		return evaluateDraws(label, cases, shift, vs[0], modes, worst, parallel, jsonFile, quiet, stdout, stderr)
+	}
 	if shift.jitter != 0 {
 		if cases, err = sim.JitterArrivals(cases, shift.jitter, shift.jitterSeed); err != nil {
 			return fail(fmt.Errorf("-eval-jitter: %w", err))
@@ -468,6 +478,54 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 		}
 	}
 	if !ev.Pass() {
+		return 3
+	}
+	return 0
+}
+
+// evaluateDraws runs the grid's cases once per draw of the arrival jitter
+// (shift.jitter, 2 ms when 0; draws shift.jitterSeed onwards) and writes
+// the judgement by median; it returns 3 when a cell's medians miss a goal.
+func evaluateDraws(label string, cases []sim.EvalCase, shift evalShifts, v sim.Variant, modes []string, worst, parallel int,
+	jsonFile string, quiet bool, stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "adprouter-sim: %v\n", err)
+		return 1
+	}
+	jitter := shift.jitter
+	if jitter == 0 {
+		jitter = 2
+	}
+	var evs []*sim.Evaluation
+	for k := range uint64(shift.draws) {
+		draw := shift.jitterSeed + k
+		jittered, err := sim.JitterArrivals(cases, jitter, draw)
+		if err != nil {
+			return fail(fmt.Errorf("-eval-jitter: %w", err))
+		}
+		ev, err := sim.RunEval(sim.EvalOptions{Grid: label + fmt.Sprintf(" (arrivals jittered up to %g ms, draw %d)", jitter, draw),
+			Cases: jittered, Variant: v, Reuse: modes, Parallel: parallel})
+		if err != nil {
+			return fail(err)
+		}
+		evs = append(evs, ev)
+	}
+	d, err := sim.JudgeDraws(evs)
+	if err != nil {
+		return fail(err)
+	}
+	d.Grid = label
+	if !quiet {
+		if err := d.WriteDraws(stdout, worst); err != nil {
+			return fail(err)
+		}
+	}
+	if jsonFile != "" {
+		if err := writeFile(jsonFile, stdout, d.WriteJSON); err != nil {
+			return fail(err)
+		}
+	}
+	if d.Misses() > 0 {
 		return 3
 	}
 	return 0

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/adprouter/adprouter/cmd/adprouter-sim/sim"
 )
 
 // tiny makes a run fast: a short cold start on 4 small ranks.
@@ -113,6 +115,8 @@ func TestRunFlagsAndErrors(t *testing.T) {
 		{[]string{"-eval", "-eval-duration-scale", "0"}, 1, "-eval-duration-scale: duration scale 0, want > 0"},
 		{[]string{"-eval", "-eval-duration-scale", "-inf"}, 1, "-eval-duration-scale: duration scale -Inf, want > 0"},
 		{[]string{"-eval", "-eval-jitter", "-1"}, 1, "-eval-jitter: arrival jitter -1 ms, want >= 0"},
+		{[]string{"-eval", "-eval-draws", "1"}, 1, "-eval-draws 1, want 0 (one run) or 2 or more"},
+		{[]string{"-eval", "-eval-draws", "-2"}, 1, "-eval-draws -2, want 0 (one run) or 2 or more"},
 	}
 	for _, tc := range tests {
 		code, out, errs := runCmd(t, tc.args...)
@@ -302,5 +306,40 @@ func TestEvalCommand(t *testing.T) {
 	}
 	if !strings.Contains(jit, "evaluation quick (arrivals jittered up to 2 ms, draw 3) of recommended") || jit == out {
 		t.Errorf("-eval-jitter 2 -eval-jitter-seed 3: want the label and other results:\n%s", jit)
+	}
+}
+
+// -eval-draws judges every cell by its median over draws of the arrival
+// jitter (2 ms unless -eval-jitter says otherwise), from -eval-jitter-seed
+// on, and exits 3 when a median misses; -json writes the per-draw ratios.
+func TestEvalDrawsCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the quick evaluation twice")
+	}
+	file := filepath.Join(t.TempDir(), "draws.json")
+	code, out, errs := runCmd(t, "-eval", "-eval-grid", "quick", "-reuse", "after-iteration", "-eval-worst", "2",
+		"-eval-draws", "2", "-eval-jitter-seed", "3", "-json", file)
+	if code != 0 && code != 3 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"evaluation quick of recommended over 2 draws", "draw 1: quick (arrivals jittered up to 2 ms, draw 3)",
+		"draw 2: quick (arrivals jittered up to 2 ms, draw 4)", "worst 2 cells by median", "verdict by median:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if (code == 3) != strings.Contains(out, "verdict by median: FAIL") {
+		t.Errorf("exit %d with verdict:\n%s", code, out)
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d sim.EvalDraws
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Draws) != 2 || len(d.Cells) == 0 || len(d.Cells[0].P99) != 2 {
+		t.Errorf("-json: %d draws, %d cells, want 2 draws and every cell's two ratios", len(d.Draws), len(d.Cells))
 	}
 }
