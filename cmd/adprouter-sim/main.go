@@ -454,44 +454,48 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 	if shift.draws < 0 || shift.draws == 1 {
 		return fail(fmt.Errorf("-eval-draws %d, want 0 (one run) or 2 or more", shift.draws))
 	}
+	// The report: one run's evaluation, or the judgement over draws.
+	var text, js func(io.Writer) error
+	var pass bool
 	if shift.draws > 0 {
-		return evaluateDraws(label, cases, shift, vs[0], modes, worst, parallel, jsonFile, quiet, stdout, stderr)
-	}
-	if shift.jitter != 0 {
-		if cases, err = sim.JitterArrivals(cases, shift.jitter, shift.jitterSeed); err != nil {
-			return fail(fmt.Errorf("-eval-jitter: %w", err))
+		d, err := evaluateDraws(label, cases, shift, vs[0], modes, parallel)
+		if err != nil {
+			return fail(err)
 		}
-		label += fmt.Sprintf(" (arrivals jittered up to %g ms, draw %d)", shift.jitter, shift.jitterSeed)
-	}
-	ev, err := sim.RunEval(sim.EvalOptions{Grid: label, Cases: cases, Variant: vs[0], Reuse: modes, Parallel: parallel})
-	if err != nil {
-		return fail(err)
+		text, js, pass = func(w io.Writer) error { return d.WriteDraws(w, worst) }, d.WriteJSON, d.Misses() == 0
+	} else {
+		if shift.jitter != 0 {
+			if cases, err = sim.JitterArrivals(cases, shift.jitter, shift.jitterSeed); err != nil {
+				return fail(fmt.Errorf("-eval-jitter: %w", err))
+			}
+			label += fmt.Sprintf(" (arrivals jittered up to %g ms, draw %d)", shift.jitter, shift.jitterSeed)
+		}
+		ev, err := sim.RunEval(sim.EvalOptions{Grid: label, Cases: cases, Variant: vs[0], Reuse: modes, Parallel: parallel})
+		if err != nil {
+			return fail(err)
+		}
+		text, js, pass = func(w io.Writer) error { return ev.WriteEval(w, worst) }, ev.WriteJSON, ev.Pass()
 	}
 	if !quiet {
-		if err := ev.WriteEval(stdout, worst); err != nil {
+		if err := text(stdout); err != nil {
 			return fail(err)
 		}
 	}
 	if jsonFile != "" {
-		if err := writeFile(jsonFile, stdout, ev.WriteJSON); err != nil {
+		if err := writeFile(jsonFile, stdout, js); err != nil {
 			return fail(err)
 		}
 	}
-	if !ev.Pass() {
+	if !pass {
 		return 3
 	}
 	return 0
 }
 
 // evaluateDraws runs the grid's cases once per draw of the arrival jitter
-// (shift.jitter, 2 ms when 0; draws shift.jitterSeed onwards) and writes
-// the judgement by median; it returns 3 when a cell's medians miss a goal.
-func evaluateDraws(label string, cases []sim.EvalCase, shift evalShifts, v sim.Variant, modes []string, worst, parallel int,
-	jsonFile string, quiet bool, stdout, stderr io.Writer) int {
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "adprouter-sim: %v\n", err)
-		return 1
-	}
+// (shift.jitter, 2 ms when 0; draws shift.jitterSeed onwards) and judges
+// every cell by its median over them.
+func evaluateDraws(label string, cases []sim.EvalCase, shift evalShifts, v sim.Variant, modes []string, parallel int) (*sim.EvalDraws, error) {
 	jitter := shift.jitter
 	if jitter == 0 {
 		jitter = 2
@@ -501,34 +505,21 @@ func evaluateDraws(label string, cases []sim.EvalCase, shift evalShifts, v sim.V
 		draw := shift.jitterSeed + k
 		jittered, err := sim.JitterArrivals(cases, jitter, draw)
 		if err != nil {
-			return fail(fmt.Errorf("-eval-jitter: %w", err))
+			return nil, fmt.Errorf("-eval-jitter: %w", err)
 		}
 		ev, err := sim.RunEval(sim.EvalOptions{Grid: label + fmt.Sprintf(" (arrivals jittered up to %g ms, draw %d)", jitter, draw),
 			Cases: jittered, Variant: v, Reuse: modes, Parallel: parallel})
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
 		evs = append(evs, ev)
 	}
 	d, err := sim.JudgeDraws(evs)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	d.Grid = label
-	if !quiet {
-		if err := d.WriteDraws(stdout, worst); err != nil {
-			return fail(err)
-		}
-	}
-	if jsonFile != "" {
-		if err := writeFile(jsonFile, stdout, d.WriteJSON); err != nil {
-			return fail(err)
-		}
-	}
-	if d.Misses() > 0 {
-		return 3
-	}
-	return 0
+	return d, nil
 }
 
 // matrix runs the sweep once per seed in seedList (default: seed) and rank

@@ -192,22 +192,7 @@ func (d *EvalDraws) WriteDraws(w io.Writer, worst int) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		var cells []DrawnCell
-		for _, c := range d.Cells {
-			if c.Reuse == m {
-				cells = append(cells, c)
-			}
-		}
-		slices.SortStableFunc(cells, func(x, y DrawnCell) int {
-			switch a, b := x.Excess(), y.Excess(); {
-			case a > b:
-				return -1
-			case a < b:
-				return 1
-			}
-			return 0
-		})
-		cells = cells[:min(worst, len(cells))]
+		cells := worstCells(d.Cells, func(c DrawnCell) bool { return c.Reuse == m }, worst)
 		fmt.Fprintf(&b, "worst %d cells by median (p99 on each draw):\n", len(cells))
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  \tfamily\tcase\tprefill\tp99\tmissed\tp99 per draw\t")

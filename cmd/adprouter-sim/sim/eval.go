@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -486,22 +487,7 @@ func (e *Evaluation) WriteEval(w io.Writer, worst int) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		var cells []EvalCell
-		for _, c := range e.Cells {
-			if c.Reuse == m {
-				cells = append(cells, c)
-			}
-		}
-		slices.SortStableFunc(cells, func(x, y EvalCell) int {
-			switch a, b := x.Excess(), y.Excess(); {
-			case a > b:
-				return -1
-			case a < b:
-				return 1
-			}
-			return 0
-		})
-		cells = cells[:min(worst, len(cells))]
+		cells := worstCells(e.Cells, func(c EvalCell) bool { return c.Reuse == m }, worst)
 		fmt.Fprintf(&b, "worst %d cells (by the larger of prefill/%.2f and p99/%.2f):\n", len(cells), GoalPrefill, GoalP99)
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  \tfamily\tcase\tprefill\tp99\tp99 ms\t+ms\tbest reference\t")
@@ -549,6 +535,19 @@ func (e *Evaluation) WriteEval(w io.Writer, worst int) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// worstCells returns at most n of the cells that keep selects, the largest
+// Excess first (equal ones in their order).
+func worstCells[C interface{ Excess() float64 }](cells []C, keep func(C) bool, n int) []C {
+	var out []C
+	for _, c := range cells {
+		if keep(c) {
+			out = append(out, c)
+		}
+	}
+	slices.SortStableFunc(out, func(x, y C) int { return cmp.Compare(y.Excess(), x.Excess()) })
+	return out[:min(n, len(out))]
 }
 
 // WriteJSON writes the evaluation as indented JSON (same grid, same bytes).
