@@ -323,11 +323,9 @@ func (l *receiptLog) leastLoaded(r *Router, i, expected int, allow []bool, token
 // ttft records a placement of request i by the predicted-TTFT score
 // (Config.Score = ScoreTTFT), before it is made: per rank, the prefix it
 // would reuse (Match), the uncached prefill the router believes queued there
-// (LoadTerm) and the predicted cost (Score, see ttftCost): the lock-step wait
-// for the queued prefill and the request's uncached tokens, plus what it
-// would compute beyond the least any candidate computes. eligible includes a
-// home rank past the soft cap; cands is eligible less the ranks stackedTails
-// took out, over which the prediction is made.
+// (LoadTerm) and the predicted cost (Score, as ttftCost.at gives it).
+// eligible includes a home rank past the soft cap; cands is eligible less
+// the ranks stackedTails took out, over which the prediction is made.
 //
 //go:noinline
 func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible, cands []int, allow []bool,
