@@ -425,7 +425,8 @@ typedef struct adpr_receipt {
                                   show the loads the earlier steps left) */
     int32_t replica_wanted;    /* 1 (ADPR_REASON_PREDICTED_TTFT): the
                                   request's prompt family wants another rank,
-                                  so a rank whose queue with it ends within
+                                  or its prefix is still being computed, so
+                                  a rank whose queue with it ends within
                                   the busiest rank's queued prefill was not
                                   charged for computing the prefix again (its
                                   score is its wait alone); 0 otherwise

@@ -570,7 +570,7 @@ type ttftCost struct {
 // allowed ranks.
 func (r *Router) ttftCoster(b *batch, i int, eligible []int, allow []bool, row, ready []int, onSchedule bool) ttftCost {
 	c := ttftCost{r: r, b: b, i: i, row: row, ready: ready, onSchedule: onSchedule, least: -1,
-		replicate: r.needsReplica(b, i)}
+		replicate: r.needsReplica(b, i) || r.prefixInFlight(b, i, row, ready)}
 	for _, k := range eligible {
 		if allowed(allow, k) {
 			if u := c.unc(k); c.least < 0 || u < c.least {
@@ -648,6 +648,33 @@ func (r *Router) needsReplica(b *batch, i int) bool {
 	}
 	share := float64(c) / float64(p.wfill)
 	return share*float64(r.ttft.total) > float64(p.idx.Replicas(fam))*float64(r.ttft.fair)
+}
+
+// prefixInFlight reports whether request i's prompt family is still being
+// computed where it is known: its longest prefix as the index knows it
+// (counting this decision's placements and prefixes not computed yet) is
+// more than a block longer than the longest any rank has computed, as the
+// probe shows it, and the request computes more than a block beyond it.
+//
+// The ranks computing that prefix set the lock step while they do: a
+// request that joins one (reusing the prefix as it is scheduled, under
+// ReuseOnSchedule) lengthens the busiest rank's iteration by its own part,
+// and every rank waits for it. On a rank whose queue, with the prefix
+// computed again, still ends within the busiest rank's share, it costs no
+// iteration any time, so ttftCost waives the recompute charge there, as
+// for a family that needs another rank: a new tenant's first requests in a
+// spike spread over the ranks instead of stacking on the one computing
+// its prompt. Samples of one prompt (beyond the prefix only a partial
+// block each) are left to stackedTails, which shares a rank while their
+// tails add up to a block. Without a probe the index's match is all the
+// router knows, and nothing is in flight.
+func (r *Router) prefixInFlight(b *batch, i int, row, ready []int) bool {
+	known, computed := 0, 0
+	for k := range row {
+		known, computed = max(known, row[k]), max(computed, ready[k])
+	}
+	block := r.cfg.TokensPerBlock
+	return known > computed+block && b.reqs[i].Len()-known > block
 }
 
 // rampRank returns the eligible, allowed rank that does not hold request i's

@@ -620,6 +620,44 @@ func TestWarmupQuiet(t *testing.T) {
 	}
 }
 
+// A request whose prefix is still being computed (known to the index, on
+// no rank's probe) and that computes more than a block beyond it is not
+// charged for computing the prefix again on a rank whose queue still ends
+// within the busiest rank's share. Family F (2048 tokens) arrives with
+// three requests on three ranks, nothing computed: 1 (300-token suffix)
+// computes F on rank 0. Under on-schedule reuse 2 (200) would reuse F
+// there and lengthen rank 0, which sets the lock step, by its suffix; it
+// computes F again on rank 1 instead, within rank 0's share, and 3 (a
+// 10-token tail, a sample) joins it there. Under after-iteration reuse
+// nothing in flight is reusable, and each computes F on its own rank.
+func TestTTFTPrefixInFlight(t *testing.T) {
+	f := prompt(2048)
+	for _, tc := range []struct {
+		reuse EngineReuse
+		want  []int
+	}{
+		{ReuseOnSchedule, []int{0, 1, 1}},
+		{ReuseAfterIteration, []int{0, 1, 2}},
+	} {
+		cfg := ttftCfg(3, tc.reuse)
+		cfg.Explain = true
+		r := mustNew(t, cfg)
+		states := st([2]int64{1, 100}, [2]int64{1, 100}, [2]int64{1, 100})
+		res := mustRoute(t, r, states, []Request{extend(1, f, 300), extend(2, f, 200), extend(3, f, 10)}, 8, make([]int32, 9))
+		if !slices.Equal(res.Ranks, tc.want) {
+			t.Errorf("%s: ranks %v, want %v", tc.reuse, res.Ranks, tc.want)
+		}
+		// The receipts say which requests were not charged: 2 only (1
+		// finds nothing in flight, 3 computes a partial block).
+		rcs := r.Receipts()
+		for i, want := range []bool{false, true, false} {
+			if got := rcs[i].ReplicaWanted; got != want {
+				t.Errorf("%s: request %d ReplicaWanted %v, want %v", tc.reuse, i+1, got, want)
+			}
+		}
+	}
+}
+
 // A decision places the prompt groups some rank holds before those no rank
 // holds: a new family's request computes its whole prompt wherever it goes,
 // so it takes the rank the bound requests left shortest, not the holder's

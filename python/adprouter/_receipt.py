@@ -69,7 +69,7 @@ class Receipt:
     random.Random(id).shuffle order (rank is the first tied one);
     capacity_fallback: no rank had KV room, the most headroom won;
     replica_wanted (score "ttft"): the request's prompt family wants another
-    rank, so a rank whose queue with it ends within the busiest rank's queued
+    rank, or its prefix is still being computed, so a rank whose queue with it ends within the busiest rank's queued
     prefill was not charged for computing the prefix again. str() gives the
     library's explanation."""
 
