@@ -540,10 +540,10 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 // otherwise do, which takes GPU time and, in lock step, lengthens other
 // ranks' iterations too. A rank that computes more wins only when its wait
 // is shorter by more than that. The charge is waived when the request's
-// family needs another rank (needsReplica) and the rank's queue with the
-// request ends within the prefill the busiest rank has queued: the lock
-// step lasts that long anyway, and the new holder serves the family's
-// later requests.
+// family needs another rank (needsReplica) or its prefix is still in
+// flight (prefixInFlight), and the rank's queue with the request ends
+// within the prefill the busiest rank has queued: the lock step lasts that
+// long anyway, and the new holder serves the family's later requests.
 //
 // The prediction also adds a share (1/ttftRaiseShare) of what the request
 // raises the next iteration beyond the busiest rank's share of it: in lock
@@ -559,7 +559,7 @@ type ttftCost struct {
 	i          int
 	row, ready []int
 	onSchedule bool
-	// replicate is needsReplica for the request.
+	// replicate: needsReplica or prefixInFlight for the request.
 	replicate bool
 	// least is the fewest tokens any eligible, allowed rank computes for
 	// the request; busiest the most prefill queued on any rank.
@@ -650,8 +650,8 @@ func (r *Router) needsReplica(b *batch, i int) bool {
 	return share*float64(r.ttft.total) > float64(p.idx.Replicas(fam))*float64(r.ttft.fair)
 }
 
-// prefixInFlight reports whether request i's prompt family is still being
-// computed where it is known: its longest prefix as the index knows it
+// prefixInFlight reports whether request i's prefix is still being
+// computed: its longest prefix as the index knows it
 // (counting this decision's placements and prefixes not computed yet) is
 // more than a block longer than the longest any rank has computed, as the
 // probe shows it, and the request computes more than a block beyond it.
@@ -660,8 +660,8 @@ func (r *Router) needsReplica(b *batch, i int) bool {
 // request that joins one (reusing the prefix as it is scheduled, under
 // ReuseOnSchedule) lengthens the busiest rank's iteration by its own part,
 // and every rank waits for it. On a rank whose queue, with the prefix
-// computed again, still ends within the busiest rank's share, it costs no
-// iteration any time, so ttftCost waives the recompute charge there, as
+// computed again, still ends within the busiest rank's share, it adds
+// nothing to any iteration, so ttftCost waives the recompute charge there, as
 // for a family that needs another rank: a new tenant's first requests in a
 // spike spread over the ranks instead of stacking on the one computing
 // its prompt. Samples of one prompt (beyond the prefix only a partial
