@@ -275,7 +275,7 @@ func TestDifferentialAgainstPythonReference(t *testing.T) {
 					ties++
 				}
 				if cfg.Explain {
-					if err := checkReceipts(cfg, a.reqs, res, r.Receipts()); err != nil {
+					if err := checkReceipts(cfg, a.states, a.reqs, res, r.Receipts()); err != nil {
 						report(ci, call, "receipts: %v", err)
 					}
 				}

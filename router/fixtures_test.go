@@ -123,7 +123,7 @@ func (f *fixtureRunner) run(d *datadriven.Directive) (string, error) {
 		if f.r.Config().Explain {
 			// The Go suite also holds every receipt to the property the
 			// random tests check.
-			if err := checkReceipts(f.r.Config(), reqs, res, f.r.Receipts()); err != nil {
+			if err := checkReceipts(f.r.Config(), states, reqs, res, f.r.Receipts()); err != nil {
 				return "", err
 			}
 		}

@@ -233,7 +233,7 @@ func fuzzCalls(t *testing.T, r *fuzzReader, cfg Config) {
 			if !equalResults(res, tres) {
 				t.Fatalf("call %d: twin (explaining) result %+v, want %+v", call, tres, res)
 			}
-			if err := checkReceipts(cfg, args.reqs, tres, twin.Receipts()); err != nil {
+			if err := checkReceipts(cfg, args.states, args.reqs, tres, twin.Receipts()); err != nil {
 				t.Fatalf("call %d: %v", call, err)
 			}
 			if !equalResults(res, reused) {

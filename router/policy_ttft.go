@@ -102,13 +102,24 @@ import (
 //     tokens count unreferenced cached blocks, its reused prefix perhaps
 //     among them), and a rank whose active requests' uncached tokens
 //     exceed its pool has at least the excess queued (waitingAtLeast).
+//   - Past the KV memory the prediction is given up: in a decision where
+//     some rank reports that excess (see memoryBound), requests wait for
+//     the memory decoding requests free, which a prediction made of compute
+//     cannot foresee, and the requests the prediction would place go where
+//     the reference's score puts them (uncached tokens plus the relative
+//     load of active uncached tokens, which follows what holds the memory;
+//     its seeded tie-break too), among the ranks under the soft cap, with
+//     the same room, a rank that shows tokens waiting for memory having
+//     none while another has.
 //
 // Every candidate whose prediction is within one block (TokensPerBlock) of
 // the lowest is a tie: the index resolves whole blocks. Ties go to the
 // conversation's rank, then the rank that computes fewer tokens for the
 // request, then the lower prediction, then fewer active requests, then the
 // rank holding fewer cached blocks, then the lower index: no randomness,
-// so the decision is a pure function of the router's state and the call.
+// so the decision is a pure function of the router's state and the call
+// (past the KV memory, the reference's tie-break: a shuffle seeded with the
+// request id).
 //
 // Stacked tails: samples of one prompt in one decision reuse each other's
 // blocks on one rank and each computes only its last, partial block (a tail,
@@ -151,6 +162,9 @@ type ttftState struct {
 	tails    []int64
 	tailFam  uint64
 	narrowed []int
+	// under, room: referenceRank's candidates and the ranks it admits.
+	under []int
+	room  []bool
 }
 
 // ttftRecentHomes is how many of the most recently active conversations,
@@ -331,6 +345,12 @@ func (r *Router) routeTTFT(b *batch) {
 	ramp := r.prefix.wfill < len(r.prefix.window) && r.ttft.total > ttftRampLoad*len(count) &&
 		!(r.ttft.stalled && len(rest) > len(count))
 	r.setStalled(false)
+	// Past the KV memory the reference's score places (memoryBound); its
+	// tie-break draws the reference's shuffles.
+	pastMemory := memoryBound(b.states)
+	if pastMemory {
+		r.seeds.reset(len(rest))
+	}
 
 	for pos, i := range rest {
 		q := &b.reqs[i]
@@ -389,6 +409,9 @@ func (r *Router) routeTTFT(b *batch) {
 				r.rc.placed(i, ReasonDemandWarmup, len(eligible))
 			}
 		}
+		if k < 0 && pastMemory {
+			k = r.referenceRank(b, pos, rest, eligible, allow, expected, row, tokens)
+		}
 		if k < 0 {
 			cands := r.stackedTails(b, i, rest[pos+1:], eligible, allow, row, ready, onSchedule)
 			if r.rc != nil {
@@ -405,6 +428,66 @@ func (r *Router) routeTTFT(b *batch) {
 	r.eligible = eligible
 	r.coverPlaced(b)
 	r.finish(b)
+}
+
+// memoryBound reports whether some rank reports more uncached prompt tokens
+// active than its KV pool holds (waitingAtLeast): requests there wait for
+// memory, not compute, and the engine is past what its memory serves.
+// There the predicted TTFT, made of compute, is wrong by however long the
+// decoding requests hold their blocks. On Mooncake's traces replayed five
+// and ten times faster than eight ranks compute them, placing by the
+// reference's score in such decisions took the preset's TTFT p99 from 1.17×
+// to 1.11× the best reference's (geometric mean); deciding so earlier, at
+// 90% of a pool, cost more where the engine keeps up
+// (docs/routing-quality.md).
+func memoryBound(states []RankState) bool {
+	for k := range states {
+		if waitingAtLeast(&states[k]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// referenceRank returns the rank the reference's KV-aware score picks for
+// the request at routing position pos of rest (match lengths row, token
+// loads tokens): among the ranks of eligible under the soft cap expected,
+// the lowest (score, tokens), a tie broken by random.Random(id).shuffle
+// (kvLoop.choose; the decision reset the seeds for rest). Beside the ranks
+// allow excludes, a rank that shows tokens waiting for memory
+// (waitingAtLeast) has no room while another candidate has: a request
+// queued behind them waits with them, however little it computes. -1 when
+// no rank of eligible is under the soft cap (a home kept past it).
+func (r *Router) referenceRank(b *batch, pos int, rest, eligible []int, allow []bool, expected int, row []int, tokens []float64) int {
+	under := r.ttft.under[:0]
+	for _, k := range eligible {
+		if r.count[k] < expected {
+			under = append(under, k)
+		}
+	}
+	r.ttft.under = under
+	if len(under) == 0 {
+		return -1
+	}
+	room := slices.Grow(r.ttft.room[:0], len(row))[:len(row)]
+	r.ttft.room = room
+	fits := false
+	for k := range room {
+		room[k] = allowed(allow, k) && waitingAtLeast(&b.states[k]) == 0
+		fits = fits || (room[k] && slices.Contains(under, k))
+	}
+	if fits {
+		allow = room
+	}
+	rowMax := 0
+	for _, m := range row {
+		rowMax = max(rowMax, m)
+	}
+	// A loop of one request: its sums are taken afresh (running false)
+	// and its lowest loads found afresh (lows zero), as the candidates and
+	// loads here change from one request to the next.
+	l := kvLoop{rest: rest, row: row, tokens: tokens, eligible: under}
+	return l.choose(r, b, pos, rest[pos], rowMax, allow)
 }
 
 // ttftRows fills row with request i's match on every rank as the index (and

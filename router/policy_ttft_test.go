@@ -170,7 +170,7 @@ func TestTTFTStackedTails(t *testing.T) {
 			// stacked tails.
 			left := 0
 			rcs := r.Receipts()
-			if err := checkReceipts(cfg, batch, res, rcs); err != nil {
+			if err := checkReceipts(cfg, idle(4), batch, res, rcs); err != nil {
 				t.Fatal(err)
 			}
 			for _, rc := range rcs[first:] {
@@ -861,11 +861,62 @@ func TestTTFTQueuedAtLeastPoolExcess(t *testing.T) {
 			}
 
 			// A request whose prefix rank 0 holds stays there only while
-			// nothing waits for its pool.
+			// nothing waits for its pool (past it, the reference's score
+			// places, and a rank with tokens waiting has no room while
+			// another has: the reference alone would keep the request on
+			// rank 0 for its prefix).
 			q := extend(9, prompt(960), 40)
 			res := mustRoute(t, r, states, []Request{q}, 16, []int32{960, 0})
 			if got, want := res.Ranks[0], map[bool]int{false: 0, true: 1}[tc.want > 0]; got != want {
 				t.Errorf("request on rank %d, want %d", got, want)
+			}
+		})
+	}
+}
+
+// Past the KV memory the prediction gives way to the reference's score: a
+// rank that holds many tokens of decoding requests computes nothing new
+// (nothing queued there), so the prediction sends a request to it, while
+// the reference's load term, the active uncached tokens, follows the
+// memory they hold. Once some rank shows tokens waiting for memory, the
+// decision places as the reference does (and says so in its receipts),
+// except that the waiting rank has no room while another has.
+func TestTTFTPastMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		capacity int64 // rank 2's pool; it holds 2000 active uncached tokens
+		want     int
+		reason   Reason
+	}{
+		{"within the memory", 100_000, 0, ReasonPredictedTTFT},
+		{"past the memory", 1_000, 1, ReasonScored},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			states := []RankState{
+				{Rank: 0, NumActiveRequests: 1, NumActiveTokens: 60_000, KVCapacityTokens: 100_000, FreeKVTokens: 90_000},
+				{Rank: 1, NumActiveRequests: 5, NumActiveTokens: 1_500, KVCapacityTokens: 100_000, FreeKVTokens: 90_000},
+				{Rank: 2, NumActiveRequests: 1, NumActiveTokens: 2_000, KVCapacityTokens: tc.capacity, FreeKVTokens: 0},
+			}
+			if got := memoryBound(states); got != (tc.reason == ReasonScored) {
+				t.Fatalf("memoryBound = %v", got)
+			}
+			reqs := []Request{extend(1, nil, 1000)}
+			res, rcs := explained(t, ttftCfg(3, ReuseAfterIteration), states, reqs, 8, make([]int32, 3))
+			if got := res.Ranks[0]; got != tc.want || rcs[0].Reason != tc.reason {
+				t.Fatalf("request on rank %d (%s), want %d (%s):\n%s", got, rcs[0].Reason, tc.want, tc.reason, &rcs[0])
+			}
+			if tc.reason != ReasonScored {
+				return
+			}
+			if c := rcs[0].Candidates[2]; c.Excluded != ExcludedNoRoom {
+				t.Errorf("rank 2, tokens waiting for memory: %s, want %s", c.Excluded, ExcludedNoRoom)
+			}
+			// The reference's own policy makes the same choice.
+			ref := DefaultConfig(PolicyKVCacheAware, 3)
+			ref.PrefixSource = SourceProbeIndex
+			want := mustRoute(t, mustNew(t, ref), states, reqs, 8, make([]int32, 3)).Ranks[0]
+			if res.Ranks[0] != want {
+				t.Errorf("rank %d, the reference's %d", res.Ranks[0], want)
 			}
 		})
 	}

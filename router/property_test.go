@@ -412,7 +412,7 @@ func runSequence(rng *rand.Rand, cfg Config) error {
 			if !equalResults(ra, rb) {
 				return fmt.Errorf("call %d: twin routers (explain %v, %v) disagree: %+v vs %+v", call, cfg.Explain, bcfg.Explain, ra, rb)
 			}
-			if err := checkReceipts(cfg, args.reqs, rb, b.Receipts()); err != nil {
+			if err := checkReceipts(cfg, args.states, args.reqs, rb, b.Receipts()); err != nil {
 				return fmt.Errorf("call %d: %v\nargs %+v", call, err, args)
 			}
 			if !equalResults(ra, reused) {

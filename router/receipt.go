@@ -33,7 +33,10 @@ const (
 	// a rank lacking it.
 	ReasonDemandWarmup
 	// ReasonScored: the KV-aware policy's lowest score (see Candidates, and
-	// Tied for a tie broken by the seeded shuffle).
+	// Tied for a tie broken by the seeded shuffle); under Config.Score =
+	// ScoreTTFT too, in a decision where some rank shows tokens waiting for
+	// KV memory (a rank that does is then marked ExcludedNoRoom while
+	// another has room).
 	ReasonScored
 	// ReasonLeastLoaded: the default policy's open rank with the fewest
 	// tokens, then the fewest requests, then the lowest index.

@@ -10,8 +10,10 @@ import (
 // checkReceipts verifies that receipts explain res: one per request, the
 // same ranks, a reason the policy can give, and for scored and least-loaded
 // placements candidates whose figures make the chosen rank the policy's
-// choice. It is the property the random and fuzz tests hold every receipt to.
-func checkReceipts(cfg Config, reqs []Request, res *Result, receipts []Receipt) error {
+// choice (the call's rank states tell whether the predicted-TTFT score
+// placed by the reference's: see memoryBound). It is the property the random
+// and fuzz tests hold every receipt to.
+func checkReceipts(cfg Config, states []RankState, reqs []Request, res *Result, receipts []Receipt) error {
 	if len(receipts) != len(reqs) {
 		return fmt.Errorf("%d receipts for %d requests", len(receipts), len(reqs))
 	}
@@ -43,7 +45,7 @@ func checkReceipts(cfg Config, reqs []Request, res *Result, receipts []Receipt) 
 		case ReasonColdStartWarmup, ReasonDemandWarmup:
 			ok = cfg.Policy == PolicyKVCacheAware
 		case ReasonScored:
-			ok = cfg.Policy == PolicyKVCacheAware && cfg.Score != ScoreTTFT
+			ok = cfg.Policy == PolicyKVCacheAware && (cfg.Score != ScoreTTFT || memoryBound(states))
 		case ReasonPredictedTTFT:
 			ok = cfg.Policy == PolicyKVCacheAware && cfg.Score == ScoreTTFT
 		case ReasonLeastLoaded:
@@ -228,7 +230,7 @@ func TestReceiptPredictedTTFT(t *testing.T) {
 	mustRoute(t, r, busy, []Request{extend(1, nil, 20000), extend(2, nil, 20000)}, 8, nil)
 	reqs := []Request{req(3, 300)}
 	res := mustRoute(t, r, busy, reqs, 8, nil)
-	if err := checkReceipts(cfg, reqs, res, r.Receipts()); err != nil {
+	if err := checkReceipts(cfg, busy, reqs, res, r.Receipts()); err != nil {
 		t.Fatal(err)
 	}
 	rc := r.Receipts()[0]
@@ -254,7 +256,7 @@ func explained(t *testing.T, cfg Config, states []RankState, reqs []Request, max
 	r := mustNew(t, cfg)
 	res := mustRoute(t, r, states, reqs, maxn, matches)
 	rcs := r.Receipts()
-	if err := checkReceipts(cfg, reqs, res, rcs); err != nil {
+	if err := checkReceipts(cfg, states, reqs, res, rcs); err != nil {
 		t.Fatal(err)
 	}
 	return res, rcs
@@ -414,7 +416,7 @@ func TestReceiptDemandWarmup(t *testing.T) {
 	mustRoute(t, r, idle(4), []Request{req(1, 200)}, 8, nil)
 	res := mustRoute(t, r, idle(4), []Request{req(2, 200)}, 8, nil)
 	rc := r.Receipts()[0]
-	if err := checkReceipts(cfg, []Request{req(2, 200)}, res, r.Receipts()); err != nil {
+	if err := checkReceipts(cfg, idle(4), []Request{req(2, 200)}, res, r.Receipts()); err != nil {
 		t.Fatal(err)
 	}
 	if rc.Reason != ReasonDemandWarmup {
