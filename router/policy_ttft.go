@@ -471,12 +471,10 @@ func (r *Router) referenceRank(b *batch, pos int, rest, eligible []int, allow []
 	}
 	room := slices.Grow(r.ttft.room[:0], len(row))[:len(row)]
 	r.ttft.room = room
-	fits := false
 	for k := range room {
 		room[k] = allowed(allow, k) && waitingAtLeast(&b.states[k]) == 0
-		fits = fits || (room[k] && slices.Contains(under, k))
 	}
-	if fits {
+	if slices.ContainsFunc(under, func(k int) bool { return room[k] }) {
 		allow = room
 	}
 	rowMax := 0
