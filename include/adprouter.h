@@ -331,9 +331,10 @@ typedef struct adpr_batch {
 typedef struct adpr_route_result {
     /* [num_requests]: the rank of requests[i], or ADPR_UNPLACED. */
     int32_t *request_rank;
-    /* [num_requests]: request ids grouped by rank in placement order (rank 0
-     * first), followed by the unassigned ids in input order. Requires
-     * rank_offsets. */
+    /* [num_requests]: request ids grouped by rank (rank 0 first), each
+     * rank's in the order it should queue them (placement order, except
+     * under score "ttft": docs/ROUTING.md, "Hand-over order"), followed by
+     * the unassigned ids in input order. Requires rank_offsets. */
     uint64_t *order;
     /* [num_states + 1]: rank r's ids are order[rank_offsets[r] ..
      * rank_offsets[r+1]); rank_offsets[num_states] is where the unassigned

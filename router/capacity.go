@@ -75,4 +75,14 @@ func (k *kvRoom) allow(cands []int, n int, match []int) []bool {
 	return f
 }
 
+// left returns rank's room: its reported free tokens less what has been
+// placed on it; math.MaxInt64 when capacity awareness is off or the rank
+// reports no capacity.
+func (k *kvRoom) left(rank int) int64 {
+	if !k.on {
+		return math.MaxInt64
+	}
+	return k.room[rank]
+}
+
 func allowed(f []bool, rank int) bool { return f == nil || f[rank] }

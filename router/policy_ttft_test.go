@@ -995,3 +995,46 @@ func TestTTFTRampNotTwiceOverABurst(t *testing.T) {
 		})
 	}
 }
+
+// TestTTFTShortestFirst: a rank whose share of a decision spills past one
+// iteration is handed it shortest first, while its KV pool has room to
+// spare; otherwise in placement order (longest first).
+func TestTTFTShortestFirst(t *testing.T) {
+	// Prompts of 5000, 3000, 200 and 100 tokens, 8300 in all: placed
+	// longest first, they spill past an 8192-token iteration.
+	reqs := []Request{extend(1, nil, 3000), extend(2, nil, 200), extend(3, nil, 5000), extend(4, nil, 100)}
+	const pool = 100_000
+	placed, shortest := []uint64{3, 1, 2, 4}, []uint64{4, 2, 1, 3}
+	for _, tc := range []struct {
+		name  string
+		drain int
+		// free is rank 0's free KV; past puts rank 1 past its memory.
+		free int64
+		past bool
+		want []uint64
+	}{
+		{"spills, room to spare", 8192, pool, false, shortest},
+		{"within one iteration", 8300, pool, false, placed},
+		// 21000 - 8300 left is at least an eighth of the pool; 20000 - 8300 is not.
+		{"an eighth of the pool left", 8192, 21_000, false, shortest},
+		{"less than an eighth left", 8192, 20_000, false, placed},
+		{"past the memory", 8192, pool, true, placed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ttftCfg(2, ReuseAfterIteration)
+			cfg.TTFTDrainTokens = tc.drain
+			states := []RankState{
+				{Rank: 0, KVCapacityTokens: pool, FreeKVTokens: tc.free},
+				// Rank 1 is full: every request goes to rank 0.
+				{Rank: 1, NumActiveRequests: 8, NumActiveTokens: 800, KVCapacityTokens: pool, FreeKVTokens: 0},
+			}
+			if tc.past {
+				states[1].KVCapacityTokens, states[1].NumActiveTokens = 500, 800
+			}
+			res, _ := explained(t, cfg, states, reqs, 8, make([]int32, 2*len(reqs)))
+			if got := res.Assignment[0]; !slices.Equal(got, tc.want) {
+				t.Errorf("rank 0 handed %v, want %v (all: %v)", got, tc.want, res.Assignment)
+			}
+		})
+	}
+}

@@ -80,8 +80,11 @@ const Unplaced = -1
 
 // Result is the outcome of one routing decision.
 type Result struct {
-	// Assignment[r] lists the ids placed on rank r in placement order
-	// (explicit placements first). It has one entry per rank.
+	// Assignment[r] lists the ids placed on rank r in the order the rank
+	// should queue them: placement order (explicit placements first),
+	// except that under ScoreTTFT a rank whose scored requests spill past
+	// one iteration gets them shortest first (docs/ROUTING.md, "Hand-over
+	// order"). It has one entry per rank.
 	Assignment [][]uint64
 	// Ranks[i] is the rank requests[i] was placed on, or Unplaced.
 	Ranks []int

@@ -33,9 +33,9 @@
 //     blocks only). By default as many requests are handed over as there
 //     are free request slots, DPSize*MaxActive - sum(active), as
 //     TensorRT-LLM's executor fetches (EngineConfig.RouteLimit changes
-//     that). Placed requests join their rank's queue in placement order;
-//     unassigned ones go back to the front of the waiting queue, counted in
-//     Result.Unplaced.
+//     that). Placed requests join their rank's queue in the order the router
+//     lists them (Result.Assignment); unassigned ones go back to the front
+//     of the waiting queue, counted in Result.Unplaced.
 //  3. Each rank schedules like TensorRT-LLM's GUARANTEED_NO_EVICT capacity
 //     scheduler with chunked prefill: every decoding request generates one
 //     token; the rest of the MaxNumTokens budget goes to prefill chunks of

@@ -463,13 +463,14 @@ func (s *Simulator) arrive() {
 // route hands the head of the waiting queue to the router, as an executor
 // does: gathered rank states, and for the KV-aware policy the match lengths
 // each rank probes in its own cache (the prompt minus its last token, whole
-// blocks only). Placed requests join their rank's queue in placement order;
-// unassigned ones stay at the front of the waiting queue. It routes every
-// iteration, with no request when none waits or no slot is free, as
-// TensorRT-LLM's executor routes every iteration under attention DP: state a
-// router keeps per decision (the predicted-TTFT score drains its estimate of
-// each rank's queued prefill by one iteration's budget per decision) then
-// advances as it would in the engine.
+// blocks only). Placed requests join their rank's queue in the order the
+// router lists them (Result.Assignment); unassigned ones stay at the front
+// of the waiting queue. It routes every iteration, with no request when
+// none waits or no slot is free, as TensorRT-LLM's executor routes every
+// iteration under attention DP: state a router keeps per decision (the
+// predicted-TTFT score drains its estimate of each rank's queued prefill by
+// one iteration's budget per decision) then advances as it would in the
+// engine.
 func (s *Simulator) route() error {
 	dp := s.eng.DPSize
 	n := len(s.waiting)
