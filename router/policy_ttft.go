@@ -492,8 +492,9 @@ func memoryBound(states []RankState) bool {
 // request queued behind it waits too.
 // So a rank is reordered only while its reported room, less the prefill
 // the router believes queued there with this decision's, stays at least
-// 1/shortestFirstSlack of its pool (a rank that reports no pool always);
-// past the memory (memoryBound) no rank is.
+// 1/shortestFirstSlack of its pool; a rank that reports no pool, whose
+// room the router cannot tell, is not, and past the memory (memoryBound)
+// no rank is.
 func (r *Router) shortestFirst(b *batch) {
 	h := r.ttft.handed
 	slices.SortStableFunc(h, func(x, y handed) int {
@@ -507,8 +508,9 @@ func (r *Router) shortestFirst(b *batch) {
 		for hi < len(h) && h[hi].rank == k {
 			hi++
 		}
+		pool := b.states[k].KVCapacityTokens
 		if hi-lo > 1 && r.ttft.queued[k] > int64(r.cfg.TTFTDrainTokens) &&
-			r.room.left(k) >= b.states[k].KVCapacityTokens/shortestFirstSlack {
+			pool > 0 && r.room.left(k) >= pool/shortestFirstSlack {
 			a := b.res.Assignment[k]
 			tail := a[len(a)-(hi-lo):]
 			for j := range tail {

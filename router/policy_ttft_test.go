@@ -1008,7 +1008,8 @@ func TestTTFTShortestFirst(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		drain int
-		// free is rank 0's free KV; past puts rank 1 past its memory.
+		// free is rank 0's free KV (0: no pool reported); past puts
+		// rank 1 past its memory.
 		free int64
 		past bool
 		want []uint64
@@ -1019,6 +1020,7 @@ func TestTTFTShortestFirst(t *testing.T) {
 		{"an eighth of the pool left", 8192, 21_000, false, shortest},
 		{"less than an eighth left", 8192, 20_000, false, placed},
 		{"past the memory", 8192, pool, true, placed},
+		{"no pool reported", 8192, 0, false, placed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ttftCfg(2, ReuseAfterIteration)
@@ -1030,6 +1032,9 @@ func TestTTFTShortestFirst(t *testing.T) {
 			}
 			if tc.past {
 				states[1].KVCapacityTokens, states[1].NumActiveTokens = 500, 800
+			}
+			if tc.free == 0 {
+				states[0].KVCapacityTokens = 0
 			}
 			res, _ := explained(t, cfg, states, reqs, 8, make([]int32, 2*len(reqs)))
 			if got := res.Assignment[0]; !slices.Equal(got, tc.want) {
