@@ -174,12 +174,14 @@ type ttftState struct {
 	handed []handed
 }
 
-// handed is one placement of a decision: the rank, the request's id and the
-// tokens of its prompt not known computed there (see shortestFirst).
+// handed is one placement of a decision: the rank, the request's id, the
+// tokens of its prompt not known computed there, and whether most of its
+// prompt is a prefix not computed yet there (see shortestFirst).
 type handed struct {
 	rank   int
 	id     uint64
 	tokens int64
+	rides  bool
 }
 
 // ttftRecentHomes is how many of the most recently active conversations,
@@ -436,7 +438,8 @@ func (r *Router) routeTTFT(b *batch) {
 			k = r.ttftRank(b, i, cands, allow, row, ready, onSchedule)
 		}
 		r.tailPlaced(b, i, k, row, ready, onSchedule)
-		r.ttft.handed = append(r.ttft.handed, handed{rank: k, id: q.ID, tokens: int64(max(q.Len()-ready[k], 0))})
+		r.ttft.handed = append(r.ttft.handed, handed{rank: k, id: q.ID,
+			tokens: int64(max(q.Len()-ready[k], 0)), rides: 2*(row[k]-ready[k]) > q.Len()})
 		place(i, k)
 		if count[k] >= expected || home >= 0 {
 			eligible = slices.DeleteFunc(eligible, func(e int) bool { return e == home || count[e] >= expected })
@@ -495,6 +498,18 @@ func memoryBound(states []RankState) bool {
 // 1/shortestFirstSlack of its pool; a rank that reports no pool, whose
 // room the router cannot tell, is not, and past the memory (memoryBound)
 // no rank is.
+//
+// Nor is a rank where one of the requests rides on a prefix not computed
+// yet: more than half its prompt is in the index's match there but not in
+// the part known computed (a sample of a prompt placed beside it, or a
+// follow-up of a turn still in flight). Whether it reuses that prefix or
+// computes it again depends on when it starts against the request
+// computing it (under ReuseAfterIteration, only blocks computed in an
+// earlier iteration are reused), and reordering the rank's queue moves
+// them: two bursts of 16 samples in one decision, handed shortest first,
+// put each burst's samples into one iteration, where in placement order
+// the second samples started after the first had computed most of the
+// prompt and reused it (980.9 against 771.2 ms).
 func (r *Router) shortestFirst(b *batch) {
 	h := r.ttft.handed
 	slices.SortStableFunc(h, func(x, y handed) int {
@@ -505,11 +520,13 @@ func (r *Router) shortestFirst(b *batch) {
 	})
 	for lo := 0; lo < len(h); {
 		k, hi := h[lo].rank, lo+1
+		rides := h[lo].rides
 		for hi < len(h) && h[hi].rank == k {
+			rides = rides || h[hi].rides
 			hi++
 		}
 		pool := b.states[k].KVCapacityTokens
-		if hi-lo > 1 && r.ttft.queued[k] > int64(r.cfg.TTFTDrainTokens) &&
+		if hi-lo > 1 && !rides && r.ttft.queued[k] > int64(r.cfg.TTFTDrainTokens) &&
 			pool > 0 && r.room.left(k) >= pool/shortestFirstSlack {
 			a := b.res.Assignment[k]
 			tail := a[len(a)-(hi-lo):]

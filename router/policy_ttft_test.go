@@ -1043,3 +1043,35 @@ func TestTTFTShortestFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestTTFTShortestFirstSamples: a rank where a request rides on a prefix not
+// computed yet (here a sample of a prompt placed beside it) keeps the
+// placement order, which decides whether it reuses that prefix.
+func TestTTFTShortestFirstSamples(t *testing.T) {
+	prompt := extend(100, nil, 5000).Tokens
+	sample := func(id uint64) Request { return Request{ID: id, Tokens: prompt, TargetRank: NoTarget} }
+	for _, tc := range []struct {
+		name string
+		reqs []Request
+		want []uint64
+	}{
+		// Unrelated prompts of 5000, 4000, 3000 and 100 tokens.
+		{"no samples", []Request{extend(1, nil, 3000), extend(2, nil, 5000), extend(3, nil, 4000), extend(4, nil, 100)},
+			[]uint64{4, 1, 3, 2}},
+		// Two samples of one 5000-token prompt: the second rides on the
+		// first's prefix.
+		{"samples", []Request{extend(1, nil, 3000), sample(2), sample(3), extend(4, nil, 100)},
+			[]uint64{2, 3, 1, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			states := []RankState{
+				{Rank: 0, KVCapacityTokens: 100_000, FreeKVTokens: 100_000},
+				{Rank: 1, NumActiveRequests: 8, NumActiveTokens: 800, KVCapacityTokens: 100_000},
+			}
+			res, _ := explained(t, ttftCfg(2, ReuseAfterIteration), states, tc.reqs, 8, make([]int32, 2*len(tc.reqs)))
+			if got := res.Assignment[0]; !slices.Equal(got, tc.want) {
+				t.Errorf("rank 0 handed %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
