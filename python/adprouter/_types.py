@@ -69,9 +69,10 @@ class Request:
 class RouteResult:
     """One decision: ``assignment`` {rank: [ids in the order the rank should
     queue them]} with every rank present (placement order, except under
-    ``score="ttft"``: docs/ROUTING.md, "Hand-over order"), ``expected`` (expected_num_active_requests), ``unassigned``
-    (ids to requeue, in input order) and ``ranks`` (the rank of each request in
-    input order, -1 when unassigned)."""
+    ``score="ttft"``: docs/ROUTING.md, "Hand-over order"), ``expected``
+    (expected_num_active_requests), ``unassigned`` (ids to requeue, in input
+    order) and ``ranks`` (the rank of each request in input order, -1 when
+    unassigned)."""
 
     __slots__ = ("assignment", "expected", "unassigned", "ranks")
 
