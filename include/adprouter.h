@@ -376,7 +376,8 @@ typedef struct adpr_stats {
     uint64_t unassigned;        /* requests returned unassigned, in total */
     uint64_t warmup_placements; /* cold-start and demand warmup */
     uint64_t demand_placements; /* replicas of hot prompt families: demand
-                                   warmup, score "ttft" ramping under load */
+                                   warmup, score "ttft" ramping under load
+                                   and replicas for room */
     int64_t pending_warmup;     /* ranks the cold-start warmup has yet to reach */
     int64_t conversations;      /* conversation bindings held */
     int64_t index_entries;      /* (block, rank) pairs in the prefix index */

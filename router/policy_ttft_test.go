@@ -1075,3 +1075,74 @@ func TestTTFTShortestFirstSamples(t *testing.T) {
 		})
 	}
 }
+
+// TestTTFTRoomReplica: at light load, a family whose holders' KV pools are
+// full (by the index) takes a rank whose pool is mostly empty; not while a
+// holder has room, under load, nor for a request whose held prefix is its
+// own context, a bound conversation's turn or a family not in demand.
+func TestTTFTRoomReplica(t *testing.T) {
+	// A family of 1024-token prompts (32 blocks), each request adding 1024
+	// tokens of its own; pools of 4096 tokens (128 blocks). Two requests
+	// on rank 0 fill its index to 96 blocks: the third's 64 do not fit.
+	family := make([]int32, 1024)
+	for k := range family {
+		family[k] = int32(500_000 + k)
+	}
+	first, second := extend(1, family, 1024), extend(2, family, 1024)
+	for _, tc := range []struct {
+		name      string
+		pool      int64
+		minDemand int
+		active    int // per rank, in the third decision
+		third     Request
+		want      int
+	}{
+		{"holder full, others empty", 4096, 2, 0, extend(3, family, 1024), 1},
+		{"holder with room", 1 << 20, 2, 0, extend(3, family, 1024), 0},
+		{"no pool reported", 0, 2, 0, extend(3, family, 1024), 0},
+		{"family not in demand", 4096, 3, 0, extend(3, family, 1024), 0},
+		// Past ttftRampLoad active requests per rank.
+		{"under load", 4096, 2, 5, extend(3, family, 1024), 0},
+		// The second request's whole prompt and 256 tokens: its context.
+		{"own context", 4096, 2, 0, extend(3, second.Tokens, 256), 0},
+		{"bound conversation", 4096, 2, 0, func() Request {
+			q := extend(3, family, 1024)
+			q.ConversationID = "c"
+			return q
+		}(), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ttftCfg(4, ReuseAfterIteration)
+			cfg.WarmupMinRequests = tc.minDemand
+			// A window the first two requests fill: no ramp replicas.
+			cfg.WarmupWindow = 2
+			cfg.Explain = true
+			r := mustNew(t, cfg)
+			states := make([]RankState, 4)
+			for k := range states {
+				states[k] = RankState{Rank: k, KVCapacityTokens: tc.pool, FreeKVTokens: tc.pool}
+			}
+			a, b := first, second
+			if tc.third.ConversationID != "" {
+				a.ConversationID = tc.third.ConversationID
+			}
+			for _, q := range []Request{a, b} {
+				res := mustRoute(t, r, states, []Request{q}, 8, nil)
+				if !slices.Contains(res.Assignment[0], q.ID) {
+					t.Fatalf("request %d went to %v, want rank 0 (the setup no longer holds)", q.ID, res.Assignment)
+				}
+			}
+			for k := range states {
+				states[k].NumActiveRequests, states[k].NumActiveTokens = tc.active, int64(100*tc.active)
+			}
+			res := mustRoute(t, r, states, []Request{tc.third}, 8, nil)
+			if !slices.Contains(res.Assignment[tc.want], tc.third.ID) {
+				t.Errorf("the third request went to %v, want rank %d", res.Assignment, tc.want)
+			}
+			replica := slices.ContainsFunc(r.Receipts(), func(rc Receipt) bool { return rc.Reason == ReasonDemandWarmup })
+			if replica != (tc.want != 0) {
+				t.Errorf("demand-warmup receipt: %v, want %v", replica, tc.want != 0)
+			}
+		})
+	}
+}
