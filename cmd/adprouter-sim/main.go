@@ -55,7 +55,7 @@ type command struct {
 	w   sim.WorkloadConfig // the workload flags (copied into each workload when given)
 
 	workloads, policies, reuse, traces, genTrace, svgFile, jsonFile, plotFile *string
-	seeds, dps, evalGrid, ranks                                               *string
+	seeds, dps, evalGrid, evalCase, ranks                                     *string
 	sweep, listPolicies, timing, quiet, eval                                  *bool
 	traceTime, traceLen                                                       *float64
 	parallel, evalWorst, evalDraws                                            *int
@@ -71,7 +71,7 @@ func newCommand(stdout, stderr io.Writer) *command {
 	base, _ := sim.DefaultWorkload(sim.KindShared)
 	c.w = base
 
-	c.workloads = fs.String("workload", sim.KindColdStart, "workloads to run, comma-separated, or all (-sweep: default all): "+strings.Join(sim.Kinds, ", ")+"; trace stands for the -trace files")
+	c.workloads = fs.String("workload", sim.KindColdStart, "workloads to run, comma-separated, or all (-sweep: default all): "+strings.Join(sim.Kinds, ", ")+"; trace stands for the -trace files; a+b serves workloads a and b together, as one mix")
 	c.policies = fs.String("policies", strings.Join(sim.DefaultVariants, ","), "policy variants to compare, comma-separated, or all (see -list-policies); -sweep: variants compared beside the references (default "+strings.Join(sim.SweepVariants, ",")+")")
 	c.sweep = fs.Bool("sweep", false, "compare every workload (default all) and reference policy ("+strings.Join(sim.References, ", ")+"), plus -policies, relative to the best reference, under each -reuse semantics (default both)")
 	c.reuse = fs.String("reuse", sim.ReuseAfterIteration, "prompt-block reuse semantics of the engine: "+sim.ReuseAfterIteration+" (TensorRT-LLM: from the end of the iteration that computed them) or "+sim.ReuseOnSchedule+" (vLLM-like: as soon as scheduled); -sweep: a comma-separated list or all (default all)")
@@ -89,7 +89,8 @@ func newCommand(stdout, stderr io.Writer) *command {
 	c.seeds = fs.String("seeds", "", "-sweep: a robustness matrix over these workload seeds (comma-separated): prints every cell where a -policies variant misses the goals, and the miss count")
 	c.dps = fs.String("dps", "", "-sweep: a robustness matrix over these rank counts (comma-separated), as -seeds")
 	c.eval = fs.Bool("eval", false, "judge a variant (-policies, default "+sim.VariantRecommended+") on the evaluation grid against the best reference policy on every case, under each -reuse semantics (default both): prints the families, the worst cells and the verdict; exits 3 when a goal is missed")
-	c.evalGrid = fs.String("eval-grid", sim.EvalFull, "-eval: the grid, "+strings.Join(sim.EvalGrids, " or ")+" (the reduced slice the tests run)")
+	c.evalGrid = fs.String("eval-grid", sim.EvalFull, "-eval: the grid, "+strings.Join(sim.EvalGrids, ", ")+" ("+sim.EvalQuick+": the reduced slice the tests run; "+sim.EvalMixed+": workloads served together, held out of the preset's tuning)")
+	c.evalCase = fs.String("eval-case", "", "-eval: run only the cases whose family/case name contains this `text` (a cell of the report: \"mix-shared+followup/seed=2 load=0.5 dp4\"); the family goals are not judged")
 	c.evalWorst = fs.Int("eval-worst", 12, "-eval: cells listed per reuse semantics, worst first")
 	c.evalSeeds = fs.Uint64("eval-seed-offset", 0, "-eval: add this to every generated case's workload seed (trace slices unchanged): the grid on seeds it was not tuned on")
 	c.evalStretch = fs.Float64("eval-duration-scale", 1, "-eval: run every generated steady case's arrivals this many times as long (spikes and trace slices unchanged): one-time costs weigh less, standing imbalances more")
@@ -166,6 +167,7 @@ Workloads:
   noreuse       unique random prompts
   siblings      bursts of -siblings samples of the same new prompt
   trace         the -trace files, replayed
+  a+b+...       the workloads named, served together (each from a seed of its own)
 
 Policy variants (-policies; -policies all runs every one):
 `)
@@ -212,7 +214,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case *c.genTrace != "":
 		return c.writeTrace(wcs)
 	case *c.eval:
-		shift := evalShifts{*c.evalSeeds, *c.evalStretch, *c.evalJitter, *c.evalJitterSeed, *c.evalDraws}
+		shift := evalShifts{*c.evalCase, *c.evalSeeds, *c.evalStretch, *c.evalJitter, *c.evalJitterSeed, *c.evalDraws}
 		return evaluate(*c.evalGrid, shift, *c.policies, c.set["policies"], modes, c.set["reuse"] || c.set["eager-reuse"],
 			*c.evalWorst, *c.parallel, *c.jsonFile, *c.quiet, stdout, stderr)
 	case !*c.sweep && (*c.seeds != "" || *c.dps != ""):
@@ -302,13 +304,23 @@ func (c *command) workloadConfigs() ([]sim.WorkloadConfig, error) {
 			}
 			continue
 		}
-		wc, err := sim.DefaultWorkload(k)
-		if err != nil {
-			return nil, err
+		var parts []sim.WorkloadConfig
+		for _, p := range strings.Split(k, "+") {
+			wc, err := sim.DefaultWorkload(strings.TrimSpace(p))
+			if err != nil {
+				return nil, err
+			}
+			wc.Seed = *c.seed
+			overrideSet(&wc, &c.w, c.set)
+			parts = append(parts, wc)
 		}
-		wc.Seed = *c.seed
-		overrideSet(&wc, &c.w, c.set)
-		wcs = append(wcs, wc)
+		if len(parts) == 1 {
+			wcs = append(wcs, parts[0])
+			continue
+		}
+		mix := sim.MixWorkload(parts...)
+		mix.Seed = *c.seed
+		wcs = append(wcs, mix)
 	}
 	return wcs, nil
 }
@@ -397,9 +409,12 @@ func (c *command) write(table, json, plot, percentiles func(io.Writer) error) in
 	return 0
 }
 
-// evalShifts are the -eval flags that move the grid's generated cases
-// (trace slices unchanged): seeds, durations, arrival jitter.
+// evalShifts are the -eval flags that select the grid's cases and move
+// its generated ones (trace slices unchanged): seeds, durations, arrival
+// jitter.
 type evalShifts struct {
+	// only keeps the cases whose "family/case" contains it ("": all).
+	only       string
 	seeds      uint64
 	stretch    float64
 	jitter     float64
@@ -441,6 +456,15 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 		return fail(err)
 	}
 	label := grid
+	cellsOnly := grid == sim.EvalMixed
+	if shift.only != "" {
+		cases = slices.DeleteFunc(cases, func(c sim.EvalCase) bool { return !strings.Contains(c.Family+"/"+c.Name, shift.only) })
+		if len(cases) == 0 {
+			return fail(fmt.Errorf("-eval-case %q: no case of grid %s has it in its family/case name", shift.only, grid))
+		}
+		label += fmt.Sprintf(" (cases matching %q)", shift.only)
+		cellsOnly = true
+	}
 	if shift.seeds > 0 {
 		cases = sim.ShiftSeeds(cases, shift.seeds)
 		label += fmt.Sprintf(" (seeds +%d)", shift.seeds)
@@ -458,7 +482,7 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 	var text, js func(io.Writer) error
 	var pass bool
 	if shift.draws > 0 {
-		d, err := evaluateDraws(label, cases, shift, vs[0], modes, parallel)
+		d, err := evaluateDraws(label, cases, shift, vs[0], modes, parallel, cellsOnly)
 		if err != nil {
 			return fail(err)
 		}
@@ -470,7 +494,7 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 			}
 			label += fmt.Sprintf(" (arrivals jittered up to %g ms, draw %d)", shift.jitter, shift.jitterSeed)
 		}
-		ev, err := sim.RunEval(sim.EvalOptions{Grid: label, Cases: cases, Variant: vs[0], Reuse: modes, Parallel: parallel})
+		ev, err := sim.RunEval(sim.EvalOptions{Grid: label, Cases: cases, Variant: vs[0], Reuse: modes, Parallel: parallel, CellGoalsOnly: cellsOnly})
 		if err != nil {
 			return fail(err)
 		}
@@ -495,7 +519,7 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 // evaluateDraws runs the grid's cases once per draw of the arrival jitter
 // (shift.jitter, 2 ms when 0; draws shift.jitterSeed onwards) and judges
 // every cell by its median over them.
-func evaluateDraws(label string, cases []sim.EvalCase, shift evalShifts, v sim.Variant, modes []string, parallel int) (*sim.EvalDraws, error) {
+func evaluateDraws(label string, cases []sim.EvalCase, shift evalShifts, v sim.Variant, modes []string, parallel int, cellsOnly bool) (*sim.EvalDraws, error) {
 	jitter := shift.jitter
 	if jitter == 0 {
 		jitter = 2
@@ -508,7 +532,7 @@ func evaluateDraws(label string, cases []sim.EvalCase, shift evalShifts, v sim.V
 			return nil, fmt.Errorf("-eval-jitter: %w", err)
 		}
 		ev, err := sim.RunEval(sim.EvalOptions{Grid: label + fmt.Sprintf(" (arrivals jittered up to %g ms, draw %d)", jitter, draw),
-			Cases: jittered, Variant: v, Reuse: modes, Parallel: parallel})
+			Cases: jittered, Variant: v, Reuse: modes, Parallel: parallel, CellGoalsOnly: cellsOnly})
 		if err != nil {
 			return nil, err
 		}

@@ -91,6 +91,21 @@ func TestRunWorkloadsAndPolicies(t *testing.T) {
 	}
 }
 
+// a+b serves the workloads together, each with the workload flags given:
+// one run, its parts described in it.
+func TestRunMix(t *testing.T) {
+	code, out, errs := runCmd(t, append(tiny, "-workload", "shared+conversation,noreuse", "-policies", "kv_cache_aware", "-rate", "3")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"workload mix, seed 1: 2 workloads served together: shared system prompt", "3 req/s", "3 new/s",
+		"workload noreuse"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 func TestRunFlagsAndErrors(t *testing.T) {
 	tests := []struct {
 		args []string
@@ -102,6 +117,7 @@ func TestRunFlagsAndErrors(t *testing.T) {
 		{[]string{"-bogus"}, 2, "flag provided but not defined"},
 		{[]string{"extra"}, 2, "unexpected arguments"},
 		{[]string{"-workload", "nope"}, 1, "unknown workload"},
+		{[]string{"-workload", "shared+nope"}, 1, `unknown workload "nope"`},
 		{[]string{"-policies", "nope"}, 1, "unknown policy variant"},
 		{[]string{"-dp", "0"}, 1, "dp_size"},
 		{[]string{"-ranks", "1,x"}, 1, "-ranks"},
@@ -115,6 +131,7 @@ func TestRunFlagsAndErrors(t *testing.T) {
 		{[]string{"-eval", "-eval-duration-scale", "0"}, 1, "-eval-duration-scale: duration scale 0, want > 0"},
 		{[]string{"-eval", "-eval-duration-scale", "-inf"}, 1, "-eval-duration-scale: duration scale -Inf, want > 0"},
 		{[]string{"-eval", "-eval-jitter", "-1"}, 1, "-eval-jitter: arrival jitter -1 ms, want >= 0"},
+		{[]string{"-eval", "-eval-grid", "quick", "-eval-case", "nope"}, 1, `-eval-case "nope": no case of grid quick`},
 		{[]string{"-eval", "-eval-draws", "1"}, 1, "-eval-draws 1, want 0 (one run) or 2 or more"},
 		{[]string{"-eval", "-eval-draws", "-2"}, 1, "-eval-draws -2, want 0 (one run) or 2 or more"},
 	}
@@ -296,6 +313,20 @@ func TestEvalCommand(t *testing.T) {
 	}
 	if (code == 3) != strings.Contains(out, "verdict: FAIL") {
 		t.Errorf("exit %d with verdict:\n%s", code, out)
+	}
+	// -eval-case runs the cells named, judged on the cell goals alone.
+	code, one, errs := runCmd(t, "-eval", "-eval-grid", "mixed", "-reuse", "after-iteration", "-eval-case", "mix-shared+followup/seed=1 load=0.5 dp")
+	if code != 0 && code != 3 {
+		t.Fatalf("-eval-case: exit %d: %s", code, errs)
+	}
+	for _, want := range []string{`evaluation mixed (cases matching "mix-shared+followup/seed=1 load=0.5 dp") of recommended: 3 cases in 1 families`,
+		"family goals are not judged"} {
+		if !strings.Contains(one, want) {
+			t.Errorf("-eval-case: output lacks %q:\n%s", want, one)
+		}
+	}
+	if strings.Contains(one, "families, a trace family") || (code == 3) != strings.Contains(one, "MISS") {
+		t.Errorf("-eval-case: exit %d, family goals judged or a verdict without its cell:\n%s", code, one)
 	}
 	// The same grid with its arrivals jittered says so, and comes out
 	// otherwise.

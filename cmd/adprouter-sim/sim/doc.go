@@ -105,6 +105,16 @@
 // TraceTimeScale. ToTrace writes generated workloads in that format, the
 // generator of test traces.
 //
+// # Mixes
+//
+// KindMix (MixWorkload) serves several workloads together on one engine, as
+// traffic of many kinds reaches one server: every part is generated from a
+// seed of its own (drawn from the mix's seed and the part's index), its
+// conversation ids and prompt groups renamed apart from the other parts',
+// and the sessions merged in order of arrival. Unlike a trace written by
+// ToTrace, a mix keeps its conversations: their ids reach the router and a
+// later turn arrives a think time after the previous answer.
+//
 // # Sweeps
 //
 // RunSweep runs every workload with the References (default,
@@ -117,7 +127,8 @@
 // # Evaluation
 //
 // RunEval judges one variant (the recommended preset) on a grid of cases
-// (EvalGrid: EvalFull, or EvalQuick for the tests): workload families ×
+// (EvalGrid: EvalFull, EvalQuick for the tests, or EvalMixed, mixes held
+// out of the preset's tuning): workload families ×
 // parameters × seeds × engine shapes, Mooncake trace slices among them
 // (LoadEvalTraces), each simulated with the References and the variant under
 // both reuse semantics. Each cell is the variant relative to the best

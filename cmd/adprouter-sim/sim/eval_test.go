@@ -320,6 +320,14 @@ func TestEvalVerdict(t *testing.T) {
 	if p := strings.Join(e.Problems, "\n"); !strings.Contains(p, "no trace family") || strings.Contains(p, "least any router") {
 		t.Errorf("problems %q, want the missing trace win without a floor (0.70x is reachable)", p)
 	}
+
+	// The mixed grid is judged on its cells alone: the same cells, no
+	// trace family won, and only the missed cell is a problem.
+	e.CellGoalsOnly = true
+	e.summarise()
+	if len(e.Problems) != 1 || !strings.Contains(e.Problems[0], "b/c") {
+		t.Errorf("mixed grid: problems %q, want the one missed cell", e.Problems)
+	}
 }
 
 // The scale judges each reference against the best of the others, by the
@@ -383,5 +391,66 @@ func TestObserve(t *testing.T) {
 	}
 	if len(seen) != res.Completed {
 		t.Errorf("%d events, %d requests completed", len(seen), res.Completed)
+	}
+}
+
+// The mixed grid: every mix on 4, 8 and 16 ranks, at the parts' rates and
+// half of them, each case valid and named once; seed shifts and duration
+// stretches reach its parts without touching the grid they were given.
+func TestEvalGridMixed(t *testing.T) {
+	cases, err := EvalGrid(EvalMixed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) != len(evalMixes)*3*len(evalMixLoads)*3 {
+		t.Fatalf("%d cases, want %d", len(cases), len(evalMixes)*3*len(evalMixLoads)*3)
+	}
+	names, fams, shapes := map[string]bool{}, map[string]int{}, map[int]bool{}
+	for _, c := range cases {
+		key := c.Family + "/" + c.Name
+		if names[key] {
+			t.Errorf("case %s twice", key)
+		}
+		names[key] = true
+		fams[c.Family]++
+		shapes[c.Engine.DPSize] = true
+		if c.Workload.Kind != KindMix || c.Trace {
+			t.Errorf("case %s: kind %s, trace %v; want a generated mix", key, c.Workload.Kind, c.Trace)
+		}
+	}
+	if len(fams) != len(evalMixes) || len(shapes) != 3 || !shapes[4] || !shapes[16] {
+		t.Errorf("families %v, shapes %v", fams, shapes)
+	}
+	half := func(name string) *EvalCase {
+		for i := range cases {
+			if cases[i].Family+"/"+cases[i].Name == name {
+				return &cases[i]
+			}
+		}
+		t.Fatalf("no case %s", name)
+		return nil
+	}
+	full, slow := half("mix-tenantspike+followup/seed=2 load=1 dp4"), half("mix-tenantspike+followup/seed=2 load=0.5 dp4")
+	if s, f := slow.Workload.Mix[0], full.Workload.Mix[0]; s.QuietIntervalS != 2*f.QuietIntervalS || s.SpikeS != 2*f.SpikeS {
+		t.Errorf("tenant spike at half load: quiet gap %g s, spike %g s; want twice %g s, %g s", s.QuietIntervalS, s.SpikeS, f.QuietIntervalS, f.SpikeS)
+	}
+	if s, f := slow.Workload.Mix[1], full.Workload.Mix[1]; s.Rate != f.Rate/2 || s.DurationS != 2*f.DurationS || s.ThinkS != f.ThinkS {
+		t.Errorf("followup at half load: %g/s for %g s, think %g s; want %g/s for %g s, think %g s", s.Rate, s.DurationS, s.ThinkS, f.Rate/2, 2*f.DurationS, f.ThinkS)
+	}
+
+	shifted := ShiftSeeds(cases, 10)
+	if c := shifted[0]; c.Workload.Seed != cases[0].Workload.Seed+10 || !strings.HasPrefix(c.Name, "seed=11 ") {
+		t.Errorf("shifted case %s, seed %d; want seed 11", c.Name, c.Workload.Seed)
+	}
+	long, err := StretchDurations(cases, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, o := long[0].Workload.Mix, cases[0].Workload.Mix; l[0].DurationS != 10*o[0].DurationS || l[1].DurationS != 10*o[1].DurationS {
+		t.Errorf("stretched parts last %g s and %g s; want ten times %g s and %g s", l[0].DurationS, l[1].DurationS, o[0].DurationS, o[1].DurationS)
+	}
+	spike := long[len(long)-1].Workload.Mix[0] // tenantspike+siblings+noreuse
+	if spike.Kind != KindTenantSpike || spike.QuietS != cases[len(cases)-1].Workload.Mix[0].QuietS {
+		t.Errorf("stretched spike part %s: quiet %g s, want it unchanged", spike.Kind, spike.QuietS)
 	}
 }

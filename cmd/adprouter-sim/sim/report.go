@@ -119,6 +119,12 @@ func (w *WorkloadConfig) Describe() string {
 	out := fmt.Sprintf("%d-%d output tokens", w.OutputMin, w.OutputMax)
 	sfx := fmt.Sprintf("%d-%d", w.SuffixMin, w.SuffixMax)
 	switch w.Kind {
+	case KindMix:
+		parts := make([]string, len(w.Mix))
+		for i := range w.Mix {
+			parts[i] = w.Mix[i].Describe()
+		}
+		return fmt.Sprintf("%d workloads served together: %s", len(parts), strings.Join(parts, "; and "))
 	case KindShared:
 		return fmt.Sprintf("shared system prompt of %d tokens + %s unique tokens, %g req/s %s for %gs, %s",
 			w.SystemTokens, sfx, w.Rate, arr, w.DurationS, out)

@@ -31,6 +31,8 @@ const (
 	// streamJitter's substreams (newSubRNG) are the arrival jitters
 	// (WorkloadConfig.JitterSeed).
 	streamJitter
+	// streamMix's substream i draws the seed of a mix's part i.
+	streamMix
 	// streamTraceTail + line is the stream of the tokens of a trace
 	// request that its hash ids do not cover.
 	streamTraceTail uint64 = 1 << 48

@@ -87,10 +87,14 @@ type ComparisonRow struct {
 	P99VsBest       float64 `json:"ttft_p99_vs_best"`
 }
 
-// Name names the workload in tables: its kind, or trace:FILE.
+// Name names the workload in tables: its kind, trace:FILE, or its parts'
+// names joined by "+" (a mix).
 func (w *WorkloadConfig) Name() string {
-	if w.Kind == KindTrace {
+	switch w.Kind {
+	case KindTrace:
 		return KindTrace + ":" + w.Trace
+	case KindMix:
+		return MixName(w.Mix)
 	}
 	return w.Kind
 }

@@ -41,6 +41,9 @@ const (
 	// KindTrace: a replayed trace in the common JSONL format (see
 	// ParseTrace); not generated from parameters, so not in Kinds.
 	KindTrace = "trace"
+	// KindMix: the workloads of Mix served together, as one engine sees
+	// traffic of several kinds at once (MixWorkload); not in Kinds.
+	KindMix = "mix"
 )
 
 // Kinds lists the workload kinds in their documented order.
@@ -137,6 +140,34 @@ type WorkloadConfig struct {
 	TraceTimeScale   float64       `json:"trace_time_scale,omitempty"`
 	TraceLengthScale float64       `json:"trace_length_scale,omitempty"`
 	TraceRecords     []TraceRecord `json:"-"`
+	// Mix lists the workloads of a mix, each with its own parameters
+	// (mix only). Part i is generated from a seed of its own, drawn from
+	// Seed and i (its Seed field is not used), so that no two parts share
+	// a system prompt by accident; its conversation ids and groups are
+	// renamed apart from the other parts', and JitterMS applies to the
+	// merged sessions. A mix's Vocab is its answers' token range.
+	Mix []WorkloadConfig `json:"mix,omitempty"`
+}
+
+// MixWorkload returns the mix of parts (KindMix) with seed 1: the parts'
+// sessions merged in order of arrival.
+func MixWorkload(parts ...WorkloadConfig) WorkloadConfig {
+	w, _ := DefaultWorkload(KindTrace)
+	w.Kind, w.Trace, w.TraceTimeScale, w.TraceLengthScale = KindMix, "", 0, 0
+	w.Mix = slices.Clone(parts)
+	for _, p := range parts {
+		w.Vocab = max(w.Vocab, p.Vocab)
+	}
+	return w
+}
+
+// MixName names a mix by its parts' kinds: "shared+followup".
+func MixName(parts []WorkloadConfig) string {
+	kinds := make([]string, len(parts))
+	for i := range parts {
+		kinds[i] = parts[i].Name()
+	}
+	return strings.Join(kinds, "+")
 }
 
 // DefaultWorkload returns the documented defaults for kind (see the package
@@ -202,8 +233,11 @@ func (w *WorkloadConfig) Validate() error {
 		return fmt.Errorf("workload %s: %s = %v, want %s", w.Kind, field, v, want)
 	}
 	pos := func(f float64) bool { return f > 0 && !math.IsInf(f, 0) }
-	if !slices.Contains(Kinds, w.Kind) && w.Kind != KindTrace {
+	if !slices.Contains(Kinds, w.Kind) && w.Kind != KindTrace && w.Kind != KindMix {
 		return fmt.Errorf("unknown workload %q, want one of %s", w.Kind, strings.Join(Kinds, ", "))
+	}
+	if w.Kind == KindMix {
+		return w.validateMix()
 	}
 	switch w.Arrival {
 	case ArrivalPoisson:
@@ -300,6 +334,30 @@ func (w *WorkloadConfig) Validate() error {
 
 // validJitter reports whether ms is an arrival jitter a workload accepts
 // (WorkloadConfig.JitterMS): >= 0 and finite.
+// validateMix checks a mix: its answers' vocabulary, its jitter and every
+// part, none of them a mix.
+func (w *WorkloadConfig) validateMix() error {
+	if len(w.Mix) == 0 {
+		return fmt.Errorf("workload mix: no part, want one or more")
+	}
+	if w.Vocab < 2 || w.Vocab > math.MaxInt32 {
+		return fmt.Errorf("workload mix: vocab = %d, want 2..2^31-1", w.Vocab)
+	}
+	if !validJitter(w.JitterMS) {
+		return fmt.Errorf("workload mix: jitter_ms = %v, want >= 0 and finite", w.JitterMS)
+	}
+	for i := range w.Mix {
+		p := &w.Mix[i]
+		if p.Kind == KindMix {
+			return fmt.Errorf("workload mix: part %d is a mix, want a workload of another kind", i)
+		}
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("workload mix: part %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
 func validJitter(ms float64) bool { return ms >= 0 && !math.IsInf(ms, 0) }
 
 // Workload is a generated, policy-independent script of sessions. Prompts,
@@ -485,6 +543,10 @@ func Generate(cfg WorkloadConfig) (*Workload, error) {
 		}
 	case KindTrace:
 		w.fromTrace()
+	case KindMix:
+		if err := w.mix(); err != nil {
+			return nil, err
+		}
 	case KindColdStart, KindTenantSpike:
 		groups := 1
 		if cfg.Kind == KindTenantSpike {
@@ -535,6 +597,43 @@ func Generate(cfg WorkloadConfig) (*Workload, error) {
 		}
 	}
 	return w, nil
+}
+
+// mix builds the sessions of a mix: each part's, generated from the part's
+// own seed without jitter, its conversation ids prefixed with its index
+// ("1/conv-3") and its groups numbered after the previous parts'. The
+// window spans every part's window.
+func (w *Workload) mix() error {
+	cfg := &w.Config
+	groups := 0
+	for i, p := range cfg.Mix {
+		p.Seed = newSubRNG(cfg.Seed, streamMix, uint64(i)).uint64()
+		p.JitterMS, p.JitterSeed = 0, 0
+		part, err := Generate(p)
+		if err != nil {
+			return fmt.Errorf("workload mix: part %d: %w", i, err)
+		}
+		top := -1
+		for _, s := range part.Sessions {
+			if s.ConvID != "" {
+				s.ConvID = fmt.Sprintf("%d/%s", i, s.ConvID)
+			}
+			if s.Group >= 0 {
+				top = max(top, s.Group)
+				s.Group += groups
+			}
+			w.Sessions = append(w.Sessions, s)
+		}
+		groups += top + 1
+		if win := part.Window; win != nil {
+			if w.Window == nil {
+				w.Window = &Window{Start: win.Start, End: win.End}
+			} else {
+				w.Window.Start, w.Window.End = min(w.Window.Start, win.Start), max(w.Window.End, win.End)
+			}
+		}
+	}
+	return nil
 }
 
 // zipfCDF returns the cumulative distribution of Zipf(s) over n groups.

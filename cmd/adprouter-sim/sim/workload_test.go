@@ -448,3 +448,99 @@ func TestWorkloadFollowUp(t *testing.T) {
 		t.Error("follow-ups with followup_p 0")
 	}
 }
+
+// A mix holds every part's sessions, each part drawn from a seed of its own
+// (so two parts of one kind differ, and the same seed gives the same mix),
+// conversation ids and groups renamed apart, the spike's window kept, and
+// the sessions in order of arrival with ids numbered across the parts.
+func TestWorkloadMix(t *testing.T) {
+	part := func(kind string) WorkloadConfig {
+		w, err := DefaultWorkload(kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.DurationS = 20
+		return w
+	}
+	parts := []WorkloadConfig{part(KindConversation), part(KindConversation), part(KindMultiTenant), part(KindColdStart)}
+	cfg := MixWorkload(parts...)
+	cfg.Seed = 7
+	w, err := Generate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCommon(t, w)
+	if got := cfg.Name(); got != "conversation+conversation+multitenant+coldstart" {
+		t.Errorf("Name() = %q", got)
+	}
+	alone := 0
+	for i, p := range parts {
+		p.Seed = newSubRNG(cfg.Seed, streamMix, uint64(i)).uint64()
+		pw, err := Generate(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone += pw.NumRequests()
+		if p.Kind == KindColdStart && (w.Window == nil || *w.Window != *pw.Window) {
+			t.Errorf("window %v, want the cold start's %v", w.Window, pw.Window)
+		}
+	}
+	if w.NumRequests() != alone {
+		t.Errorf("%d requests, want the parts' %d", w.NumRequests(), alone)
+	}
+	convs := map[string]bool{}
+	firstTurns := map[string][]int32{} // a conversation's first prompt, by part
+	groups := map[int]bool{}
+	for i := range w.Sessions {
+		s := &w.Sessions[i]
+		if s.ConvID != "" {
+			if convs[s.ConvID] {
+				t.Fatalf("conversation id %s twice", s.ConvID)
+			}
+			convs[s.ConvID] = true
+			p, _, _ := strings.Cut(s.ConvID, "/")
+			if _, ok := firstTurns[p]; !ok {
+				firstTurns[p] = w.Prompt(s, 0)
+			}
+		}
+		if s.Group >= 0 {
+			groups[s.Group] = true
+		}
+	}
+	if len(firstTurns) != 2 || slices.Equal(firstTurns["0"][:64], firstTurns["1"][:64]) {
+		t.Errorf("conversation parts: %d, first prompts alike: the two conversation parts must be drawn apart", len(firstTurns))
+	}
+	// multitenant's 16 groups, then the cold start's one.
+	if len(groups) != 17 || !groups[16] {
+		t.Errorf("groups %v, want 0..16", groups)
+	}
+	again, _ := Generate(cfg)
+	if !slices.EqualFunc(w.Sessions, again.Sessions, func(a, b Session) bool {
+		return a.Start == b.Start && a.ConvID == b.ConvID && slices.Equal(a.Prefix, b.Prefix)
+	}) {
+		t.Error("the same mix generated twice differs")
+	}
+	cfg.Seed = 8
+	other, _ := Generate(cfg)
+	if other.Sessions[0].Start == w.Sessions[0].Start && slices.Equal(other.Sessions[0].Prefix, w.Sessions[0].Prefix) {
+		t.Error("seed 8 gives seed 7's mix")
+	}
+
+	for _, tc := range []struct {
+		name string
+		edit func(c *WorkloadConfig)
+		want string
+	}{
+		{"no part", func(c *WorkloadConfig) { c.Mix = nil }, "no part"},
+		{"nested", func(c *WorkloadConfig) { c.Mix = append(c.Mix, MixWorkload(part(KindShared))) }, "part 4 is a mix"},
+		{"bad part", func(c *WorkloadConfig) { c.Mix[2].Groups = 0 }, "part 2: workload multitenant: groups"},
+		{"vocab", func(c *WorkloadConfig) { c.Vocab = 1 }, "vocab"},
+		{"jitter", func(c *WorkloadConfig) { c.JitterMS = math.Inf(1) }, "jitter_ms"},
+	} {
+		c := MixWorkload(parts...)
+		tc.edit(&c)
+		if _, err := Generate(c); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one naming %q", tc.name, err, tc.want)
+		}
+	}
+}
