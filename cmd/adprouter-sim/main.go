@@ -55,6 +55,7 @@ type command struct {
 	w   sim.WorkloadConfig // the workload flags (copied into each workload when given)
 
 	workloads, policies, reuse, traces, genTrace, svgFile, jsonFile, plotFile *string
+	evalBaseline                                                              *string
 	seeds, dps, evalGrid, evalCase, ranks                                     *string
 	sweep, listPolicies, timing, quiet, eval                                  *bool
 	traceTime, traceLen                                                       *float64
@@ -96,6 +97,7 @@ func newCommand(stdout, stderr io.Writer) *command {
 	c.evalStretch = fs.Float64("eval-duration-scale", 1, "-eval: run every generated steady case's arrivals this many times as long (spikes and trace slices unchanged): one-time costs weigh less, standing imbalances more")
 	c.evalJitter = fs.Float64("eval-jitter", 0, "-eval: delay every session of a generated case by a uniform draw from [0, this) ms (trace slices unchanged): a burst arrives over a few ms instead of at one instant, and results owed to exact arrival times are drawn again")
 	c.evalJitterSeed = fs.Uint64("eval-jitter-seed", 1, "-eval: which draw of -eval-jitter")
+	c.evalBaseline = fs.String("eval-baseline", "", "-eval: compare with the evaluation saved in `FILE` (-eval -json of the same grid and seed offset, judged the same way): the misses before and after, every cell that starts or stops missing, and the -eval-worst cells that moved most otherwise")
 	c.evalDraws = fs.Int("eval-draws", 0, "-eval: judge over this many draws of -eval-jitter (2 ms when not given), from -eval-jitter-seed on: a cell misses when the median of its ratios over the draws does (0: one run)")
 
 	fs.IntVar(&c.eng.DPSize, "dp", c.eng.DPSize, "attention-DP ranks (dp_size)")
@@ -216,7 +218,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case *c.eval:
 		shift := evalShifts{*c.evalCase, *c.evalSeeds, *c.evalStretch, *c.evalJitter, *c.evalJitterSeed, *c.evalDraws}
 		return evaluate(*c.evalGrid, shift, *c.policies, c.set["policies"], modes, c.set["reuse"] || c.set["eager-reuse"],
-			*c.evalWorst, *c.parallel, *c.jsonFile, *c.quiet, stdout, stderr)
+			*c.evalWorst, *c.parallel, *c.jsonFile, *c.evalBaseline, *c.quiet, stdout, stderr)
 	case !*c.sweep && (*c.seeds != "" || *c.dps != ""):
 		return c.fail(fmt.Errorf("-seeds and -dps run a robustness matrix and need -sweep"))
 	case *c.sweep:
@@ -425,13 +427,23 @@ type evalShifts struct {
 }
 
 // evaluate runs the evaluation grid, moved by shift, with the variant named
-// by policies (default: the recommended preset) and writes it; it returns 3
+// by policies (default: the recommended preset) and writes it, compared
+// with the evaluation in the file baseline when one is named; it returns 3
 // when a goal is missed.
 func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, modes []string, setReuse bool, worst, parallel int,
-	jsonFile string, quiet bool, stdout, stderr io.Writer) int {
+	jsonFile, baseline string, quiet bool, stdout, stderr io.Writer) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "adprouter-sim: %v\n", err)
 		return 1
+	}
+	// The baseline is read first: a bad file fails before the grid runs.
+	var base *sim.Judged
+	if baseline != "" {
+		j, err := readJudged(baseline)
+		if err != nil {
+			return fail(fmt.Errorf("-eval-baseline %s: %w", baseline, err))
+		}
+		base = &j
 	}
 	name := sim.VariantRecommended
 	if setPolicies {
@@ -478,15 +490,22 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 	if shift.draws < 0 || shift.draws == 1 {
 		return fail(fmt.Errorf("-eval-draws %d, want 0 (one run) or 2 or more", shift.draws))
 	}
+	if base != nil {
+		if err := sim.JudgedAlike(base.Draws, shift.draws); err != nil {
+			return fail(fmt.Errorf("-eval-baseline %s: %w", baseline, err))
+		}
+	}
 	// The report: one run's evaluation, or the judgement over draws.
 	var text, js func(io.Writer) error
 	var pass bool
+	var judged sim.Judged
 	if shift.draws > 0 {
 		d, err := evaluateDraws(label, cases, shift, vs[0], modes, parallel, cellsOnly)
 		if err != nil {
 			return fail(err)
 		}
 		text, js, pass = func(w io.Writer) error { return d.WriteDraws(w, worst) }, d.WriteJSON, d.Misses() == 0
+		judged = d.Judged()
 	} else {
 		if shift.jitter != 0 {
 			if cases, err = sim.JitterArrivals(cases, shift.jitter, shift.jitterSeed); err != nil {
@@ -499,6 +518,7 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 			return fail(err)
 		}
 		text, js, pass = func(w io.Writer) error { return ev.WriteEval(w, worst) }, ev.WriteJSON, ev.Pass()
+		judged = ev.Judged()
 	}
 	if !quiet {
 		if err := text(stdout); err != nil {
@@ -507,6 +527,22 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 	}
 	if jsonFile != "" {
 		if err := writeFile(jsonFile, stdout, js); err != nil {
+			return fail(err)
+		}
+	}
+	if base != nil {
+		c, err := sim.CompareEvals(*base, judged)
+		if err != nil {
+			return fail(fmt.Errorf("-eval-baseline %s: %w", baseline, err))
+		}
+		out := stdout
+		if jsonFile == "-" {
+			out = stderr // stdout holds the JSON
+		}
+		if !quiet {
+			fmt.Fprintln(out)
+		}
+		if err := c.Write(out, worst); err != nil {
 			return fail(err)
 		}
 	}
@@ -635,6 +671,16 @@ func overrideSet(dst, src *sim.WorkloadConfig, set map[string]bool) {
 }
 
 // writeFile writes through write to name, or to stdout when name is "-".
+// readJudged reads the evaluation saved in the file name (sim.ReadJudged).
+func readJudged(name string) (sim.Judged, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return sim.Judged{}, err
+	}
+	defer f.Close()
+	return sim.ReadJudged(f)
+}
+
 func writeFile(name string, stdout io.Writer, write func(io.Writer) error) error {
 	if name == "-" {
 		return write(stdout)

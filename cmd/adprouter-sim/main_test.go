@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -337,6 +338,64 @@ func TestEvalCommand(t *testing.T) {
 	}
 	if !strings.Contains(jit, "evaluation quick (arrivals jittered up to 2 ms, draw 3) of recommended") || jit == out {
 		t.Errorf("-eval-jitter 2 -eval-jitter-seed 3: want the label and other results:\n%s", jit)
+	}
+}
+
+// -eval-baseline compares the run with an evaluation saved by -json, cell
+// by cell; it refuses, before running, a file that is no evaluation or one
+// judged otherwise, and a baseline with no cell in common.
+func TestEvalBaselineCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the quick evaluation")
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "base.json")
+	part := []string{"-eval", "-eval-grid", "quick", "-reuse", "after-iteration", "-eval-case", "multitenant/"}
+	code, _, errs := runCmd(t, append(part, "-json", file)...)
+	if code != 0 && code != 3 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var ev sim.Evaluation
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		t.Fatal(err)
+	}
+	misses := 0
+	for _, c := range ev.Cells {
+		if c.Miss() {
+			misses++
+		}
+	}
+	// The same run again: deterministic, so nothing starts, stops or moves.
+	code2, out, errs := runCmd(t, append(part, "-q", "-eval-baseline", file)...)
+	if code2 != code {
+		t.Fatalf("exit %d, the baseline's run %d: %s", code2, code, errs)
+	}
+	want := fmt.Sprintf("against the baseline (quick (cases matching \"multitenant/\") of recommended): misses %d -> %d of %d cells in both\n",
+		misses, misses, len(ev.Cells))
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out, want)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"tool":"adprouter-sim","cells":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-eval-baseline", bad}, "not an evaluation written by adprouter-sim -eval -json"},
+		{[]string{"-eval-baseline", filepath.Join(dir, "missing.json")}, "no such file"},
+		{[]string{"-eval-baseline", file, "-eval-draws", "2"}, "the baseline is judged on one run, this run by the median over 2 draws"},
+		{[]string{"-eval-baseline", file, "-eval-seed-offset", "10"}, "no cell in common"},
+	} {
+		code, _, errs := runCmd(t, append(part, tc.args...)...)
+		if code != 1 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, want 1 and %q", tc.args, code, errs, tc.want)
+		}
 	}
 }
 
