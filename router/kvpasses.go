@@ -62,7 +62,7 @@ func (r *Router) warming(b *batch) (warming, spread, light bool) {
 		return !r.loaded || len(b.reqs) >= 2, false, false
 	case r.coldStart(b, active):
 		return true, true, false
-	case r.lightStart(active):
+	case r.lightStart(b, active):
 		return true, false, true
 	}
 	return false, false, false
@@ -92,10 +92,11 @@ func (r *Router) coldStart(b *batch, active int) bool {
 // lightStart reports whether quiet warmup warms pending ranks in this
 // decision while load builds up on a cold engine one decision at a time:
 // fewer requests are active than there are ranks, and fewer ranks are
-// warmed than lightStartRanks and than half the ranks (rounded up). Each such
-// decision warms a rank with each of its requests that is not of a
-// conversation (a new conversation is balanced over the ranks by the
-// score, and its later turns follow it).
+// warmed than lightStartRanks and than half the ranks (rounded up), or the
+// decision brings many requests (lightStartBatch). Each such decision warms
+// a rank with each of its requests that is not of a conversation (a new
+// conversation is balanced over the ranks by the score, and its later
+// turns follow it).
 //
 // Under steady load no decision is idle after the first, so without this
 // the prompt that every request shares (one application's system prompt)
@@ -107,19 +108,58 @@ func (r *Router) coldStart(b *batch, active int) bool {
 // way, as the reference does, makes a dozen requests of a minute's traffic
 // slow on some arrival draws. The other ranks are warmed by the next idle
 // decision, or take the prompt when its holders fill up.
+//
+// Past the bound a decision that brings a request for at least
+// lightStartBatch of the ranks still warms, unless one of its requests is
+// of a prompt family no rank holds or longer than an iteration's prefill
+// budget: its requests compute their prompts on pending ranks side by
+// side, one stall for several ranks. At high rates such decisions come
+// while load builds up, and the prompt then runs on every rank instead of
+// half of them, while they are rare at low rates, where each warmed rank
+// would cost a stall of its own. A batch with a new family is left to the
+// score, as a burst after a quiet gap: warming pending ranks with its
+// other requests made those compute whole prompts beside the new family's.
+// So is a batch of long prompts: each stalls for several iterations, and
+// on pending ranks they go where the score would not balance them (a
+// Mooncake conversation trace replayed past the engine's capacity, its
+// prompts 11-18k tokens on average: TTFT p99 16.7 s against 9.5 s).
 // docs/routing-quality.md has the measurements.
-func (r *Router) lightStart(active int) bool {
+func (r *Router) lightStart(b *batch, active int) bool {
 	size := r.cfg.DPSize
-	warmed := size - r.pendingCount
-	return active < size && warmed < min((size+1)/2, lightStartRanks)
+	if active >= size || r.pendingCount == 0 {
+		return false
+	}
+	if warmed := size - r.pendingCount; warmed < min((size+1)/2, lightStartRanks) {
+		return true
+	}
+	return len(b.reqs) >= lightStartBatch(size) && !r.newFamily(b) && r.withinIteration(b)
 }
 
-// lightStartRanks bounds how many ranks a light start (lightStart) warms.
-// Four holders take a prompt's steady traffic with few of its requests
-// meeting in one iteration; each further one costs a stall. The value was
-// chosen on the simulator's evaluation grid, three shifts of its seeds and
-// the held-out sweeps (docs/routing-quality.md).
+// withinIteration reports whether every untargeted request of the batch
+// computes its whole prompt within one iteration's prefill budget
+// (TTFTDrainTokens): warming a rank with it is then one lock-step stall.
+func (r *Router) withinIteration(b *batch) bool {
+	for i := range b.reqs {
+		if !b.reqs[i].hasTarget() && b.reqs[i].Len() > r.cfg.TTFTDrainTokens {
+			return false
+		}
+	}
+	return true
+}
+
+// lightStartRanks bounds how many ranks a light start (lightStart) warms
+// one decision at a time. Four holders take a prompt's steady traffic with
+// few of its requests meeting in one iteration; each further one costs a
+// stall. The value was chosen on the simulator's evaluation grid, three
+// shifts of its seeds and the held-out sweeps (docs/routing-quality.md).
 const lightStartRanks = 4
+
+// lightStartBatch is how many requests a decision brings for a light start
+// to warm past lightStartRanks: three quarters of the ranks, rounded up.
+// With four on 8 ranks (half of them), bursts of a few requests warmed
+// ranks at low rates too, and their stalls made more cells miss than the
+// rule fixed (docs/routing-quality.md).
+func lightStartBatch(size int) int { return (3*size + 3) / 4 }
 
 // newFamily reports whether an untargeted request of the batch is of a
 // prompt family (first block) that the prefix index shows on no rank.

@@ -583,7 +583,7 @@ func TestWarmupQuiet(t *testing.T) {
 		}
 	}
 	// On 16 ranks a light start warms lightStartRanks of them, one per
-	// decision, however many decisions come.
+	// decision of one request, however many decisions come.
 	cfg := ttftCfg(16, ReuseAfterIteration)
 	cfg.Warmup = WarmupQuiet
 	r := mustNew(t, cfg)
@@ -594,6 +594,49 @@ func TestWarmupQuiet(t *testing.T) {
 	}
 	if got, want := 16-len(r.PendingWarmup()), lightStartRanks; got != want {
 		t.Errorf("16 ranks: %d warmed after ten light decisions, want %d", got, want)
+	}
+
+	// Past that bound, on 8 ranks, a decision warms the pending ranks when
+	// it brings requests for lightStartBatch (6) of them, none of a family
+	// no rank holds, each within an iteration's prefill budget: one stall
+	// for several ranks.
+	for _, tc := range []struct {
+		name    string
+		n       int  // requests of the held prompt
+		other   bool // and one of a prompt no rank holds
+		drain   int  // TTFTDrainTokens, when not the default
+		pending int  // ranks pending afterwards
+	}{
+		{"five requests", 5, false, 0, 4},
+		{"six requests", 6, false, 0, 0},
+		{"six requests, one of a new family", 5, true, 0, 4},
+		{"six requests longer than an iteration's budget", 6, false, 1024, 4},
+	} {
+		cfg := ttftCfg(8, ReuseAfterIteration)
+		cfg.Warmup = WarmupQuiet
+		if tc.drain > 0 {
+			cfg.TTFTDrainTokens = tc.drain
+		}
+		r := mustNew(t, cfg)
+		states := idle(8)
+		states[0].NumActiveRequests, states[0].NumActiveTokens = 1, 100
+		for i := range 6 {
+			mustRoute(t, r, states, []Request{extend(uint64(i+1), base, 10)}, 8, nil)
+		}
+		if got := len(r.PendingWarmup()); got != 8-lightStartRanks {
+			t.Fatalf("%s: %d pending after the light decisions, want %d", tc.name, got, 8-lightStartRanks)
+		}
+		var batch []Request
+		for i := range tc.n {
+			batch = append(batch, extend(uint64(100+i), base, 10))
+		}
+		if tc.other {
+			batch = append(batch, extend(200, prompt(2048)[1024:], 10))
+		}
+		res := mustRoute(t, r, states, batch, 8, nil)
+		if got := len(r.PendingWarmup()); got != tc.pending {
+			t.Errorf("%s: %d ranks pending after it (placed on %v), want %d", tc.name, got, res.Ranks, tc.pending)
+		}
 	}
 
 	// Once a decision has seen the engine loaded, an idle decision warms
