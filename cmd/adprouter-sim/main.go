@@ -670,7 +670,6 @@ func overrideSet(dst, src *sim.WorkloadConfig, set map[string]bool) {
 	}
 }
 
-// writeFile writes through write to name, or to stdout when name is "-".
 // readJudged reads the evaluation saved in the file name (sim.ReadJudged).
 func readJudged(name string) (sim.Judged, error) {
 	f, err := os.Open(name)
@@ -681,6 +680,7 @@ func readJudged(name string) (sim.Judged, error) {
 	return sim.ReadJudged(f)
 }
 
+// writeFile writes through write to name, or to stdout when name is "-".
 func writeFile(name string, stdout io.Writer, write func(io.Writer) error) error {
 	if name == "-" {
 		return write(stdout)

@@ -41,10 +41,10 @@ type JudgedCell struct {
 }
 
 // Miss reports whether the cell breaks a goal (GoalPrefill, GoalP99).
-func (c JudgedCell) Miss() bool { return c.Prefill > GoalPrefill || c.P99 > GoalP99 }
+func (c JudgedCell) Miss() bool { return missesGoals(c.Prefill, c.P99) }
 
 // Excess is EvalCell.Excess of the cell's ratios.
-func (c JudgedCell) Excess() float64 { return max(c.Prefill/GoalPrefill, c.P99/GoalP99) }
+func (c JudgedCell) Excess() float64 { return goalExcess(c.Prefill, c.P99) }
 
 // key names the cell in its grid.
 func (c JudgedCell) key() string { return c.Family + "/" + c.Case + " " + c.Reuse }

@@ -51,12 +51,10 @@ type DrawnCell struct {
 }
 
 // Miss reports whether the cell's medians break a goal.
-func (c DrawnCell) Miss() bool { return c.MedianPrefill > GoalPrefill || c.MedianP99 > GoalP99 }
+func (c DrawnCell) Miss() bool { return missesGoals(c.MedianPrefill, c.MedianP99) }
 
 // Excess is EvalCell.Excess of the medians.
-func (c DrawnCell) Excess() float64 {
-	return max(c.MedianPrefill/GoalPrefill, c.MedianP99/GoalP99)
-}
+func (c DrawnCell) Excess() float64 { return goalExcess(c.MedianPrefill, c.MedianP99) }
 
 // DrawnFamily summarises a family's cells over the draws under one reuse
 // semantics.

@@ -102,12 +102,12 @@ type EvalCell struct {
 }
 
 // Miss reports whether the cell breaks a goal.
-func (c EvalCell) Miss() bool { return c.Prefill > GoalPrefill || c.P99 > GoalP99 }
+func (c EvalCell) Miss() bool { return missesGoals(c.Prefill, c.P99) }
 
 // Excess is how far the cell is from its goals: the larger of prefill over
 // GoalPrefill and p99 over GoalP99 (above 1: a miss). Cells sort by it,
 // worst first.
-func (c EvalCell) Excess() float64 { return max(c.Prefill/GoalPrefill, c.P99/GoalP99) }
+func (c EvalCell) Excess() float64 { return goalExcess(c.Prefill, c.P99) }
 
 // EvalFamily summarises one family under one reuse semantics.
 type EvalFamily struct {

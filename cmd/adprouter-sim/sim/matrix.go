@@ -17,6 +17,17 @@ const (
 	GoalWin     = 0.80
 )
 
+// missesGoals reports whether a cell with these ratios to the best
+// reference breaks a goal: prefill over GoalPrefill or TTFT p99 over
+// GoalP99. Every kind of cell (Cell, EvalCell, DrawnCell, JudgedCell) is
+// judged by it.
+func missesGoals(prefill, p99 float64) bool { return prefill > GoalPrefill || p99 > GoalP99 }
+
+// goalExcess is how far a cell with these ratios is from its goals: the
+// larger of prefill over GoalPrefill and p99 over GoalP99 (above 1: a
+// miss). Cells sort by it, worst first.
+func goalExcess(prefill, p99 float64) float64 { return max(prefill/GoalPrefill, p99/GoalP99) }
+
 // Cell is one variant on one workload, engine and reuse semantics of a
 // robustness matrix, relative to the best reference there.
 type Cell struct {
@@ -32,7 +43,7 @@ type Cell struct {
 
 // Miss reports whether the cell breaks a goal: prefill over GoalPrefill or
 // TTFT p99 over GoalP99 of the best reference's.
-func (c Cell) Miss() bool { return c.Prefill > GoalPrefill || c.P99 > GoalP99 }
+func (c Cell) Miss() bool { return missesGoals(c.Prefill, c.P99) }
 
 // Win reports whether the cell's TTFT p99 is at least 20% below the best
 // reference's.
