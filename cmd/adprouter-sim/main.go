@@ -107,9 +107,9 @@ func newCommand(stdout, stderr io.Writer) *command {
 	fs.IntVar(&c.eng.MaxActive, "max-active", c.eng.MaxActive, "max_num_active_requests per rank")
 	fs.IntVar(&c.eng.MaxNumTokens, "max-num-tokens", c.eng.MaxNumTokens, "token budget per rank and iteration (decodes + prefill chunks)")
 	fs.IntVar(&c.eng.RouteLimit, "route-limit", c.eng.RouteLimit, "requests handed to the router per iteration: 0 = free slots (as TensorRT-LLM), N > 0 = at most N, -1 = all waiting")
-	fs.Float64Var(&c.eng.IterBaseMs, "iter-base-ms", c.eng.IterBaseMs, "iteration time: fixed part, ms")
-	fs.Float64Var(&c.eng.PrefillUsPerToken, "prefill-us", c.eng.PrefillUsPerToken, "iteration time: µs per prefill token")
-	fs.Float64Var(&c.eng.DecodeUsPerSeq, "decode-us", c.eng.DecodeUsPerSeq, "iteration time: µs per decoding request")
+	fs.Float64Var(&c.eng.IterBaseMs, "iter-base-ms", c.eng.IterBaseMs, "iteration time: fixed part, ms (-eval: with -prefill-us and -decode-us, the model of every case's engine)")
+	fs.Float64Var(&c.eng.PrefillUsPerToken, "prefill-us", c.eng.PrefillUsPerToken, "iteration time: µs per prefill token (-eval: see -iter-base-ms)")
+	fs.Float64Var(&c.eng.DecodeUsPerSeq, "decode-us", c.eng.DecodeUsPerSeq, "iteration time: µs per decoding request (-eval: see -iter-base-ms)")
 	fs.StringVar(&c.eng.ActiveTokens, "active-tokens", c.eng.ActiveTokens, "num_active_tokens each rank reports: \"\" = as TensorRT-LLM for the policy (prompt; KV-aware: uncached prompt), or prompt, uncached, context (prompt + generated)")
 	fs.BoolFunc("eager-reuse", "alias of -reuse "+sim.ReuseOnSchedule, func(string) error { return fs.Set("reuse", sim.ReuseOnSchedule) })
 
@@ -216,7 +216,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case *c.genTrace != "":
 		return c.writeTrace(wcs)
 	case *c.eval:
-		shift := evalShifts{*c.evalCase, *c.evalSeeds, *c.evalStretch, *c.evalJitter, *c.evalJitterSeed, *c.evalDraws}
+		shift := evalShifts{*c.evalCase, *c.evalSeeds, *c.evalStretch, *c.evalJitter, *c.evalJitterSeed, *c.evalDraws, nil}
+		if c.set["iter-base-ms"] || c.set["prefill-us"] || c.set["decode-us"] {
+			shift.timing = &c.eng
+		}
 		return evaluate(*c.evalGrid, shift, *c.policies, c.set["policies"], modes, c.set["reuse"] || c.set["eager-reuse"],
 			*c.evalWorst, *c.parallel, *c.jsonFile, *c.evalBaseline, *c.quiet, stdout, stderr)
 	case !*c.sweep && (*c.seeds != "" || *c.dps != ""):
@@ -424,6 +427,9 @@ type evalShifts struct {
 	// draws > 0 runs that many draws of the jitter, from jitterSeed on,
 	// and judges each cell by its median (sim.JudgeDraws).
 	draws int
+	// timing, when not nil, is the iteration time model every case's
+	// engine takes (sim.WithIterationTime).
+	timing *sim.EngineConfig
 }
 
 // evaluate runs the evaluation grid, moved by shift, with the variant named
@@ -486,6 +492,13 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 			return fail(fmt.Errorf("-eval-duration-scale: %w", err))
 		}
 		label += fmt.Sprintf(" (steady arrivals x%g)", shift.stretch)
+	}
+	if t := shift.timing; t != nil {
+		if cases, err = sim.WithIterationTime(cases, *t); err != nil {
+			return fail(fmt.Errorf("-iter-base-ms, -prefill-us, -decode-us: %w", err))
+		}
+		label += fmt.Sprintf(" (iterations of %g ms + %g µs per prefill token + %g µs per decoding request)",
+			t.IterBaseMs, t.PrefillUsPerToken, t.DecodeUsPerSeq)
 	}
 	if shift.draws < 0 || shift.draws == 1 {
 		return fail(fmt.Errorf("-eval-draws %d, want 0 (one run) or 2 or more", shift.draws))

@@ -133,6 +133,7 @@ func TestRunFlagsAndErrors(t *testing.T) {
 		{[]string{"-eval", "-eval-duration-scale", "-inf"}, 1, "-eval-duration-scale: duration scale -Inf, want > 0"},
 		{[]string{"-eval", "-eval-jitter", "-1"}, 1, "-eval-jitter: arrival jitter -1 ms, want >= 0"},
 		{[]string{"-eval", "-eval-grid", "quick", "-eval-case", "nope"}, 1, `-eval-case "nope": no case of grid quick`},
+		{[]string{"-eval", "-prefill-us", "-1"}, 1, "-iter-base-ms, -prefill-us, -decode-us: engine: prefill_us_per_token = -1"},
 		{[]string{"-eval", "-eval-draws", "1"}, 1, "-eval-draws 1, want 0 (one run) or 2 or more"},
 		{[]string{"-eval", "-eval-draws", "-2"}, 1, "-eval-draws -2, want 0 (one run) or 2 or more"},
 	}
@@ -328,6 +329,33 @@ func TestEvalCommand(t *testing.T) {
 	}
 	if strings.Contains(one, "families, a trace family") || (code == 3) != strings.Contains(one, "MISS") {
 		t.Errorf("-eval-case: exit %d, family goals judged or a verdict without its cell:\n%s", code, one)
+	}
+	// -iter-base-ms, -prefill-us and -decode-us give every case's engine
+	// that iteration time model, and the label says so.
+	js := filepath.Join(t.TempDir(), "cost.json")
+	code, cost, errs := runCmd(t, "-eval", "-eval-grid", "quick", "-reuse", "after-iteration", "-eval-case", "noreuse/",
+		"-prefill-us", "80", "-decode-us", "200", "-json", js)
+	if code != 0 && code != 3 {
+		t.Fatalf("-prefill-us: exit %d: %s", code, errs)
+	}
+	if !strings.Contains(cost, "(iterations of 4 ms + 80 µs per prefill token + 200 µs per decoding request) of recommended") {
+		t.Errorf("-prefill-us 80 -decode-us 200: the label does not say so:\n%s", cost)
+	}
+	var saved struct {
+		Cases []sim.EvalCase `json:"cases"`
+	}
+	if raw, err := os.ReadFile(js); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(raw, &saved); err != nil {
+		t.Fatal(err)
+	}
+	if len(saved.Cases) == 0 {
+		t.Fatal("-json: no case")
+	}
+	for _, c := range saved.Cases {
+		if e := c.Engine; e.IterBaseMs != 4 || e.PrefillUsPerToken != 80 || e.DecodeUsPerSeq != 200 {
+			t.Errorf("case %s ran with %g ms + %g µs + %g µs, want 4 + 80 + 200", c.Name, e.IterBaseMs, e.PrefillUsPerToken, e.DecodeUsPerSeq)
+		}
 	}
 	// The same grid with its arrivals jittered says so, and comes out
 	// otherwise.

@@ -940,6 +940,27 @@ func StretchDurations(cases []EvalCase, by float64) ([]EvalCase, error) {
 	return out, nil
 }
 
+// WithIterationTime returns a copy of cases whose engines all take the
+// iteration time model of t (EngineConfig.IterBaseMs, PrefillUsPerToken,
+// DecodeUsPerSeq), trace cases too. The grid's engines share
+// DefaultEngine's model, while an engine serving a larger model, or on
+// another GPU, weighs prefill, decoding and an iteration's fixed part
+// otherwise: an iteration that computes a cold prompt then stalls the lock
+// step for longer or shorter against the same arrivals, and a rule that
+// holds on one model need not hold on another. It fails when the model is
+// invalid (EngineConfig.Validate).
+func WithIterationTime(cases []EvalCase, t EngineConfig) ([]EvalCase, error) {
+	out := slices.Clone(cases)
+	for i := range out {
+		e := &out[i].Engine
+		e.IterBaseMs, e.PrefillUsPerToken, e.DecodeUsPerSeq = t.IterBaseMs, t.PrefillUsPerToken, t.DecodeUsPerSeq
+		if err := e.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // JitterArrivals returns a copy of cases in which every generated case's
 // sessions arrive up to ms milliseconds late, each by its own draw from
 // substream draw (WorkloadConfig.JitterMS, JitterSeed); trace cases are

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -128,6 +129,46 @@ func TestStretchDurations(t *testing.T) {
 	for _, by := range []float64{0, -1, math.Inf(1), math.NaN()} {
 		if _, err := StretchDurations(cases, by); err == nil {
 			t.Errorf("scale %g accepted", by)
+		}
+	}
+}
+
+// WithIterationTime gives every case, trace cases too, the model asked for
+// and nothing else, leaves the input as it was, and refuses an invalid
+// model.
+func TestWithIterationTime(t *testing.T) {
+	cases, err := EvalGrid(EvalQuick, evalTraces(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := DefaultEngine()
+	model.IterBaseMs, model.PrefillUsPerToken, model.DecodeUsPerSeq = 10, 80, 200
+	model.DPSize = 3 // not part of the model: no case takes it
+	out, err := WithIterationTime(cases, model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	traces := 0
+	for i, c := range out {
+		o := cases[i]
+		want := o.Engine
+		want.IterBaseMs, want.PrefillUsPerToken, want.DecodeUsPerSeq = 10, 80, 200
+		if !reflect.DeepEqual(c.Engine, want) || c.Name != o.Name || !reflect.DeepEqual(c.Workload, o.Workload) {
+			t.Errorf("case %s: engine %+v, want %+v and the same case", o.Name, c.Engine, want)
+		}
+		if o.Engine.PrefillUsPerToken != DefaultEngine().PrefillUsPerToken {
+			t.Errorf("case %s: the input changed: %+v", o.Name, o.Engine)
+		}
+		if c.Trace {
+			traces++
+		}
+	}
+	if traces == 0 {
+		t.Error("the quick grid has no trace case to check")
+	}
+	for _, bad := range []EngineConfig{{PrefillUsPerToken: -1}, {IterBaseMs: math.Inf(1)}, {}} {
+		if _, err := WithIterationTime(cases, bad); err == nil {
+			t.Errorf("model %g ms + %g µs + %g µs accepted", bad.IterBaseMs, bad.PrefillUsPerToken, bad.DecodeUsPerSeq)
 		}
 	}
 }
