@@ -87,10 +87,10 @@ const (
 	// waits. And until four ranks, and half of them, are warmed, any
 	// decision warms pending ranks with its requests that are not of a
 	// conversation (a light start), so that steady traffic does not stay
-	// on the first rank; past that, a decision that brings requests for
-	// three quarters of the ranks, none of a prompt family no rank holds
-	// and none longer than ttft_drain_tokens, still does (one stall warms
-	// several ranks).
+	// on the first rank; past that, while at most half the ranks are
+	// warmed, a decision that brings requests for three quarters of the
+	// ranks, none of a prompt family no rank holds and none longer than
+	// ttft_drain_tokens, still does (one stall warms several ranks).
 	WarmupQuiet Warmup = "quiet"
 )
 

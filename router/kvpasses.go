@@ -92,8 +92,9 @@ func (r *Router) coldStart(b *batch, active int) bool {
 // lightStart reports whether quiet warmup warms pending ranks in this
 // decision while load builds up on a cold engine one decision at a time:
 // fewer requests are active than there are ranks, and fewer ranks are
-// warmed than lightStartRanks and than half the ranks (rounded up), or the
-// decision brings many requests (lightStartBatch). Each such decision warms
+// warmed than lightStartRanks and than half the ranks (rounded up), or, with
+// at most half the ranks warmed, the decision brings many requests
+// (lightStartBatch). Each such decision warms
 // a rank with each of its requests that is not of a conversation (a new
 // conversation is balanced over the ranks by the score, and its later
 // turns follow it).
@@ -109,30 +110,37 @@ func (r *Router) coldStart(b *batch, active int) bool {
 // slow on some arrival draws. The other ranks are warmed by the next idle
 // decision, or take the prompt when its holders fill up.
 //
-// Past the bound a decision that brings a request for at least
-// lightStartBatch of the ranks still warms, unless one of its requests is
-// of a prompt family no rank holds or longer than an iteration's prefill
-// budget: its requests compute their prompts on pending ranks side by
-// side, one stall for several ranks. At high rates such decisions come
-// while load builds up, and the prompt then runs on every rank instead of
-// half of them, while they are rare at low rates, where each warmed rank
-// would cost a stall of its own. A batch with a new family is left to the
-// score, as a burst after a quiet gap: warming pending ranks with its
-// other requests made those compute whole prompts beside the new family's.
-// So is a batch of long prompts: each stalls for several iterations, and
-// on pending ranks they go where the score would not balance them (a
-// Mooncake conversation trace replayed past the engine's capacity, its
-// prompts 11-18k tokens on average: TTFT p99 16.7 s against 9.5 s).
-// docs/routing-quality.md has the measurements.
+// Past the bound, while at most half the ranks are warmed, a decision that
+// brings a request for at least lightStartBatch of the ranks still warms,
+// unless one of its requests is of a prompt family no rank holds or longer
+// than an iteration's prefill budget: its requests compute their prompts
+// on pending ranks side by side, one stall for several ranks. At high
+// rates such decisions come while load builds up, and the prompt then
+// runs on every rank instead of half of them, while they are rare at low
+// rates, where each warmed rank would cost a stall of its own. With more
+// than half the ranks warmed, the holders carry less than twice their
+// share, and a decision that brings many requests is more often the
+// arrivals of the stall just made (a light start's first decision can
+// warm most ranks at once): another stall then delays them all again (on
+// an engine whose prefill is twice as slow as the grid's, one tenant at
+// 20 req/s: TTFT p99 2.47x the best reference's). A batch with a new
+// family is left to the score, as a burst after a quiet gap: warming
+// pending ranks with its other requests made those compute whole prompts
+// beside the new family's. So is a batch of long prompts: each stalls for
+// several iterations, and on pending ranks they go where the score would
+// not balance them (a Mooncake conversation trace replayed past the
+// engine's capacity, its prompts 11-18k tokens on average: TTFT p99 16.7 s
+// against 9.5 s). docs/routing-quality.md has the measurements.
 func (r *Router) lightStart(b *batch, active int) bool {
 	size := r.cfg.DPSize
 	if active >= size || r.pendingCount == 0 {
 		return false
 	}
-	if warmed := size - r.pendingCount; warmed < min((size+1)/2, lightStartRanks) {
+	warmed := size - r.pendingCount
+	if warmed < min((size+1)/2, lightStartRanks) {
 		return true
 	}
-	return len(b.reqs) >= lightStartBatch(size) && !r.newFamily(b) && r.withinIteration(b)
+	return 2*warmed <= size && len(b.reqs) >= lightStartBatch(size) && !r.newFamily(b) && r.withinIteration(b)
 }
 
 // withinIteration reports whether every untargeted request of the batch

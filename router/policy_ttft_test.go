@@ -638,6 +638,30 @@ func TestWarmupQuiet(t *testing.T) {
 			t.Errorf("%s: %d ranks pending after it (placed on %v), want %d", tc.name, got, res.Ranks, tc.pending)
 		}
 	}
+	// Not with more than half the ranks warmed: a first light decision of
+	// five requests warms five of 8 ranks, and six requests after it are
+	// scored (the arrivals of that stall, on holders below twice their
+	// share).
+	cfg = ttftCfg(8, ReuseAfterIteration)
+	cfg.Warmup = WarmupQuiet
+	r = mustNew(t, cfg)
+	states = idle(8)
+	states[0].NumActiveRequests, states[0].NumActiveTokens = 1, 100
+	var batch []Request
+	for i := range 5 {
+		batch = append(batch, extend(uint64(i+1), base, 10))
+	}
+	mustRoute(t, r, states, batch, 8, nil)
+	if got := len(r.PendingWarmup()); got != 3 {
+		t.Fatalf("a light decision of five requests: %d ranks pending, want 3", got)
+	}
+	batch = batch[:0]
+	for i := range 6 {
+		batch = append(batch, extend(uint64(100+i), base, 10))
+	}
+	if res := mustRoute(t, r, states, batch, 8, nil); len(r.PendingWarmup()) != 3 {
+		t.Errorf("six requests with five of 8 ranks warmed: placed on %v, pending %v; want 3 pending", res.Ranks, r.PendingWarmup())
+	}
 
 	// Once a decision has seen the engine loaded, an idle decision warms
 	// only with two requests or more: a lone request goes where its prefix
