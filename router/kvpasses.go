@@ -92,12 +92,11 @@ func (r *Router) coldStart(b *batch, active int) bool {
 // lightStart reports whether quiet warmup warms pending ranks in this
 // decision while load builds up on a cold engine one decision at a time:
 // fewer requests are active than there are ranks, and fewer ranks are
-// warmed than lightStartRanks and than half the ranks (rounded up), or, with
-// at most half the ranks warmed, the decision brings many requests
-// (lightStartBatch). Each such decision warms
-// a rank with each of its requests that is not of a conversation (a new
-// conversation is balanced over the ranks by the score, and its later
-// turns follow it).
+// warmed than lightStartRanks and than half the ranks (rounded up), or,
+// with at most half the ranks warmed, the decision brings many requests
+// (lightStartBatch). Each such decision warms a rank with each of its
+// requests that is not of a conversation (a new conversation is balanced
+// over the ranks by the score, and its later turns follow it).
 //
 // Under steady load no decision is idle after the first, so without this
 // the prompt that every request shares (one application's system prompt)
