@@ -1,7 +1,7 @@
 // Command adprouter-sim compares adprouter's routing policies on simulated
 // attention-data-parallel engines: the same seeded workload is run through
 // each policy variant and the prefill computed, cache hits, time to first
-// token, load spread and evictions are tabulated side by side.
+// token, load and prefill spread and evictions are tabulated side by side.
 //
 // Usage:
 //

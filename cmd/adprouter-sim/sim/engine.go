@@ -405,8 +405,10 @@ func (s *Simulator) Step() (bool, error) {
 
 	var slowest float64
 	busy := false
+	var prefillMax, prefillSum int
 	for _, r := range s.ranks {
 		prefill, decodes := s.schedule(r)
+		prefillMax, prefillSum = max(prefillMax, prefill), prefillSum+prefill
 		busy = busy || prefill > 0 || decodes > 0
 		t := s.eng.IterBaseMs*1e6 + s.eng.PrefillUsPerToken*1e3*float64(prefill) + s.eng.DecodeUsPerSeq*1e3*float64(decodes)
 		slowest = max(slowest, t)
@@ -417,6 +419,8 @@ func (s *Simulator) Step() (bool, error) {
 		return false, fmt.Errorf("variant %s: %d requests waiting and nothing runs for %d iterations at t=%.3fs (the router places nothing)",
 			s.variant.Name, len(s.waiting), maxIdleSteps, float64(s.now)/nsPerSecond)
 	}
+	s.m.prefillMax += int64(prefillMax)
+	s.m.prefillSum += int64(prefillSum)
 	s.now += max(int64(math.Round(slowest)), 1)
 	s.iterations++
 	for _, r := range s.ranks {

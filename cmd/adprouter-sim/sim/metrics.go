@@ -21,6 +21,7 @@ type collector struct {
 	winPrompt, winCached         int64
 	samples                      []sample
 	spreadMax, spreadTotal       float64
+	prefillMax, prefillSum       int64 // per iteration: the busiest rank's prefill tokens, all ranks'
 	unplaced                     int64
 	routeCalls, routed           int64
 	routeNs                      []int64
@@ -72,6 +73,15 @@ type Result struct {
 	// Weighting keeps near-idle iterations, where one request alone makes
 	// max/mean = dp, from dominating.
 	LoadSpread float64 `json:"load_spread"`
+	// PrefillSpread is the busiest rank's prefill over the mean in the
+	// iterations that compute some, weighted by their prefill:
+	// sum(max) * dp / sum(total), 1 when every rank computes as much as the
+	// busiest, DPSize when one rank computes alone. In lock step an
+	// iteration lasts as long as its busiest rank's, so a router that
+	// computes fewer tokens but unevenly can still take longer: the
+	// engine's prefill time follows sum(max), PrefillTokens * PrefillSpread
+	// / DPSize tokens.
+	PrefillSpread float64 `json:"prefill_spread"`
 	// Evictions counts KV blocks evicted over all ranks; DuplicateBlocks
 	// the blocks computed while already cached on their rank (the same
 	// prompt prefilled twice at once).
@@ -201,6 +211,9 @@ func (s *Simulator) Result() *Result {
 	res.TTFT = latency(all)
 	if c.spreadTotal > 0 {
 		res.LoadSpread = round(c.spreadMax*float64(len(s.ranks))/c.spreadTotal, 4)
+	}
+	if c.prefillSum > 0 {
+		res.PrefillSpread = round(float64(c.prefillMax)*float64(len(s.ranks))/float64(c.prefillSum), 4)
 	}
 	st := s.rt.Stats(0)
 	res.Warmups = st.WarmupPlacements

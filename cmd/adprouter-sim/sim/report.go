@@ -214,7 +214,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		first := run.Results[0]
 		fmt.Fprintf(&b, "(vs 1st: prefill relative to %s; TTFT in simulated ms)\n", first.Policy)
-		head := fmt.Sprintf("%-*s\tprefill tok\tvs 1st\thit\tTTFT p50\tp90\tp99\tspread\tevicted\tunplaced\trejected\t", width, "policy")
+		head := fmt.Sprintf("%-*s\tprefill tok\tvs 1st\thit\tTTFT p50\tp90\tp99\tspread\tpf spread\tevicted\tunplaced\trejected\t", width, "policy")
 		if hasWin {
 			head += "|\twindow prefill\tvs 1st\thit\tTTFT p50\tp99\t"
 		}
@@ -223,9 +223,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintln(tw, head)
 		for _, res := range run.Results {
-			fmt.Fprintf(tw, "%-*s\t%d\t%s\t%.1f%%\t%.1f\t%.1f\t%.1f\t%.2f\t%d\t%d\t%d\t",
+			fmt.Fprintf(tw, "%-*s\t%d\t%s\t%.1f%%\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%d\t%d\t%d\t",
 				width, res.Policy, res.PrefillTokens, rel(res.PrefillTokens, first.PrefillTokens), 100*res.CacheHit,
-				res.TTFT.P50, res.TTFT.P90, res.TTFT.P99, res.LoadSpread, res.Evictions, res.Unplaced, res.Rejected)
+				res.TTFT.P50, res.TTFT.P90, res.TTFT.P99, res.LoadSpread, res.PrefillSpread, res.Evictions, res.Unplaced, res.Rejected)
 			if hasWin {
 				x := res.Window
 				fmt.Fprintf(tw, "|\t%d\t%s\t%.1f%%\t%.1f\t%.1f\t", x.PrefillTokens, rel(x.PrefillTokens, first.Window.PrefillTokens),

@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -142,6 +143,9 @@ func TestAccounting(t *testing.T) {
 				if res.TTFT.P50 <= 0 || res.TTFT.P50 > res.TTFT.P99 || res.LoadSpread < 1 || res.LoadSpread > float64(eng.DPSize) {
 					t.Errorf("%s: implausible TTFT %+v or spread %g", name, res.TTFT, res.LoadSpread)
 				}
+				if res.PrefillSpread < 1 || res.PrefillSpread > float64(eng.DPSize) {
+					t.Errorf("%s: prefill spread %g, want 1..%d", name, res.PrefillSpread, eng.DPSize)
+				}
 				if res.PrefillTokens <= 0 || res.PrefillTokens > res.PromptTokens {
 					t.Errorf("%s: prefill %d of %d prompt tokens", name, res.PrefillTokens, res.PromptTokens)
 				}
@@ -222,6 +226,35 @@ func TestSingleRequestTiming(t *testing.T) {
 	if res.TTFT.P50 != 34 || res.MakespanS != 5.0382 || res.Iterations != 4 || res.PrefillTokens != 3000 {
 		t.Errorf("TTFT %v ms, makespan %v s, %d iterations, prefill %d; want 34, 5.0382, 4, 3000",
 			res.TTFT.P50, res.MakespanS, res.Iterations, res.PrefillTokens)
+	}
+}
+
+// TestPrefillSpread checks the prefill spread by hand: one 3000-token
+// prompt computes alone on one of 4 ranks (4, the most); two arriving
+// together compute side by side on two ranks, 2048 tokens each in the
+// first iteration and 952 in the second (2).
+func TestPrefillSpread(t *testing.T) {
+	for _, tc := range []struct {
+		prompts int
+		want    float64
+	}{{1, 4}, {2, 2}} {
+		w := &Workload{Config: WorkloadConfig{Seed: 1, Vocab: 100}}
+		for i := range tc.prompts {
+			w.Sessions = append(w.Sessions, Session{Group: -1, Start: 5e9,
+				Prefix: slices.Repeat([]int32{int32(i)}, 3000), Turns: []Turn{{ID: uint64(i + 1), Output: 3}}})
+		}
+		v, _ := LookupVariant(VariantDefault)
+		s, err := NewSimulator(tinyEngine(), w, v, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.PrefillSpread != tc.want || res.PrefillTokens != int64(3000*tc.prompts) {
+			t.Errorf("%d prompts: prefill spread %g, prefill %d; want %g, %d", tc.prompts, res.PrefillSpread, res.PrefillTokens, tc.want, 3000*tc.prompts)
+		}
 	}
 }
 
