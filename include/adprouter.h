@@ -201,10 +201,11 @@ typedef uint64_t adpr_router;
  *   warmup                ["off"] "off" | "once" | "quiet" | "demand". "once"
  *                         (= cold_start_warmup), "quiet" ("once", only while
  *                         no rank has an active request (once some decision
- *                         has seen dp_size active requests, with two requests
- *                         or more), or while load starts on a cold engine:
- *                         see docs/ROUTING.md) or "demand" (keep each hot
- *                         prompt family on about ceil(share x dp_size x
+ *                         has seen dp_size active requests, or a request
+ *                         arriving while a rank warms, with two requests or
+ *                         more), or while load starts on a cold engine: see
+ *                         docs/ROUTING.md) or "demand" (keep each hot prompt
+ *                         family on about ceil(share x dp_size x
  *                         warmup_factor) ranks, replicating only while the
  *                         engine is quiet). Read by kv_cache_aware.
  *   warmup_factor         [1.0] > 0, finite. Scales demand warmup's replica

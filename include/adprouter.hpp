@@ -282,10 +282,10 @@ struct options {
     std::optional<int64_t> index_max_bytes;
     // "once" (= cold_start_warmup), "quiet" ("once", only while no rank has
     // an active request (once some decision has seen dp_size active
-    // requests, with two requests or more), or while load starts on a cold
-    // engine: see docs/ROUTING.md) or "demand" (keep each hot prompt family
-    // on about ceil(share x dp_size x warmup_factor) ranks, replicating only
-    // while the engine is quiet).
+    // requests, or a request arriving while a rank warms, with two requests
+    // or more), or while load starts on a cold engine: see docs/ROUTING.md)
+    // or "demand" (keep each hot prompt family on about ceil(share x dp_size
+    // x warmup_factor) ranks, replicating only while the engine is quiet).
     std::optional<adprouter::warmup> warmup;
     // Scales demand warmup's replica target.
     std::optional<double> warmup_factor;

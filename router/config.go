@@ -74,9 +74,10 @@ const (
 	// active request: every rank gets a request once, so
 	// that the first spike finds the shared prefix everywhere, but warming
 	// never costs a loaded engine a cold prefill it did not need. Once a
-	// decision has seen dp_size active requests or more, an idle decision
-	// warms only with two requests or more: a lone one starts a burst whose
-	// rest would wait for its whole prefill. Load that
+	// decision has seen dp_size active requests or more, or a request that
+	// arrived while a rank warmed by the decision before computed its
+	// prompt, an idle decision warms only with two requests or more: a lone
+	// one starts a burst whose rest would wait for its whole prefill. Load that
 	// starts on a cold engine is the exception, while fewer requests are
 	// active than there are ranks. While at most one rank is warmed, a
 	// decision that brings a request for every pending rank, or (with the

@@ -9,10 +9,12 @@ import (
 // StateDigest returns a 64-bit digest of the Router's state: a running hash
 // seeded with its configuration and chained, as they happen, over every change
 // of the state that determines its future decisions — cold-start warmup ranks
-// reached, conversation bindings and touches (recency), the round-robin
-// cursor, prefix-index bounds and placements (which also drive the demand
-// window), and the predicted-TTFT score's queued prefill per rank. It costs
-// O(1) per change: nothing is walked.
+// reached (and, under quiet warmup, whether the last decision warmed one and
+// whether the engine has been seen loaded), conversation bindings and
+// touches (recency), the round-robin cursor, prefix-index bounds and
+// placements (which also drive the demand window), and the predicted-TTFT
+// score's queued prefill per rank. It costs O(1) per change: nothing is
+// walked.
 //
 // Routers built from the same Config and fed the same calls have the same
 // digest. A digest names a history, not just a state: routers whose states
@@ -41,6 +43,9 @@ const (
 	tagRampStall = 10
 	// tagLoaded: quiet warmup saw the engine loaded for the first time.
 	tagLoaded = 11
+	// tagWarmStall: quiet warmup's last decision warmed a rank (1) or not
+	// (0).
+	tagWarmStall = 12
 )
 
 // fold chains one change (tag, a, b) into digest d. Each step is a bijection

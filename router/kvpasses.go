@@ -31,14 +31,21 @@ func (r *Router) kvBegin(b *batch) (count []int, tokens []float64, row []int) {
 // loaded engine, or when load starts on a cold engine.
 //
 // Once a decision has seen the engine loaded (its ranks reporting at least
-// dp_size active requests in all), an idle decision warms only when it
-// brings two requests or more. On an engine that has carried load, an idle
-// decision is a gap between bursts, and a lone request sent to a pending
-// rank computes its whole prompt there, where a rank holding its prefix
-// would compute a few blocks, while the rest of its burst, arriving
+// dp_size active requests in all, or requests arriving while a rank the
+// decision before warmed computes its prompt), an idle decision warms only
+// when it brings two requests or more. On an engine that has carried load,
+// an idle decision is a gap between bursts, and a lone request sent to a
+// pending rank computes its whole prompt there, where a rank holding its
+// prefix would compute a few blocks, while the rest of its burst, arriving
 // milliseconds later, waits for that iteration (docs/routing-quality.md,
 // "Bursts after a quiet gap"). Requests that arrive together share the
-// stall. A quiet period before the first load warms with every request.
+// stall. A quiet period before the first load warms with every request; in
+// one, no request arrives during a warming stall (one decision per engine
+// iteration, see docs/ROUTING.md). Arrivals during it show steady traffic
+// on an engine fast enough to idle between requests, which never reports
+// dp_size active: there each idle decision's warming stalled the requests
+// arriving during it (docs/routing-quality.md, "Other iteration time
+// models").
 //
 // Then spread is true when the decision warms every pending rank at once
 // (see coldStart: the pending ranks are shared out among the batch's prompt
@@ -49,11 +56,13 @@ func (r *Router) warming(b *batch) (warming, spread, light bool) {
 	if r.cfg.Warmup != WarmupQuiet {
 		return true, false, false
 	}
+	stalled := r.warmedLast && len(b.reqs) > 0
+	r.setWarmedLast(false)
 	active := 0
 	for i := range b.states {
 		active += b.states[i].NumActiveRequests
 	}
-	if active >= len(b.states) && !r.loaded {
+	if (active >= len(b.states) || stalled) && !r.loaded {
 		r.loaded = true
 		r.digest = fold(r.digest, tagLoaded, 1, 0)
 	}
@@ -301,6 +310,9 @@ func (r *Router) placeExplicit(i, k int, warm bool, place func(i, k int)) {
 	place(i, k)
 	if warm {
 		r.stats.warmup++
+		if r.cfg.Warmup == WarmupQuiet {
+			r.setWarmedLast(true)
+		}
 	}
 	if r.rc != nil {
 		r.rc.placed(i, explicitOr(warm, ReasonColdStartWarmup), 0)
@@ -309,6 +321,19 @@ func (r *Router) placeExplicit(i, k int, warm bool, place func(i, k int)) {
 		r.pending[k] = false
 		r.pendingCount--
 		r.digest = fold(r.digest, tagWarmed, uint64(k), 0)
+	}
+}
+
+// setWarmedLast records whether the last decision warmed a rank (see
+// warming), folding each change into the digest.
+func (r *Router) setWarmedLast(v bool) {
+	if r.warmedLast != v {
+		r.warmedLast = v
+		bit := uint64(0)
+		if v {
+			bit = 1
+		}
+		r.digest = fold(r.digest, tagWarmStall, bit, 0)
 	}
 }
 

@@ -573,7 +573,9 @@ func TestWarmupQuiet(t *testing.T) {
 		cfg.Warmup = tc.warmup
 		r := mustNew(t, cfg)
 		for i := range tc.warmed {
+			// Quiet-period arrivals, an (empty) iteration apart.
 			mustRoute(t, r, idle(4), []Request{extend(uint64(100+i), prompt(64), 10)}, 8, nil)
+			mustRoute(t, r, idle(4), nil, 8, nil)
 		}
 		q := extend(1, base, 10)
 		q.ConversationID = tc.conv
@@ -684,6 +686,67 @@ func TestWarmupQuiet(t *testing.T) {
 	res = mustRoute(t, r, idle(4), []Request{extend(2, base, 10), extend(3, base, 10)}, 8, []int32{0, 0, 0, 992, 0, 0, 0, 992})
 	if !slices.Equal(res.Ranks, []int{0, 1}) || !slices.Equal(r.PendingWarmup(), []int{2, 3}) {
 		t.Errorf("idle after load, two requests: ranks %v, pending %v; want [0 1], [2 3]", res.Ranks, r.PendingWarmup())
+	}
+
+	// A request that arrives while a warmed rank computes its prompt (in
+	// the decision right after the one that warmed it) counts the engine
+	// as loaded too: that is steady traffic, not a quiet period before a
+	// spike, and a later idle decision of one request goes where its
+	// prefix is. Not when an empty decision came between (the stall passed
+	// with no arrival), nor after a decision that warmed nothing.
+	busy := st([2]int64{1, 64}, [2]int64{0, 0}, [2]int64{0, 0}, [2]int64{0, 0})
+	for _, tc := range []struct {
+		name    string
+		pending []int // before the first decision
+		gap     bool  // an empty decision after the first
+		next    int   // requests of the decision after that
+		loaded  bool
+		rank    int // where a later lone idle request goes (its prefix is on rank 3)
+	}{
+		{"an arrival during the stall", []int{0, 1, 2, 3}, false, 1, true, 3},
+		{"two arrivals during the stall", []int{0, 1, 2, 3}, false, 2, true, 3},
+		{"no arrival during the stall", []int{0, 1, 2, 3}, true, 1, false, 2},
+		{"no arrival at all", []int{0, 1, 2, 3}, false, 0, false, 1},
+		{"nothing warmed", []int{}, false, 1, false, 3},
+	} {
+		cfg := ttftCfg(4, ReuseAfterIteration)
+		cfg.Warmup = WarmupQuiet
+		r := mustNew(t, cfg)
+		if err := r.SetPendingWarmup(tc.pending); err != nil {
+			t.Fatal(err)
+		}
+		mustRoute(t, r, idle(4), []Request{extend(100, prompt(64), 10)}, 8, nil)
+		if tc.gap {
+			mustRoute(t, r, idle(4), nil, 8, nil)
+		}
+		var next []Request
+		for i := range tc.next {
+			next = append(next, extend(uint64(110+i), prompt(64), 10))
+		}
+		mustRoute(t, r, busy, next, 8, nil)
+		if r.loaded != tc.loaded {
+			t.Errorf("%s: loaded = %v, want %v", tc.name, r.loaded, tc.loaded)
+		}
+		mustRoute(t, r, idle(4), nil, 8, nil)
+		res := mustRoute(t, r, idle(4), []Request{extend(1, base, 10)}, 8, []int32{0, 0, 0, 992})
+		if res.Ranks[0] != tc.rank {
+			t.Errorf("%s: a later lone idle request went to rank %d (pending before: %v), want %d",
+				tc.name, res.Ranks[0], r.PendingWarmup(), tc.rank)
+		}
+	}
+	// Whether the last decision warmed is state, so it is in the digest:
+	// on the reference's score with no prefix index an empty decision
+	// changes nothing else, yet after a warming one it ends the stall.
+	cfg = DefaultConfig(PolicyKVCacheAware, 4)
+	cfg.Warmup = WarmupQuiet
+	r = mustNew(t, cfg)
+	mustRoute(t, r, idle(4), []Request{extend(1, base, 10)}, 8, nil)
+	for _, want := range []bool{true, false} {
+		before := r.StateDigest()
+		mustRoute(t, r, idle(4), nil, 8, nil)
+		if changed := r.StateDigest() != before; changed != want {
+			t.Errorf("an empty decision changed the digest: %v, want %v", changed, want)
+		}
 	}
 }
 

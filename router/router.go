@@ -43,6 +43,7 @@ type Router struct {
 	pending      []bool // KV-aware warmup: ranks not yet warmed
 	pendingCount int
 	loaded       bool         // quiet warmup: some decision saw the engine loaded (see warming)
+	warmedLast   bool         // quiet warmup: the last decision warmed a rank (see warming)
 	conv         convmap.Map  // conversation -> rank
 	cursor       int          // conversation round-robin cursor
 	prefix       *prefixState // KV-aware prefix index and demand warmup, or nil

@@ -137,7 +137,8 @@ var optionSchema = []OptionSpec{
 	enumOption("warmup", func(c *Config) *Warmup { return &c.Warmup }, kvOnly,
 		[]Warmup{WarmupOff, WarmupOnce, WarmupQuiet, WarmupDemand},
 		`"once" (= cold_start_warmup), "quiet" ("once", only while no rank has an active request `+
-			`(once some decision has seen dp_size active requests, with two requests or more), or `+
+			`(once some decision has seen dp_size active requests, or a request arriving while a rank warms, `+
+			`with two requests or more), or `+
 			`while load starts on a cold engine: see docs/ROUTING.md) or `+
 			`"demand" (keep each hot prompt family on about ceil(share x dp_size x warmup_factor) ranks, `+
 			`replicating only while the engine is quiet).`),
