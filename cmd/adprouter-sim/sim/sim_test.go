@@ -59,7 +59,13 @@ func runShared(t testing.TB, v Variant, timing bool) *Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewSimulator(tinyEngine(), w, v, timing)
+	return runWorkload(t, tinyEngine(), w, v, timing)
+}
+
+// runWorkload runs w on eng with v and returns its result.
+func runWorkload(t testing.TB, eng EngineConfig, w *Workload, v Variant, timing bool) *Result {
+	t.Helper()
+	s, err := NewSimulator(eng, w, v, timing)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,14 +218,7 @@ func TestSingleRequestTiming(t *testing.T) {
 		Group: -1, Start: 5e9, Prefix: make([]int32, 3000), Turns: []Turn{{ID: 7, Output: 3}},
 	}}}
 	v, _ := LookupVariant(VariantDefault)
-	s, err := NewSimulator(eng, w, v, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runWorkload(t, eng, w, v, false)
 	// Iteration 1: 2048 prefill tokens (the budget), 2 + 20.48 ms; iteration
 	// 2: 952 tokens, 2 + 9.52 ms, first token; iterations 3 and 4: one
 	// decode each, 2.1 ms.
@@ -244,14 +243,7 @@ func TestPrefillSpread(t *testing.T) {
 				Prefix: slices.Repeat([]int32{int32(i)}, 3000), Turns: []Turn{{ID: uint64(i + 1), Output: 3}}})
 		}
 		v, _ := LookupVariant(VariantDefault)
-		s, err := NewSimulator(tinyEngine(), w, v, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := s.Run()
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := runWorkload(t, tinyEngine(), w, v, false)
 		if res.PrefillSpread != tc.want || res.PrefillTokens != int64(3000*tc.prompts) {
 			t.Errorf("%d prompts: prefill spread %g, prefill %d; want %g, %d", tc.prompts, res.PrefillSpread, res.PrefillTokens, tc.want, 3000*tc.prompts)
 		}
