@@ -90,7 +90,7 @@ func newCommand(stdout, stderr io.Writer) *command {
 	c.seeds = fs.String("seeds", "", "-sweep: a robustness matrix over these workload seeds (comma-separated): prints every cell where a -policies variant misses the goals, and the miss count")
 	c.dps = fs.String("dps", "", "-sweep: a robustness matrix over these rank counts (comma-separated), as -seeds")
 	c.eval = fs.Bool("eval", false, "judge a variant (-policies, default "+sim.VariantRecommended+") on the evaluation grid against the best reference policy on every case, under each -reuse semantics (default both): prints the families, the worst cells and the verdict; exits 3 when a goal is missed")
-	c.evalGrid = fs.String("eval-grid", sim.EvalFull, "-eval: the grid, "+strings.Join(sim.EvalGrids, ", ")+" ("+sim.EvalQuick+": the reduced slice the tests run; "+sim.EvalMixed+": workloads served together, held out of the preset's tuning)")
+	c.evalGrid = fs.String("eval-grid", sim.EvalFull, "-eval: the grid, "+strings.Join(sim.EvalGrids, ", ")+" ("+sim.EvalQuick+": the reduced slice the tests run; "+sim.EvalMixed+": workloads served together, held out of the preset's tuning; "+sim.EvalHeavy+": steady traffic under heavy load, held out too)")
 	c.evalCase = fs.String("eval-case", "", "-eval: run only the cases whose family/case name contains this `text` (a cell of the report: \"mix-shared+followup/seed=2 load=0.5 dp4\"); the family goals are not judged")
 	c.evalWorst = fs.Int("eval-worst", 12, "-eval: cells listed per reuse semantics, worst first")
 	c.evalSeeds = fs.Uint64("eval-seed-offset", 0, "-eval: add this to every generated case's workload seed (trace slices unchanged): the grid on seeds it was not tuned on")
@@ -474,7 +474,7 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 		return fail(err)
 	}
 	label := grid
-	cellsOnly := grid == sim.EvalMixed
+	cellsOnly := sim.CellGoalsOnly(grid)
 	if shift.only != "" {
 		cases = slices.DeleteFunc(cases, func(c sim.EvalCase) bool { return !strings.Contains(c.Family+"/"+c.Name, shift.only) })
 		if len(cases) == 0 {

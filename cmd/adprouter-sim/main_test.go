@@ -330,6 +330,17 @@ func TestEvalCommand(t *testing.T) {
 	if strings.Contains(one, "families, a trace family") || (code == 3) != strings.Contains(one, "MISS") {
 		t.Errorf("-eval-case: exit %d, family goals judged or a verdict without its cell:\n%s", code, one)
 	}
+	// The heavy grid is held out too: its cells alone are judged.
+	code, heavy, errs := runCmd(t, "-eval", "-eval-grid", "heavy", "-reuse", "after-iteration", "-eval-case", "tenants=1 rate=20/8 ranks seed=5 dp8")
+	if code != 0 && code != 3 {
+		t.Fatalf("-eval-grid heavy: exit %d: %s", code, errs)
+	}
+	for _, want := range []string{`evaluation heavy (cases matching "tenants=1 rate=20/8 ranks seed=5 dp8") of recommended: 1 cases in 1 families`,
+		"family goals are not judged"} {
+		if !strings.Contains(heavy, want) {
+			t.Errorf("-eval-grid heavy: output lacks %q:\n%s", want, heavy)
+		}
+	}
 	// -iter-base-ms, -prefill-us and -decode-us give every case's engine
 	// that iteration time model, and the label says so.
 	js := filepath.Join(t.TempDir(), "cost.json")

@@ -31,7 +31,8 @@ import (
 //     ratios is at most GoalWin.
 //
 // EvalGrid builds the grid (EvalFull, the one the docs report, EvalQuick,
-// the slice the tests run, or EvalMixed, workloads served together);
+// the slice the tests run, EvalMixed, workloads served together, or
+// EvalHeavy, steady traffic under heavy load);
 // RunEval simulates it; WriteEval prints
 // per semantics a summary per family and the worst cells, each reference
 // judged the same way against the others (EvalScale), and the verdict.
@@ -61,10 +62,20 @@ const (
 	// family goals (wins, a trace family among them) are EvalFull's alone
 	// (EvalOptions.CellGoalsOnly).
 	EvalMixed = "mixed"
+	// EvalHeavy is steady multi-tenant traffic under more load than
+	// EvalFull's: one, two and four tenants (Zipf 1) at 20, 40 and 80
+	// requests per second per 8 ranks, on 8 and 16 ranks, seeds 5 and 6,
+	// a minute each. Held out, and judged by the cell goals, as
+	// EvalMixed.
+	EvalHeavy = "heavy"
 )
 
 // EvalGrids lists the grids, the default first.
-var EvalGrids = []string{EvalFull, EvalQuick, EvalMixed}
+var EvalGrids = []string{EvalFull, EvalQuick, EvalMixed, EvalHeavy}
+
+// CellGoalsOnly reports whether grid is judged by the cell goals alone
+// (EvalOptions.CellGoalsOnly): the family goals are EvalFull's.
+func CellGoalsOnly(grid string) bool { return grid == EvalMixed || grid == EvalHeavy }
 
 // EvalCase is one workload on one engine.
 type EvalCase struct {
@@ -204,7 +215,8 @@ type EvalOptions struct {
 	Parallel int
 	// CellGoalsOnly judges the cell goals alone, not the family goals
 	// (wins on EvalWinFamilies families, a trace family among them):
-	// for EvalMixed, which has no trace family, and for a part of a grid.
+	// for the held-out grids (see CellGoalsOnly), which have no trace
+	// family, and for a part of a grid.
 	CellGoalsOnly bool
 }
 
@@ -738,13 +750,16 @@ var evalTraceScales = [][2]float64{{1, 0.5}, {0.5, 0.5}, {1, 1}}
 
 // EvalGrid returns the cases of the named grid (one of EvalGrids). traces
 // are the traces replayed, each in its family ("trace-" + Family); the
-// mixed grid replays none.
+// mixed and heavy grids replay none.
 func EvalGrid(grid string, traces []EvalTrace) ([]EvalCase, error) {
 	if !slices.Contains(EvalGrids, grid) {
 		return nil, fmt.Errorf("evaluation grid %q, want one of %s", grid, strings.Join(EvalGrids, ", "))
 	}
-	if grid == EvalMixed {
+	switch grid {
+	case EvalMixed:
 		return mixedGrid()
+	case EvalHeavy:
+		return heavyGrid()
 	}
 	quick := grid == EvalQuick
 	var cases []EvalCase
@@ -867,6 +882,41 @@ func mixedGrid() ([]EvalCase, error) {
 						return nil, fmt.Errorf("case %s: %w", fam, err)
 					}
 					cases = append(cases, EvalCase{Family: fam, Name: fmt.Sprintf("seed=%d load=%g %s", seed, load, s.name),
+						Workload: w, Engine: s.engine()})
+				}
+			}
+		}
+	}
+	return cases, nil
+}
+
+// The parameters of EvalHeavy: tenants, rates per 8 ranks, engine shapes
+// and seeds.
+var (
+	heavyTenants = []int{1, 2, 4}
+	heavyRates   = []float64{20, 40, 80}
+	heavyShapes  = []evalShape{shapeDefault, evalShapes[1]}
+	heavySeeds   = []uint64{5, 6}
+)
+
+// heavyGrid returns the cases of EvalHeavy, one family: the rates scaled
+// with the ranks (evalShape.load), so 16 ranks carry the load per rank of 8.
+func heavyGrid() ([]EvalCase, error) {
+	var cases []EvalCase
+	for _, g := range heavyTenants {
+		for _, rate := range heavyRates {
+			for _, s := range heavyShapes {
+				for _, seed := range heavySeeds {
+					w, err := DefaultWorkload(KindMultiTenant)
+					if err != nil {
+						return nil, err
+					}
+					w.Seed, w.Groups, w.ZipfS, w.Rate, w.DurationS = seed, g, 1, rate*s.load(), 60
+					if err := w.Validate(); err != nil {
+						return nil, fmt.Errorf("case heavy: %w", err)
+					}
+					cases = append(cases, EvalCase{Family: "heavy",
+						Name:     fmt.Sprintf("tenants=%d rate=%g/8 ranks seed=%d %s", g, rate, seed, s.name),
 						Workload: w, Engine: s.engine()})
 				}
 			}

@@ -495,3 +495,39 @@ func TestEvalGridMixed(t *testing.T) {
 		t.Errorf("stretched spike part %s: quiet %g s, want it unchanged", spike.Kind, spike.QuietS)
 	}
 }
+
+// The heavy grid: every tenant count, rate, shape and seed once, each case
+// steady multi-tenant traffic at Zipf 1 for a minute, the rate scaled with
+// the ranks; judged by the cell goals alone, as the mixed grid.
+func TestEvalGridHeavy(t *testing.T) {
+	cases, err := EvalGrid(EvalHeavy, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(heavyTenants) * len(heavyRates) * len(heavyShapes) * len(heavySeeds); len(cases) != want {
+		t.Fatalf("%d cases, want %d", len(cases), want)
+	}
+	names := map[string]bool{}
+	perRank := map[float64]int{}
+	for _, c := range cases {
+		key := c.Family + "/" + c.Name
+		if names[key] {
+			t.Errorf("case %s twice", key)
+		}
+		names[key] = true
+		w := c.Workload
+		if c.Family != "heavy" || c.Trace || w.Kind != KindMultiTenant || w.ZipfS != 1 || w.DurationS != 60 ||
+			(w.Seed != 5 && w.Seed != 6) || (c.Engine.DPSize != 8 && c.Engine.DPSize != 16) {
+			t.Errorf("case %s: %+v on %d ranks", key, w, c.Engine.DPSize)
+		}
+		perRank[w.Rate*8/float64(c.Engine.DPSize)]++
+	}
+	for _, r := range heavyRates {
+		if perRank[r] != len(cases)/len(heavyRates) {
+			t.Errorf("rates per 8 ranks %v, want each of %v on a third of the cases", perRank, heavyRates)
+		}
+	}
+	if !CellGoalsOnly(EvalHeavy) || !CellGoalsOnly(EvalMixed) || CellGoalsOnly(EvalFull) || CellGoalsOnly(EvalQuick) {
+		t.Error("CellGoalsOnly: want the held-out grids (mixed, heavy) only")
+	}
+}
