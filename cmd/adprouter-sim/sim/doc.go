@@ -128,8 +128,9 @@
 //
 // RunEval judges one variant (the recommended preset) on a grid of cases
 // (EvalGrid: EvalFull, EvalQuick for the tests, EvalMixed, mixes held
-// out of the preset's tuning, or EvalHeavy, steady traffic under heavy
-// load, held out too): workload families ×
+// out of the preset's tuning, EvalHeavy, steady traffic under heavy
+// load, or EvalMixedTrace, mixes replayed as traces, held out too):
+// workload families ×
 // parameters × seeds × engine shapes, Mooncake trace slices among them
 // (LoadEvalTraces), each simulated with the References and the variant under
 // both reuse semantics. Each cell is the variant relative to the best

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -31,8 +32,9 @@ import (
 //     ratios is at most GoalWin.
 //
 // EvalGrid builds the grid (EvalFull, the one the docs report, EvalQuick,
-// the slice the tests run, EvalMixed, workloads served together, or
-// EvalHeavy, steady traffic under heavy load);
+// the slice the tests run, EvalMixed, workloads served together,
+// EvalHeavy, steady traffic under heavy load, or EvalMixedTrace, mixes
+// replayed as traces);
 // RunEval simulates it; WriteEval prints
 // per semantics a summary per family and the worst cells, each reference
 // judged the same way against the others (EvalScale), and the verdict.
@@ -68,14 +70,25 @@ const (
 	// a minute each. Held out, and judged by the cell goals, as
 	// EvalMixed.
 	EvalHeavy = "heavy"
+	// EvalMixedTrace replays mixes of the simulator's workloads as traces
+	// (generated, merged, written in the trace format and read back, as
+	// -gen-trace and -trace do), so the router sees prefixes only, no
+	// conversation ids: seven mixes on seeds 11-13, 4, 8 and 16 ranks, at
+	// the trace's pace and stretched to 2 and 4 times as long; and four
+	// others on seeds 21-22, 4 and 8 ranks, at its pace and 3 times as
+	// long (the rates are not scaled with the ranks). Held out, and judged
+	// by the cell goals, as EvalMixed.
+	EvalMixedTrace = "mixed-trace"
 )
 
 // EvalGrids lists the grids, the default first.
-var EvalGrids = []string{EvalFull, EvalQuick, EvalMixed, EvalHeavy}
+var EvalGrids = []string{EvalFull, EvalQuick, EvalMixed, EvalHeavy, EvalMixedTrace}
 
 // CellGoalsOnly reports whether grid is judged by the cell goals alone
 // (EvalOptions.CellGoalsOnly): the family goals are EvalFull's.
-func CellGoalsOnly(grid string) bool { return grid == EvalMixed || grid == EvalHeavy }
+func CellGoalsOnly(grid string) bool {
+	return grid == EvalMixed || grid == EvalHeavy || grid == EvalMixedTrace
+}
 
 // EvalCase is one workload on one engine.
 type EvalCase struct {
@@ -750,7 +763,7 @@ var evalTraceScales = [][2]float64{{1, 0.5}, {0.5, 0.5}, {1, 1}}
 
 // EvalGrid returns the cases of the named grid (one of EvalGrids). traces
 // are the traces replayed, each in its family ("trace-" + Family); the
-// mixed and heavy grids replay none.
+// mixed, heavy and mixed-trace grids replay none of them.
 func EvalGrid(grid string, traces []EvalTrace) ([]EvalCase, error) {
 	if !slices.Contains(EvalGrids, grid) {
 		return nil, fmt.Errorf("evaluation grid %q, want one of %s", grid, strings.Join(EvalGrids, ", "))
@@ -760,6 +773,8 @@ func EvalGrid(grid string, traces []EvalTrace) ([]EvalCase, error) {
 		return mixedGrid()
 	case EvalHeavy:
 		return heavyGrid()
+	case EvalMixedTrace:
+		return mixTraceGrid()
 	}
 	quick := grid == EvalQuick
 	var cases []EvalCase
@@ -923,6 +938,84 @@ func heavyGrid() ([]EvalCase, error) {
 		}
 	}
 	return cases, nil
+}
+
+// mixTraceSets are the sets of EvalMixedTrace: mixes (kinds at their
+// default parameters), the seeds each is generated with, the ranks and the
+// time scales each trace is replayed at.
+var mixTraceSets = []struct {
+	mixes [][]string
+	seeds []uint64
+	dps   []int
+	times []float64
+}{
+	{mixes: [][]string{
+		{KindMultiTenant, KindConversation, KindNoReuse, KindSiblings},
+		{KindTenantSpike, KindConversation},
+		{KindShared, KindFollowUp},
+		{KindColdStart, KindNoReuse},
+		{KindMultiTenant, KindSiblings},
+		{KindConversation, KindFollowUp, KindNoReuse},
+		{KindTenantSpike, KindSiblings, KindNoReuse},
+	}, seeds: []uint64{11, 12, 13}, dps: []int{4, 8, 16}, times: []float64{1, 2, 4}},
+	{mixes: [][]string{
+		{KindShared, KindConversation},
+		{KindMultiTenant, KindFollowUp},
+		{KindTenantSpike, KindFollowUp},
+		{KindColdStart, KindConversation, KindSiblings},
+	}, seeds: []uint64{21, 22}, dps: []int{4, 8}, times: []float64{1, 3}},
+}
+
+// mixTraceGrid returns the cases of EvalMixedTrace, a family per mix.
+func mixTraceGrid() ([]EvalCase, error) {
+	var cases []EvalCase
+	for _, set := range mixTraceSets {
+		for _, kinds := range set.mixes {
+			name := strings.Join(kinds, "+")
+			for _, seed := range set.seeds {
+				recs, err := mixTrace(kinds, seed)
+				if err != nil {
+					return nil, fmt.Errorf("case mixtrace-%s seed=%d: %w", name, seed, err)
+				}
+				for _, dp := range set.dps {
+					for _, t := range set.times {
+						w, _ := DefaultWorkload(KindTrace)
+						w.Trace = fmt.Sprintf("%s seed=%d", name, seed)
+						w.TraceRecords, w.TraceTimeScale, w.TraceLengthScale = recs, t, 1
+						eng := DefaultEngine()
+						eng.DPSize = dp
+						cases = append(cases, EvalCase{Family: "mixtrace-" + name, Trace: true,
+							Name:     fmt.Sprintf("seed=%d time=%g dp%d", seed, t, dp),
+							Workload: w, Engine: eng})
+					}
+				}
+			}
+		}
+	}
+	return cases, nil
+}
+
+// mixTrace generates each kind at its defaults with seed and returns them
+// merged as one trace's records (ToTrace, then ParseTrace).
+func mixTrace(kinds []string, seed uint64) ([]TraceRecord, error) {
+	var wls []*Workload
+	for _, k := range kinds {
+		wc, err := DefaultWorkload(k)
+		if err != nil {
+			return nil, err
+		}
+		wc.Seed = seed
+		wl, err := Generate(wc)
+		if err != nil {
+			return nil, err
+		}
+		wls = append(wls, wl)
+	}
+	var buf bytes.Buffer
+	if err := ToTrace(&buf, wls); err != nil {
+		return nil, err
+	}
+	return ParseTrace(&buf)
 }
 
 // scaleRate makes a generated workload's arrivals come by times as often,

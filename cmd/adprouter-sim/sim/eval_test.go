@@ -531,3 +531,53 @@ func TestEvalGridHeavy(t *testing.T) {
 		t.Error("CellGoalsOnly: want the held-out grids (mixed, heavy) only")
 	}
 }
+
+// The mixed-trace grid: each set's mixes, seeds, ranks and time scales
+// once, every case a trace replay (no conversation ids) whose records are
+// every request of the mix's parts, shared by the mix's cases.
+func TestEvalGridMixedTrace(t *testing.T) {
+	cases, err := EvalGrid(EvalMixedTrace, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, fams := 0, 0
+	for _, set := range mixTraceSets {
+		want += len(set.mixes) * len(set.seeds) * len(set.dps) * len(set.times)
+		fams += len(set.mixes)
+	}
+	if len(cases) != want {
+		t.Fatalf("%d cases, want %d", len(cases), want)
+	}
+	names, families := map[string]bool{}, map[string]bool{}
+	for _, c := range cases {
+		key := c.Family + "/" + c.Name
+		if names[key] {
+			t.Errorf("case %s twice", key)
+		}
+		names[key] = true
+		families[c.Family] = true
+		if !c.Trace || c.Workload.Kind != KindTrace || len(c.Workload.TraceRecords) == 0 || c.Workload.TraceLengthScale != 1 {
+			t.Errorf("case %s: kind %s, trace %v, %d records; want a trace replay", key, c.Workload.Kind, c.Trace, len(c.Workload.TraceRecords))
+		}
+	}
+	if len(families) != fams || !CellGoalsOnly(EvalMixedTrace) {
+		t.Errorf("%d families, want %d; cell goals only: %v", len(families), fams, CellGoalsOnly(EvalMixedTrace))
+	}
+	// The first case is the first mix, seed 11: as many records as its
+	// parts have requests.
+	n := 0
+	for _, k := range mixTraceSets[0].mixes[0] {
+		wc, _ := DefaultWorkload(k)
+		wc.Seed = 11
+		wl, err := Generate(wc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, se := range wl.Sessions {
+			n += len(se.Turns)
+		}
+	}
+	if got := len(cases[0].Workload.TraceRecords); got != n || cases[0].Name != "seed=11 time=1 dp4" {
+		t.Errorf("case %s: %d records, want %d (every request of the mix's parts)", cases[0].Name, got, n)
+	}
+}
