@@ -316,29 +316,25 @@ func TestEvalCommand(t *testing.T) {
 	if (code == 3) != strings.Contains(out, "verdict: FAIL") {
 		t.Errorf("exit %d with verdict:\n%s", code, out)
 	}
-	// -eval-case runs the cells named, judged on the cell goals alone.
-	code, one, errs := runCmd(t, "-eval", "-eval-grid", "mixed", "-reuse", "after-iteration", "-eval-case", "mix-shared+followup/seed=1 load=0.5 dp")
-	if code != 0 && code != 3 {
-		t.Fatalf("-eval-case: exit %d: %s", code, errs)
-	}
-	for _, want := range []string{`evaluation mixed (cases matching "mix-shared+followup/seed=1 load=0.5 dp") of recommended: 3 cases in 1 families`,
-		"family goals are not judged"} {
-		if !strings.Contains(one, want) {
-			t.Errorf("-eval-case: output lacks %q:\n%s", want, one)
+	// -eval-case runs the cells named, judged on the cell goals alone; so
+	// are the held-out grids' cells.
+	for _, tc := range []struct{ grid, only, label string }{
+		{"mixed", "mix-shared+followup/seed=1 load=0.5 dp", "3 cases in 1 families"},
+		{"heavy", "tenants=1 rate=20/8 ranks seed=5 dp8", "1 cases in 1 families"},
+		{"mixed-trace", "mixtrace-shared+followup/seed=11 time=4 dp4", "1 cases in 1 families"},
+	} {
+		code, one, errs := runCmd(t, "-eval", "-eval-grid", tc.grid, "-reuse", "after-iteration", "-eval-case", tc.only)
+		if code != 0 && code != 3 {
+			t.Fatalf("-eval-grid %s -eval-case: exit %d: %s", tc.grid, code, errs)
 		}
-	}
-	if strings.Contains(one, "families, a trace family") || (code == 3) != strings.Contains(one, "MISS") {
-		t.Errorf("-eval-case: exit %d, family goals judged or a verdict without its cell:\n%s", code, one)
-	}
-	// The heavy grid is held out too: its cells alone are judged.
-	code, heavy, errs := runCmd(t, "-eval", "-eval-grid", "heavy", "-reuse", "after-iteration", "-eval-case", "tenants=1 rate=20/8 ranks seed=5 dp8")
-	if code != 0 && code != 3 {
-		t.Fatalf("-eval-grid heavy: exit %d: %s", code, errs)
-	}
-	for _, want := range []string{`evaluation heavy (cases matching "tenants=1 rate=20/8 ranks seed=5 dp8") of recommended: 1 cases in 1 families`,
-		"family goals are not judged"} {
-		if !strings.Contains(heavy, want) {
-			t.Errorf("-eval-grid heavy: output lacks %q:\n%s", want, heavy)
+		for _, want := range []string{fmt.Sprintf("evaluation %s (cases matching %q) of recommended: %s", tc.grid, tc.only, tc.label),
+			"family goals are not judged"} {
+			if !strings.Contains(one, want) {
+				t.Errorf("-eval-grid %s -eval-case: output lacks %q:\n%s", tc.grid, want, one)
+			}
+		}
+		if strings.Contains(one, "families, a trace family") || (code == 3) != strings.Contains(one, "MISS") {
+			t.Errorf("-eval-grid %s -eval-case: exit %d, family goals judged or a verdict without its cell:\n%s", tc.grid, code, one)
 		}
 	}
 	// -iter-base-ms, -prefill-us and -decode-us give every case's engine

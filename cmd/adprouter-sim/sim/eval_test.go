@@ -49,15 +49,10 @@ func TestEvalGrid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := map[string]bool{}
+	names := caseNames(t, full)
 	fams := map[string]bool{}
 	shapes := map[int]bool{}
 	for _, c := range full {
-		key := c.Family + "/" + c.Name
-		if names[key] {
-			t.Errorf("case %s twice", key)
-		}
-		names[key] = true
 		fams[c.Family] = true
 		shapes[c.Engine.DPSize] = true
 	}
@@ -446,13 +441,10 @@ func TestEvalGridMixed(t *testing.T) {
 	if len(cases) != len(evalMixes)*3*len(evalMixLoads)*3 {
 		t.Fatalf("%d cases, want %d", len(cases), len(evalMixes)*3*len(evalMixLoads)*3)
 	}
-	names, fams, shapes := map[string]bool{}, map[string]int{}, map[int]bool{}
+	caseNames(t, cases)
+	fams, shapes := map[string]int{}, map[int]bool{}
 	for _, c := range cases {
 		key := c.Family + "/" + c.Name
-		if names[key] {
-			t.Errorf("case %s twice", key)
-		}
-		names[key] = true
 		fams[c.Family]++
 		shapes[c.Engine.DPSize] = true
 		if c.Workload.Kind != KindMix || c.Trace {
@@ -507,14 +499,10 @@ func TestEvalGridHeavy(t *testing.T) {
 	if want := len(heavyTenants) * len(heavyRates) * len(heavyShapes) * len(heavySeeds); len(cases) != want {
 		t.Fatalf("%d cases, want %d", len(cases), want)
 	}
-	names := map[string]bool{}
+	caseNames(t, cases)
 	perRank := map[float64]int{}
 	for _, c := range cases {
 		key := c.Family + "/" + c.Name
-		if names[key] {
-			t.Errorf("case %s twice", key)
-		}
-		names[key] = true
 		w := c.Workload
 		if c.Family != "heavy" || c.Trace || w.Kind != KindMultiTenant || w.ZipfS != 1 || w.DurationS != 60 ||
 			(w.Seed != 5 && w.Seed != 6) || (c.Engine.DPSize != 8 && c.Engine.DPSize != 16) {
@@ -548,13 +536,10 @@ func TestEvalGridMixedTrace(t *testing.T) {
 	if len(cases) != want {
 		t.Fatalf("%d cases, want %d", len(cases), want)
 	}
-	names, families := map[string]bool{}, map[string]bool{}
+	caseNames(t, cases)
+	families := map[string]bool{}
 	for _, c := range cases {
 		key := c.Family + "/" + c.Name
-		if names[key] {
-			t.Errorf("case %s twice", key)
-		}
-		names[key] = true
 		families[c.Family] = true
 		if !c.Trace || c.Workload.Kind != KindTrace || len(c.Workload.TraceRecords) == 0 || c.Workload.TraceLengthScale != 1 {
 			t.Errorf("case %s: kind %s, trace %v, %d records; want a trace replay", key, c.Workload.Kind, c.Trace, len(c.Workload.TraceRecords))
@@ -580,4 +565,19 @@ func TestEvalGridMixedTrace(t *testing.T) {
 	if got := len(cases[0].Workload.TraceRecords); got != n || cases[0].Name != "seed=11 time=1 dp4" {
 		t.Errorf("case %s: %d records, want %d (every request of the mix's parts)", cases[0].Name, got, n)
 	}
+}
+
+// caseNames returns the set of cases' "family/name" keys, failing t for a
+// key named twice.
+func caseNames(t *testing.T, cases []EvalCase) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	for _, c := range cases {
+		key := c.Family + "/" + c.Name
+		if names[key] {
+			t.Errorf("case %s twice", key)
+		}
+		names[key] = true
+	}
+	return names
 }
