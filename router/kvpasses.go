@@ -310,8 +310,8 @@ func (r *Router) placeExplicit(i, k int, warm bool, place func(i, k int)) {
 	place(i, k)
 	if warm {
 		r.stats.warmup++
-		if r.cfg.Warmup == WarmupQuiet {
-			r.setWarmedLast(true)
+		if r.cfg.Warmup == WarmupQuiet && !r.loaded {
+			r.setWarmedLast(true) // read only until the engine is loaded
 		}
 	}
 	if r.rc != nil {
