@@ -421,6 +421,10 @@ func (s *Simulator) Step() (bool, error) {
 	}
 	s.m.prefillMax += int64(prefillMax)
 	s.m.prefillSum += int64(prefillSum)
+	if w := s.wl.Window; w != nil && s.now >= w.Start && (s.now < w.End || s.m.winWaiting > 0) {
+		s.m.winPrefillMax += int64(prefillMax)
+		s.m.winPrefillSum += int64(prefillSum)
+	}
 	s.now += max(int64(math.Round(slowest)), 1)
 	s.iterations++
 	for _, r := range s.ranks {
@@ -452,6 +456,7 @@ func (s *Simulator) arrive() {
 			hashes: AppendBlockHashes(nil, p, s.eng.TokensPerBlock)}
 		if w := s.wl.Window; w != nil && a.at >= w.Start && a.at < w.End {
 			q.inWindow = true
+			s.m.winWaiting++
 		}
 		s.m.arrived++
 		s.waiting = append(s.waiting, q)
@@ -643,6 +648,9 @@ func (s *Simulator) schedule(r *rank) (prefill, decodes int) {
 			r.queue = r.queue[1:]
 			r.add(q, -1)
 			s.m.rejected++
+			if q.inWindow {
+				s.m.winWaiting-- // it never gets a first token
+			}
 			continue
 		}
 		hit := r.cache.Match(q.hashes[:s.probeBlocks(q)])

@@ -22,6 +22,10 @@ type collector struct {
 	samples                      []sample
 	spreadMax, spreadTotal       float64
 	prefillMax, prefillSum       int64 // per iteration: the busiest rank's prefill tokens, all ranks'
+	// The same over the window's iterations (see WindowResult), and the
+	// requests that arrived in the window and have no first token yet.
+	winPrefillMax, winPrefillSum int64
+	winWaiting                   int
 	unplaced                     int64
 	routeCalls, routed           int64
 	routeNs                      []int64
@@ -37,6 +41,9 @@ func (c *collector) started(q *request) {
 }
 
 func (c *collector) firstToken(q *request, now int64) {
+	if q.inWindow {
+		c.winWaiting--
+	}
 	c.samples = append(c.samples, sample{arrival: q.arrival, ttft: now - q.arrival, inWindow: q.inWindow})
 }
 
@@ -126,6 +133,11 @@ type WindowResult struct {
 	PrefillTokens int64   `json:"prefill_tokens"`
 	CacheHit      float64 `json:"cache_hit"`
 	TTFT          Latency `json:"ttft_ms"`
+	// PrefillSpread is Result.PrefillSpread over the iterations that start
+	// in the window or while a request that arrived in it waits for its
+	// first token: the engine's pace while it serves the window, where the
+	// run's figure also counts the quiet periods around it.
+	PrefillSpread float64 `json:"prefill_spread"`
 }
 
 // Point is one bin of a TTFT time series.
@@ -229,6 +241,9 @@ func (s *Simulator) Result() *Result {
 			StartS: round(float64(w.Start)/nsPerSecond, 6), EndS: round(float64(w.End)/nsPerSecond, 6),
 			Requests: len(win), PromptTokens: c.winPrompt, PrefillTokens: c.winPrompt - c.winCached,
 			CacheHit: ratio(c.winCached, c.winPrompt), TTFT: latency(win),
+		}
+		if c.winPrefillSum > 0 {
+			res.Window.PrefillSpread = round(float64(c.winPrefillMax)*float64(len(s.ranks))/float64(c.winPrefillSum), 4)
 		}
 	}
 	res.Series = series(c.samples, 0, s.lastArrival(), DefaultBins)

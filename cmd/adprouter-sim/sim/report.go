@@ -216,7 +216,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(&b, "(vs 1st: prefill relative to %s; TTFT in simulated ms)\n", first.Policy)
 		head := fmt.Sprintf("%-*s\tprefill tok\tvs 1st\thit\tTTFT p50\tp90\tp99\tspread\tpf spread\tevicted\tunplaced\trejected\t", width, "policy")
 		if hasWin {
-			head += "|\twindow prefill\tvs 1st\thit\tTTFT p50\tp99\t"
+			head += "|\twindow prefill\tvs 1st\thit\tTTFT p50\tp99\tpf spread\t"
 		}
 		if hasTiming {
 			head += "|\troute us/call\tns/request\t"
@@ -228,8 +228,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 				res.TTFT.P50, res.TTFT.P90, res.TTFT.P99, res.LoadSpread, res.PrefillSpread, res.Evictions, res.Unplaced, res.Rejected)
 			if hasWin {
 				x := res.Window
-				fmt.Fprintf(tw, "|\t%d\t%s\t%.1f%%\t%.1f\t%.1f\t", x.PrefillTokens, rel(x.PrefillTokens, first.Window.PrefillTokens),
-					100*x.CacheHit, x.TTFT.P50, x.TTFT.P99)
+				fmt.Fprintf(tw, "|\t%d\t%s\t%.1f%%\t%.1f\t%.1f\t%.2f\t", x.PrefillTokens, rel(x.PrefillTokens, first.Window.PrefillTokens),
+					100*x.CacheHit, x.TTFT.P50, x.TTFT.P99, x.PrefillSpread)
 			}
 			if hasTiming {
 				if t := res.Timing; t != nil {

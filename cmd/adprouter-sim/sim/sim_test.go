@@ -250,6 +250,29 @@ func TestPrefillSpread(t *testing.T) {
 	}
 }
 
+// TestWindowPrefillSpread checks the window's prefill spread by hand: a
+// 3000-token prompt alone at 1 s, outside the window, then a 3000- and a
+// 1000-token prompt side by side at 5 s, in a window that ends a
+// millisecond later. The window's iterations are both of the pair's: the
+// first computes 2048 and 1000 tokens, the second, after the window's end
+// but while a request that arrived in it waits, the last 952 (4 * 3000 /
+// 4000 = 3); the whole run adds the lone prompt's (4 * 6000 / 7000).
+func TestWindowPrefillSpread(t *testing.T) {
+	w := &Workload{Config: WorkloadConfig{Seed: 1, Vocab: 100}, Window: &Window{Start: 4e9, End: 5.001e9}}
+	for i, p := range []struct {
+		start  int64
+		tokens int
+	}{{1e9, 3000}, {5e9, 3000}, {5e9, 1000}} {
+		w.Sessions = append(w.Sessions, Session{Group: -1, Start: p.start,
+			Prefix: slices.Repeat([]int32{int32(i)}, p.tokens), Turns: []Turn{{ID: uint64(i + 1), Output: 3}}})
+	}
+	v, _ := LookupVariant(VariantDefault)
+	res := runWorkload(t, tinyEngine(), w, v, false)
+	if res.Window == nil || res.Window.PrefillSpread != 3 || res.PrefillSpread != 3.4286 {
+		t.Fatalf("prefill spread %g, window %+v; want 3.4286 and a window spread of 3", res.PrefillSpread, res.Window)
+	}
+}
+
 // TestSanity checks that the results mean what they should.
 func TestSanity(t *testing.T) {
 	eng := tinyEngine()
