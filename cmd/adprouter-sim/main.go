@@ -104,7 +104,7 @@ func newCommand(stdout, stderr io.Writer) *command {
 	fs.IntVar(&c.eng.KVBlocks, "kv-blocks", c.eng.KVBlocks, "KV pool per rank, in blocks")
 	c.ranks = fs.String("ranks", "", "per-rank KV pool sizes in blocks, comma-separated (sets -dp; for heterogeneous ranks)")
 	fs.IntVar(&c.eng.TokensPerBlock, "tokens-per-block", c.eng.TokensPerBlock, "KV block size in tokens")
-	fs.IntVar(&c.eng.MaxActive, "max-active", c.eng.MaxActive, "max_num_active_requests per rank")
+	fs.IntVar(&c.eng.MaxActive, "max-active", c.eng.MaxActive, "max_num_active_requests per rank (-eval: every case's engine)")
 	fs.IntVar(&c.eng.MaxNumTokens, "max-num-tokens", c.eng.MaxNumTokens, "token budget per rank and iteration (decodes + prefill chunks)")
 	fs.IntVar(&c.eng.RouteLimit, "route-limit", c.eng.RouteLimit, "requests handed to the router per iteration: 0 = free slots (as TensorRT-LLM), N > 0 = at most N, -1 = all waiting")
 	fs.Float64Var(&c.eng.IterBaseMs, "iter-base-ms", c.eng.IterBaseMs, "iteration time: fixed part, ms (-eval: with -prefill-us and -decode-us, the model of every case's engine)")
@@ -216,9 +216,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case *c.genTrace != "":
 		return c.writeTrace(wcs)
 	case *c.eval:
-		shift := evalShifts{*c.evalCase, *c.evalSeeds, *c.evalStretch, *c.evalJitter, *c.evalJitterSeed, *c.evalDraws, nil}
+		shift := evalShifts{*c.evalCase, *c.evalSeeds, *c.evalStretch, *c.evalJitter, *c.evalJitterSeed, *c.evalDraws, nil, nil}
 		if c.set["iter-base-ms"] || c.set["prefill-us"] || c.set["decode-us"] {
 			shift.timing = &c.eng
+		}
+		if c.set["max-active"] {
+			shift.maxActive = &c.eng.MaxActive
 		}
 		return evaluate(*c.evalGrid, shift, *c.policies, c.set["policies"], modes, c.set["reuse"] || c.set["eager-reuse"],
 			*c.evalWorst, *c.parallel, *c.jsonFile, *c.evalBaseline, *c.quiet, stdout, stderr)
@@ -430,6 +433,9 @@ type evalShifts struct {
 	// timing, when not nil, is the iteration time model every case's
 	// engine takes (sim.WithIterationTime).
 	timing *sim.EngineConfig
+	// maxActive, when not nil, is every case's request slots per rank
+	// (sim.WithMaxActive).
+	maxActive *int
 }
 
 // evaluate runs the evaluation grid, moved by shift, with the variant named
@@ -499,6 +505,12 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 		}
 		label += fmt.Sprintf(" (iterations of %g ms + %g µs per prefill token + %g µs per decoding request)",
 			t.IterBaseMs, t.PrefillUsPerToken, t.DecodeUsPerSeq)
+	}
+	if n := shift.maxActive; n != nil {
+		if cases, err = sim.WithMaxActive(cases, *n); err != nil {
+			return fail(fmt.Errorf("-max-active: %w", err))
+		}
+		label += fmt.Sprintf(" (max_active %d per rank)", *n)
 	}
 	if shift.draws < 0 || shift.draws == 1 {
 		return fail(fmt.Errorf("-eval-draws %d, want 0 (one run) or 2 or more", shift.draws))

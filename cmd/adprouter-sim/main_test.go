@@ -134,6 +134,7 @@ func TestRunFlagsAndErrors(t *testing.T) {
 		{[]string{"-eval", "-eval-jitter", "-1"}, 1, "-eval-jitter: arrival jitter -1 ms, want >= 0"},
 		{[]string{"-eval", "-eval-grid", "quick", "-eval-case", "nope"}, 1, `-eval-case "nope": no case of grid quick`},
 		{[]string{"-eval", "-prefill-us", "-1"}, 1, "-iter-base-ms, -prefill-us, -decode-us: engine: prefill_us_per_token = -1"},
+		{[]string{"-eval", "-max-active", "0"}, 1, "-max-active: engine: max_active = 0"},
 		{[]string{"-eval", "-eval-draws", "1"}, 1, "-eval-draws 1, want 0 (one run) or 2 or more"},
 		{[]string{"-eval", "-eval-draws", "-2"}, 1, "-eval-draws -2, want 0 (one run) or 2 or more"},
 	}
@@ -338,15 +339,16 @@ func TestEvalCommand(t *testing.T) {
 		}
 	}
 	// -iter-base-ms, -prefill-us and -decode-us give every case's engine
-	// that iteration time model, and the label says so.
+	// that iteration time model, -max-active those request slots, and the
+	// label says so.
 	js := filepath.Join(t.TempDir(), "cost.json")
 	code, cost, errs := runCmd(t, "-eval", "-eval-grid", "quick", "-reuse", "after-iteration", "-eval-case", "noreuse/",
-		"-prefill-us", "80", "-decode-us", "200", "-json", js)
+		"-prefill-us", "80", "-decode-us", "200", "-max-active", "16", "-json", js)
 	if code != 0 && code != 3 {
 		t.Fatalf("-prefill-us: exit %d: %s", code, errs)
 	}
-	if !strings.Contains(cost, "(iterations of 4 ms + 80 µs per prefill token + 200 µs per decoding request) of recommended") {
-		t.Errorf("-prefill-us 80 -decode-us 200: the label does not say so:\n%s", cost)
+	if !strings.Contains(cost, "(iterations of 4 ms + 80 µs per prefill token + 200 µs per decoding request) (max_active 16 per rank) of recommended") {
+		t.Errorf("-prefill-us 80 -decode-us 200 -max-active 16: the label does not say so:\n%s", cost)
 	}
 	var saved struct {
 		Cases []sim.EvalCase `json:"cases"`
@@ -360,8 +362,9 @@ func TestEvalCommand(t *testing.T) {
 		t.Fatal("-json: no case")
 	}
 	for _, c := range saved.Cases {
-		if e := c.Engine; e.IterBaseMs != 4 || e.PrefillUsPerToken != 80 || e.DecodeUsPerSeq != 200 {
-			t.Errorf("case %s ran with %g ms + %g µs + %g µs, want 4 + 80 + 200", c.Name, e.IterBaseMs, e.PrefillUsPerToken, e.DecodeUsPerSeq)
+		if e := c.Engine; e.IterBaseMs != 4 || e.PrefillUsPerToken != 80 || e.DecodeUsPerSeq != 200 || e.MaxActive != 16 {
+			t.Errorf("case %s ran with %g ms + %g µs + %g µs and %d slots, want 4 + 80 + 200 and 16",
+				c.Name, e.IterBaseMs, e.PrefillUsPerToken, e.DecodeUsPerSeq, e.MaxActive)
 		}
 	}
 	// The same grid with its arrivals jittered says so, and comes out

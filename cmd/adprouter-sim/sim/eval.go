@@ -1104,6 +1104,24 @@ func WithIterationTime(cases []EvalCase, t EngineConfig) ([]EvalCase, error) {
 	return out, nil
 }
 
+// WithMaxActive returns a copy of cases whose engines all take n request
+// slots per rank (EngineConfig.MaxActive, max_num_active_requests), trace
+// cases too. The grid's engines have DefaultEngine's 64, which its spikes
+// leave partly free; with fewer slots a spike fills every rank, the
+// executor fetches only as many requests as slots have freed, and where
+// those slots are, not the router's choice, decides where most requests
+// go. It fails when the engine is then invalid (EngineConfig.Validate).
+func WithMaxActive(cases []EvalCase, n int) ([]EvalCase, error) {
+	out := slices.Clone(cases)
+	for i := range out {
+		out[i].Engine.MaxActive = n
+		if err := out[i].Engine.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // JitterArrivals returns a copy of cases in which every generated case's
 // sessions arrive up to ms milliseconds late, each by its own draw from
 // substream draw (WorkloadConfig.JitterMS, JitterSeed); trace cases are

@@ -128,10 +128,10 @@ func TestStretchDurations(t *testing.T) {
 	}
 }
 
-// WithIterationTime gives every case, trace cases too, the model asked for
-// and nothing else, leaves the input as it was, and refuses an invalid
-// model.
-func TestWithIterationTime(t *testing.T) {
+// WithIterationTime and WithMaxActive give every case, trace cases too,
+// the engine setting asked for and nothing else, leave the input as it
+// was, and refuse a setting that makes the engine invalid.
+func TestEngineShifts(t *testing.T) {
 	cases, err := EvalGrid(EvalQuick, evalTraces(t))
 	if err != nil {
 		t.Fatal(err)
@@ -139,31 +139,65 @@ func TestWithIterationTime(t *testing.T) {
 	model := DefaultEngine()
 	model.IterBaseMs, model.PrefillUsPerToken, model.DecodeUsPerSeq = 10, 80, 200
 	model.DPSize = 3 // not part of the model: no case takes it
-	out, err := WithIterationTime(cases, model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	traces := 0
-	for i, c := range out {
-		o := cases[i]
-		want := o.Engine
-		want.IterBaseMs, want.PrefillUsPerToken, want.DecodeUsPerSeq = 10, 80, 200
-		if !reflect.DeepEqual(c.Engine, want) || c.Name != o.Name || !reflect.DeepEqual(c.Workload, o.Workload) {
-			t.Errorf("case %s: engine %+v, want %+v and the same case", o.Name, c.Engine, want)
+	for _, tc := range []struct {
+		name  string
+		apply func([]EvalCase) ([]EvalCase, error)
+		set   func(*EngineConfig)
+		bad   []func([]EvalCase) ([]EvalCase, error)
+	}{
+		{
+			name:  "iteration time",
+			apply: func(c []EvalCase) ([]EvalCase, error) { return WithIterationTime(c, model) },
+			set: func(e *EngineConfig) {
+				e.IterBaseMs, e.PrefillUsPerToken, e.DecodeUsPerSeq = 10, 80, 200
+			},
+			bad: []func([]EvalCase) ([]EvalCase, error){
+				func(c []EvalCase) ([]EvalCase, error) {
+					return WithIterationTime(c, EngineConfig{PrefillUsPerToken: -1})
+				},
+				func(c []EvalCase) ([]EvalCase, error) {
+					return WithIterationTime(c, EngineConfig{IterBaseMs: math.Inf(1)})
+				},
+				func(c []EvalCase) ([]EvalCase, error) { return WithIterationTime(c, EngineConfig{}) },
+			},
+		},
+		{
+			name:  "max active",
+			apply: func(c []EvalCase) ([]EvalCase, error) { return WithMaxActive(c, 16) },
+			set:   func(e *EngineConfig) { e.MaxActive = 16 },
+			bad: []func([]EvalCase) ([]EvalCase, error){
+				func(c []EvalCase) ([]EvalCase, error) { return WithMaxActive(c, 0) },
+				// More slots than a rank's iteration has tokens for.
+				func(c []EvalCase) ([]EvalCase, error) { return WithMaxActive(c, DefaultEngine().MaxNumTokens) },
+			},
+		},
+	} {
+		out, err := tc.apply(cases)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if o.Engine.PrefillUsPerToken != DefaultEngine().PrefillUsPerToken {
-			t.Errorf("case %s: the input changed: %+v", o.Name, o.Engine)
+		traces := 0
+		for i, c := range out {
+			o := cases[i]
+			want := o.Engine
+			tc.set(&want)
+			if !reflect.DeepEqual(c.Engine, want) || c.Name != o.Name || !reflect.DeepEqual(c.Workload, o.Workload) {
+				t.Errorf("%s: case %s: engine %+v, want %+v and the same case", tc.name, o.Name, c.Engine, want)
+			}
+			if def := DefaultEngine(); o.Engine.PrefillUsPerToken != def.PrefillUsPerToken || o.Engine.MaxActive != def.MaxActive {
+				t.Errorf("%s: case %s: the input changed: %+v", tc.name, o.Name, o.Engine)
+			}
+			if c.Trace {
+				traces++
+			}
 		}
-		if c.Trace {
-			traces++
+		if traces == 0 {
+			t.Errorf("%s: the quick grid has no trace case to check", tc.name)
 		}
-	}
-	if traces == 0 {
-		t.Error("the quick grid has no trace case to check")
-	}
-	for _, bad := range []EngineConfig{{PrefillUsPerToken: -1}, {IterBaseMs: math.Inf(1)}, {}} {
-		if _, err := WithIterationTime(cases, bad); err == nil {
-			t.Errorf("model %g ms + %g µs + %g µs accepted", bad.IterBaseMs, bad.PrefillUsPerToken, bad.DecodeUsPerSeq)
+		for j, bad := range tc.bad {
+			if _, err := bad(cases); err == nil {
+				t.Errorf("%s: invalid setting %d accepted", tc.name, j)
+			}
 		}
 	}
 }
