@@ -23,6 +23,7 @@ var reasonCodes = [...]C.int32_t{
 	router.ReasonConversationBound: C.ADPR_REASON_CONVERSATION_BOUND,
 	router.ReasonNewConversation:   C.ADPR_REASON_NEW_CONVERSATION,
 	router.ReasonPredictedTTFT:     C.ADPR_REASON_PREDICTED_TTFT,
+	router.ReasonHeld:              C.ADPR_REASON_HELD,
 }
 
 var exclusionCodes = [...]C.int32_t{

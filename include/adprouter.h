@@ -403,6 +403,11 @@ typedef struct adpr_stats {
                                              reused, load_term = prefill queued
                                              there, score = predicted cost,
                                              docs/ROUTING.md) */
+#define ADPR_REASON_HELD 9                /* score "ttft", every request slot
+                                             taken: every rank holding its
+                                             prompt was full, so it is left
+                                             unplaced: requeue it (candidates
+                                             as for PREDICTED_TTFT) */
 
 /* adpr_candidate.excluded: why a rank did not compete for the request. */
 #define ADPR_EXCLUDED_NONE 0          /* it competed */

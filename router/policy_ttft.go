@@ -115,6 +115,15 @@ import (
 //     its seeded tie-break too), among the ranks under the soft cap, with
 //     the same room, a rank that shows tokens waiting for memory having
 //     none while another has.
+//   - Past the request slots a request waits for a rank that holds its
+//     prompt: in a decision whose requests take every slot left (the
+//     executor had at least as many waiting as slots had freed), a
+//     request that would compute most of its prompt where the score puts
+//     it, while every rank holding at least half of it is at the hard cap,
+//     is left unplaced (Result.Unassigned, ReasonHeld), up to
+//     ttftWaitPerHolder of its prompt family per such rank (see
+//     holdForHolder; not past the KV memory, where the reference's score
+//     places).
 //
 // Every candidate whose prediction is within one block (TokensPerBlock) of
 // the lowest is a tie: the index resolves whole blocks. Ties go to the
@@ -172,6 +181,16 @@ type ttftState struct {
 	// handed: the decision's placements after the explicit and warmup
 	// pass, in placement order (see shortestFirst).
 	handed []handed
+	// waiting: per prompt family, the requests the decision left for a
+	// full holder (see holdForHolder).
+	waiting []waitingFamily
+}
+
+// waitingFamily counts the requests of one prompt family (its first
+// block's hash) a decision left unplaced for a full holder.
+type waitingFamily struct {
+	fam uint64
+	n   int
 }
 
 // handed is one placement of a decision: the rank, the request's id, the
@@ -369,10 +388,14 @@ func (r *Router) routeTTFT(b *batch) {
 		r.seeds.reset(len(rest))
 	}
 	r.ttft.handed = r.ttft.handed[:0]
+	r.ttft.waiting = r.ttft.waiting[:0]
 	// At light load, where ramp makes no replicas, one replica of a
 	// family whose holders' pools are full may go to a rank with room
 	// (roomRank).
 	roomOnce := r.ttft.total <= ttftRampLoad*len(count)
+	// The decision's requests take every request slot left: the executor
+	// has more waiting than slots freed (see holdForHolder).
+	slotBound := r.ttft.total >= len(count)*b.maxn
 
 	for pos, i := range rest {
 		q := &b.reqs[i]
@@ -439,12 +462,24 @@ func (r *Router) routeTTFT(b *batch) {
 		if k < 0 && pastMemory {
 			k = r.referenceRank(b, pos, rest, eligible, allow, expected, row, tokens)
 		}
-		if k < 0 {
+		predicted := k < 0
+		if predicted {
 			cands := r.stackedTails(b, i, rest[pos+1:], eligible, allow, row, ready, onSchedule)
 			if r.rc != nil {
 				r.rc.ttft(r, b, i, eligible, cands, allow, row, ready, tokens, onSchedule)
 			}
 			k = r.ttftRank(b, i, cands, allow, row, ready, onSchedule)
+		}
+		if predicted && slotBound && k >= 0 && !q.Strict && r.holdForHolder(b, i, k, row, ready, onSchedule) {
+			// Left for the executor to offer again: the rank it would
+			// have taken stays open to the decision's other requests.
+			if r.rc != nil {
+				r.rc.held(i)
+			}
+			if home >= 0 {
+				eligible = slices.DeleteFunc(eligible, func(e int) bool { return e == home })
+			}
+			continue
 		}
 		r.tailPlaced(b, i, k, row, ready, onSchedule)
 		r.ttft.handed = append(r.ttft.handed, handed{rank: k, id: q.ID,
@@ -461,6 +496,74 @@ func (r *Router) routeTTFT(b *batch) {
 	r.coverPlaced(b)
 	r.finish(b)
 }
+
+// holdForHolder reports whether request i, which the score puts on rank k
+// in a decision that takes every request slot left, is better left
+// unplaced, and counts it: it would compute more than half of its prompt on
+// k, every rank whose usable prefix of it is at least half of it (a holder;
+// there is one) is at the hard cap, and the decision has left fewer than
+// ttftWaitPerHolder requests of its prompt family per holder unplaced.
+//
+// Past the slots the executor fetches only as many requests as slots have
+// freed, so the slots that free up, not the score, decide where most
+// requests go, and a family held by a few ranks finds them full: each of
+// its requests then computes the prompt again wherever a slot freed, a
+// lock-step stall for every rank exactly when the engine is behind, which
+// slows the iterations that free slots and keeps it behind (four tenants at
+// four times the grid's rate on 8 ranks of 16 slots: 21 such prefills
+// within 2 s, TTFT p99 1189 ms against 117 ms for the `conversation`
+// policy's, at the same total prefill). Left unplaced, the executor offers
+// it again at the head of its queue, the next decisions place it when a
+// holder frees a slot, and the slot on k goes to a request warm there or to
+// the next one waiting. Only a decision that takes every slot holds: with
+// slots to spare the engine is not behind, and a request held there waits
+// while ranks idle (a 16-tenant spike on 8 ranks at 80 µs per prefill
+// token: p99 0.99× the best reference's; 3.4× holding whenever the holders
+// were full, for at most ten decisions each). And only a few per holder: a
+// holder frees its slots one by one, and where decoding is long it frees
+// them seldom, so a family's backlog beyond that waits while the slots it
+// leaves idle go unused; its next request computes the prompt again where a
+// slot freed (four tenants on 4 ranks with 128-1024-token outputs: 700 ms;
+// 2709 ms holding every such request, 1633 ms holding none).
+// docs/routing-quality.md has the evaluation.
+func (r *Router) holdForHolder(b *batch, i, k int, row, ready []int, onSchedule bool) bool {
+	n := b.reqs[i].Len()
+	if 2*(n-usable(k, row, ready, onSchedule)) <= n {
+		return false
+	}
+	holders := 0
+	for h := range row {
+		if 2*usable(h, row, ready, onSchedule) >= n {
+			if r.count[h] < b.maxn {
+				return false
+			}
+			holders++
+		}
+	}
+	fam, ok := r.prefix.family(&r.cfg, b, i)
+	if holders == 0 || !ok {
+		return false
+	}
+	for j := range r.ttft.waiting {
+		if w := &r.ttft.waiting[j]; w.fam == fam {
+			if w.n >= ttftWaitPerHolder*holders {
+				return false
+			}
+			w.n++
+			return true
+		}
+	}
+	r.ttft.waiting = append(r.ttft.waiting, waitingFamily{fam: fam, n: 1})
+	return true
+}
+
+// ttftWaitPerHolder is how many requests of a prompt family a decision
+// leaves unplaced per full rank holding it (see holdForHolder). Chosen on
+// the simulator's evaluation grid with 16 and 32 request slots per rank
+// and at 80 µs per prefill token, and on its sweeps with 16 slots and with
+// long outputs (docs/routing-quality.md); the grid itself, whose spikes
+// leave slots free, never holds.
+const ttftWaitPerHolder = 2
 
 // memoryBound reports whether some rank reports more uncached prompt tokens
 // active than its KV pool holds (waitingAtLeast): requests there wait for

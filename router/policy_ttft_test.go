@@ -528,6 +528,66 @@ func TestTTFTCacheHomePastSoftCap(t *testing.T) {
 	}
 }
 
+// Past the request slots a request waits for a full rank holding its
+// prompt rather than computing it again where a slot is free
+// (holdForHolder), and only there: with a slot to spare, with a holder
+// that has room, or with no holder it is placed.
+func TestTTFTHeldForHolder(t *testing.T) {
+	base := prompt(2048)
+	held := extend(1, base, 30) // 2078 tokens, 2016 of them on its holders
+	other := extend(2, prompt(0), 500)
+	for _, tc := range []struct {
+		name    string
+		active  [4]int // maxn 4: sixteen slots
+		reqs    []Request
+		matches []int32 // request-major
+		want    []int   // per request: the rank, or Unplaced
+	}{
+		{"every slot taken, the holder full: held", [4]int{4, 4, 4, 3},
+			[]Request{held}, []int32{2016, 0, 0, 0}, []int{Unplaced}},
+		{"a slot to spare: computed again where one is free", [4]int{4, 4, 4, 2},
+			[]Request{held}, []int32{2016, 0, 0, 0}, []int{3}},
+		{"a holder with room takes it", [4]int{4, 3, 4, 4},
+			[]Request{held}, []int32{2016, 2016, 0, 0}, []int{1}},
+		{"no rank holds it", [4]int{4, 4, 4, 3},
+			[]Request{held}, []int32{0, 0, 0, 0}, []int{3}},
+		{"a rank holding less than half of it is no holder", [4]int{4, 4, 4, 3},
+			[]Request{held}, []int32{1024, 0, 0, 0}, []int{3}},
+		{"the held request's slot goes to the other request", [4]int{4, 4, 4, 2},
+			[]Request{held, other}, []int32{2016, 0, 0, 0, 0, 0, 0, 0}, []int{Unplaced, 3}},
+		{"two per full holder: the family's third computes it again", [4]int{4, 4, 4, 1},
+			[]Request{held, extend(3, base, 20), extend(4, base, 10)},
+			[]int32{2016, 0, 0, 0, 2016, 0, 0, 0, 2016, 0, 0, 0}, []int{Unplaced, Unplaced, 3}},
+		{"two per full holder: two holders, four held", [4]int{4, 4, 4, 0},
+			[]Request{held, extend(3, base, 20), extend(4, base, 10), extend(5, base, 5)},
+			[]int32{2016, 2016, 0, 0, 2016, 2016, 0, 0, 2016, 2016, 0, 0, 2016, 2016, 0, 0},
+			[]int{Unplaced, Unplaced, Unplaced, Unplaced}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ttftCfg(4, ReuseAfterIteration)
+			cfg.Explain = true
+			states := idle(4)
+			for k, n := range tc.active {
+				states[k].NumActiveRequests, states[k].NumActiveTokens = n, int64(100*n)
+			}
+			r := mustNew(t, cfg)
+			res := mustRoute(t, r, states, tc.reqs, 4, tc.matches)
+			if !slices.Equal(res.Ranks, tc.want) {
+				t.Fatalf("ranks %v, want %v", res.Ranks, tc.want)
+			}
+			for i, rc := range r.Receipts() {
+				if wantHeld := tc.want[i] == Unplaced; (rc.Reason == ReasonHeld) != wantHeld ||
+					wantHeld != slices.Contains(res.Unassigned, tc.reqs[i].ID) {
+					t.Errorf("request %d: reason %s, unassigned %v", tc.reqs[i].ID, rc.Reason, res.Unassigned)
+				}
+				if rc.Reason == ReasonHeld && !strings.Contains(rc.String(), "every rank holding its prompt at its cap") {
+					t.Errorf("held receipt does not say why:\n%s", &rc)
+				}
+			}
+		})
+	}
+}
+
 func TestTTFTHomeCap(t *testing.T) {
 	for _, tc := range []struct{ fair, total, maxn, want int }{
 		{4, 7, 8, 4},    // 4 ranks: half the requests is under the fair soft cap

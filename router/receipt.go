@@ -54,6 +54,13 @@ const (
 	// the least and half of what it would lengthen the next iteration; see
 	// ttftCost).
 	ReasonPredictedTTFT
+	// ReasonHeld: under Config.Score = ScoreTTFT, in a decision whose
+	// requests take every request slot left, every rank holding at least
+	// half of the prompt was at the hard cap and the rank the prediction
+	// chose would have computed most of it: the request is in
+	// Result.Unassigned, to be offered again (Candidates as for
+	// ReasonPredictedTTFT; docs/ROUTING.md, "Past the request slots").
+	ReasonHeld
 )
 
 var reasonNames = [...]string{
@@ -66,6 +73,7 @@ var reasonNames = [...]string{
 	ReasonConversationBound: "conversation bound",
 	ReasonNewConversation:   "new conversation placement",
 	ReasonPredictedTTFT:     "lowest predicted TTFT",
+	ReasonHeld:              "held for a rank holding its prompt",
 }
 
 func (r Reason) String() string { return enumName(reasonNames[:], uint8(r), "Reason") }
@@ -248,6 +256,14 @@ func (l *receiptLog) placed(i int, why Reason, eligible int) {
 	l.out[i].Step = l.next()
 }
 
+// held records that request i, whose prediction ttft has recorded, was
+// left unplaced for ReasonHeld: it takes back the placement's Step.
+func (l *receiptLog) held(i int) {
+	l.out[i].Reason = ReasonHeld
+	l.out[i].Step = -1
+	l.step--
+}
+
 // next returns the Step of the placement being recorded.
 func (l *receiptLog) next() int {
 	l.step++
@@ -378,13 +394,16 @@ func (k *kvRoom) fallback(cands []int, allow []bool, n int, match []int) bool {
 func (rc *Receipt) String() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "request %d (%d tokens) -> ", rc.ID, rc.Len)
-	if rc.Rank == Unplaced {
+	switch {
+	case rc.Reason == ReasonHeld:
+		sb.WriteString("unplaced: every request slot taken and every rank holding its prompt at its cap")
+	case rc.Rank == Unplaced:
 		sb.WriteString("unplaced: every rank at its cap")
-	} else {
+	default:
 		fmt.Fprintf(&sb, "rank %d: %s", rc.Rank, rc.Reason)
 	}
 	switch rc.Reason {
-	case ReasonScored, ReasonLeastLoaded, ReasonDemandWarmup, ReasonUnplaced, ReasonPredictedTTFT:
+	case ReasonScored, ReasonLeastLoaded, ReasonDemandWarmup, ReasonUnplaced, ReasonPredictedTTFT, ReasonHeld:
 		fmt.Fprintf(&sb, "; soft cap %d, %d eligible", rc.Expected, rc.Eligible)
 	}
 	if rc.Reason == ReasonScored {
@@ -405,14 +424,14 @@ func (rc *Receipt) String() string {
 		switch rc.Reason {
 		case ReasonScored:
 			sb.WriteString("\n  rank  reqs      tokens   match   load term       score")
-		case ReasonPredictedTTFT:
+		case ReasonPredictedTTFT, ReasonHeld:
 			sb.WriteString("\n  rank  reqs      tokens  reused      queued   predicted")
 		default:
 			sb.WriteString("\n  rank  reqs      tokens")
 		}
 		for _, c := range rc.Candidates {
 			fmt.Fprintf(&sb, "\n  %4d  %4d  %10.0f", c.Rank, c.Requests, c.Tokens)
-			if (rc.Reason == ReasonScored || rc.Reason == ReasonPredictedTTFT) && c.Excluded == Eligible {
+			if (rc.Reason == ReasonScored || rc.Reason == ReasonPredictedTTFT || rc.Reason == ReasonHeld) && c.Excluded == Eligible {
 				fmt.Fprintf(&sb, "  %6d  %10.4g  %10.6g", c.Match, c.LoadTerm, c.Score)
 			}
 			switch {

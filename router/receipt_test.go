@@ -33,7 +33,7 @@ func checkReceipts(cfg Config, states []RankState, reqs []Request, res *Result, 
 			return fmt.Errorf("receipt %d = id %d len %d rank %d expected %d; want %d %d %d %d",
 				i, rc.ID, rc.Len, rc.Rank, rc.Expected, q.ID, q.Len(), res.Ranks[i], res.Expected)
 		}
-		if (rc.Reason == ReasonUnplaced) != (rc.Rank == Unplaced) {
+		if (rc.Reason == ReasonUnplaced || rc.Reason == ReasonHeld) != (rc.Rank == Unplaced) {
 			return fmt.Errorf("receipt %d: reason %s with rank %d", i, rc.Reason, rc.Rank)
 		}
 		var ok bool
@@ -48,6 +48,8 @@ func checkReceipts(cfg Config, states []RankState, reqs []Request, res *Result, 
 			ok = cfg.Policy == PolicyKVCacheAware && (cfg.Score != ScoreTTFT || memoryBound(states))
 		case ReasonPredictedTTFT:
 			ok = cfg.Policy == PolicyKVCacheAware && cfg.Score == ScoreTTFT
+		case ReasonHeld:
+			ok = cfg.Policy == PolicyKVCacheAware && cfg.Score == ScoreTTFT && !memoryBound(states) && !q.Strict
 		case ReasonLeastLoaded:
 			ok = cfg.Policy == PolicyDefault
 		case ReasonConversationBound, ReasonNewConversation:
@@ -68,6 +70,8 @@ func checkCandidates(cfg Config, q *Request, rc *Receipt) error {
 	case ReasonScored, ReasonLeastLoaded:
 	case ReasonPredictedTTFT:
 		return checkTTFTCandidates(cfg, q, rc)
+	case ReasonHeld:
+		return checkHeldCandidates(cfg, rc)
 	default:
 		if len(rc.Candidates) != 0 || rc.Tied > 1 {
 			return fmt.Errorf("%d candidates, %d tied for reason %s", len(rc.Candidates), rc.Tied, rc.Reason)
@@ -151,6 +155,31 @@ func checkCandidates(cfg Config, q *Request, rc *Receipt) error {
 // than the chosen one by more than a block (except for a new conversation,
 // which goes to the rank with the fewest requests among those within its
 // bound).
+// checkHeldCandidates checks a held request's candidates (holdForHolder):
+// one per rank; some rank reuses at least half of the prompt and none of
+// those competed (each was at its cap); some rank competed, where it would
+// have computed more than half.
+func checkHeldCandidates(cfg Config, rc *Receipt) error {
+	if len(rc.Candidates) != cfg.DPSize {
+		return fmt.Errorf("%d candidates, want dp_size %d", len(rc.Candidates), cfg.DPSize)
+	}
+	holders, cold := 0, false
+	for k, c := range rc.Candidates {
+		if 2*c.Match >= rc.Len {
+			holders++
+			if c.Excluded != ExcludedAtCap {
+				return fmt.Errorf("held, but rank %d, which reuses %d of %d tokens, was %s", k, c.Match, rc.Len, c.Excluded)
+			}
+		} else if c.Excluded == Eligible {
+			cold = true
+		}
+	}
+	if holders == 0 || !cold {
+		return fmt.Errorf("held with %d ranks reusing half of the prompt, a competing rank computing more: %v", holders, cold)
+	}
+	return nil
+}
+
 func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 	if len(rc.Candidates) != cfg.DPSize {
 		return fmt.Errorf("%d candidates, want dp_size %d", len(rc.Candidates), cfg.DPSize)

@@ -101,7 +101,12 @@ class ExecutorTest(unittest.TestCase):
                 elif name.endswith("+requeue"):
                     self.assertEqual(st["carried"], 0)
                     self.assertGreater(st["requeued"], 0)
-                else:  # TensorRT-LLM's admission capacity: nothing is ever left over
+                elif not name.endswith("preset=recommended"):
+                    # TensorRT-LLM's admission capacity: under the reference's rules nothing
+                    # is ever left over (the recommended preset's score="ttft" may leave a
+                    # request for a full rank holding its prompt when every slot is taken,
+                    # docs/ROUTING.md "Past the request slots"; test_invariants checks
+                    # that every request is routed).
                     self.assertEqual((st["carried"], st["requeued"]), (0, 0))
 
     def test_requeue_twins_see_the_same_requests(self):
