@@ -309,7 +309,9 @@ func mpiPython(t *testing.T) string {
 // The overcommitted configurations ("+overcommit") carry requests over; their
 // "+overcommit+requeue" twins give the router the executor, which takes
 // them back into its waiting queue instead: they carry none. With
-// TensorRT-LLM's admission capacity nothing is left over at all.
+// TensorRT-LLM's admission capacity nothing is left over at all, except
+// under the recommended preset, whose score may leave a request for a full
+// rank holding its prompt when the requests take every slot.
 // Skipped outside CI when mpi4py or OpenMPI is missing; a failure under CI.
 func TestMPITrtllm(t *testing.T) {
 	py := mpiPython(t)
@@ -352,6 +354,14 @@ func TestMPITrtllm(t *testing.T) {
 				if carried != 0 || requeued == 0 {
 					t.Errorf("run %d [%s]: carried=%d requeued=%d, want every left-over request put back in the waiting queue",
 						run, name, carried, requeued)
+				}
+			case strings.HasSuffix(name, "preset=recommended"):
+				// score="ttft" may leave a request for a full rank holding its
+				// prompt when the requests take every slot (docs/ROUTING.md, "Past
+				// the request slots"); with no executor to requeue to, it is
+				// carried (fake_executor checks that every request is admitted).
+				if requeued != 0 {
+					t.Errorf("run %d [%s]: requeued=%d, want 0 (no executor to requeue to)", run, name, requeued)
 				}
 			default: // TensorRT-LLM's admission capacity: nothing left over
 				if carried != 0 || requeued != 0 {

@@ -562,7 +562,10 @@ func (r *Router) holdForHolder(b *batch, i, k int, row, ready []int, onSchedule 
 // the simulator's evaluation grid with 16 and 32 request slots per rank
 // and at 80 µs per prefill token, and on its sweeps with 16 slots and with
 // long outputs (docs/routing-quality.md); the grid itself, whose spikes
-// leave slots free, never holds.
+// leave slots free, never holds. On the mixed grid, where a tenant spike
+// fills 4 ranks' slots, two cost prefill (1.04-1.14× the best reference's,
+// at 0.11-0.21× its TTFT p99) where one did not (0.91-0.98×, 0.27-0.41×);
+// one is not yet judged on the other checks.
 const ttftWaitPerHolder = 2
 
 // memoryBound reports whether some rank reports more uncached prompt tokens
