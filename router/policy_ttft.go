@@ -540,8 +540,11 @@ func (r *Router) holdForHolder(b *batch, i, k int, row, ready []int, onSchedule 
 			holders++
 		}
 	}
+	if holders == 0 {
+		return false
+	}
 	fam, ok := r.prefix.family(&r.cfg, b, i)
-	if holders == 0 || !ok {
+	if !ok {
 		return false
 	}
 	for j := range r.ttft.waiting {
