@@ -44,8 +44,9 @@ func (r *Router) kvBegin(b *batch) (count []int, tokens []float64, row []int) {
 // iteration, see docs/ROUTING.md). Arrivals during it show steady traffic
 // on an engine fast enough to idle between requests, which never reports
 // dp_size active: there each idle decision's warming stalled the requests
-// arriving during it (docs/routing-quality.md, "Other iteration time
-// models").
+// arriving during it (one or two tenants at 20 req/s on the simulator's
+// engine with a 1 ms fixed iteration time: 1.22-1.30 times the best
+// reference's TTFT p99 without this, 0.98-1.02 with it).
 //
 // Then spread is true when the decision warms every pending rank at once
 // (see coldStart: the pending ranks are shared out among the batch's prompt
