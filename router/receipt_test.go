@@ -143,18 +143,6 @@ func checkCandidates(cfg Config, q *Request, rc *Receipt) error {
 	return nil
 }
 
-// checkTTFTCandidates checks a predicted-TTFT placement: every rank's
-// predicted cost is the lock-step wait for its queued prefill and the
-// request's tokens it would compute (full iterations of ttft_drain_tokens,
-// then the longer of its remainder and the busiest rank's share of that
-// iteration), plus the tokens it would compute beyond the least an eligible
-// rank computes, less a block (not when the receipt says the request's
-// family wants another rank and the rank's queue with the request ends
-// within the busiest rank's), plus half of what its share of the next
-// iteration exceeds the busiest rank's by; and no eligible rank is cheaper
-// than the chosen one by more than a block (except for a new conversation,
-// which goes to the rank with the fewest requests among those within its
-// bound).
 // checkHeldCandidates checks a held request's candidates (holdForHolder):
 // one per rank; some rank reuses at least half of the prompt and none of
 // those competed (each was at its cap); some rank competed, where it would
@@ -180,6 +168,18 @@ func checkHeldCandidates(cfg Config, rc *Receipt) error {
 	return nil
 }
 
+// checkTTFTCandidates checks a predicted-TTFT placement: every rank's
+// predicted cost is the lock-step wait for its queued prefill and the
+// request's tokens it would compute (full iterations of ttft_drain_tokens,
+// then the longer of its remainder and the busiest rank's share of that
+// iteration), plus the tokens it would compute beyond the least an eligible
+// rank computes, less a block (not when the receipt says the request's
+// family wants another rank and the rank's queue with the request ends
+// within the busiest rank's), plus half of what its share of the next
+// iteration exceeds the busiest rank's by; and no eligible rank is cheaper
+// than the chosen one by more than a block (except for a new conversation,
+// which goes to the rank with the fewest requests among those within its
+// bound).
 func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 	if len(rc.Candidates) != cfg.DPSize {
 		return fmt.Errorf("%d candidates, want dp_size %d", len(rc.Candidates), cfg.DPSize)
