@@ -83,12 +83,18 @@ import (
 //     when it brings more requests than there are ranks: those arrived
 //     during the stall (a burst), and a second stall in a row would double
 //     their wait.
-//   - A request's home stays a candidate past the soft cap: the soft cap
+//   - A request's homes stay candidates past the soft cap: the soft cap
 //     counts requests, most of which only decode. Its conversation's rank
-//     does up to the hard cap; else the rank that computed the longest
-//     prefix of it, when no rank under the soft cap holds as much, does up
-//     to twice the soft cap of a fair share and half the active requests
-//     (ttftHomeCap).
+//     does up to the hard cap; else every rank that computed the longest
+//     prefix of it does, up to twice the soft cap of a fair share and half
+//     the active requests (ttftHomeCap), unless a rank under the soft cap
+//     computed more. A rank under the soft cap that computed as much, often
+//     a replica just made, would otherwise take every request of a popular
+//     family that its other holders, at the soft cap, leave, and its
+//     iteration would set every rank's (a six-tenant spike on 32 ranks: one
+//     such replica took 17 of a decision's 65 requests, 2060 tokens to
+//     compute in one iteration, and the TTFT p99 was 193 ms; 163 ms with
+//     the holders sharing them; docs/routing-quality.md).
 //   - A new conversation goes, among the ranks where it would wait no longer
 //     than computing its whole prompt on an idle rank, to one with the
 //     fewest requests and, among those, the one home to the fewest recently
@@ -184,6 +190,10 @@ type ttftState struct {
 	// waiting: per prompt family, the requests the decision left for a
 	// full holder (see holdForHolder).
 	waiting []waitingFamily
+	// homeRanks, inEligible: the current request's homes and
+	// prefixHomes' scratch.
+	homeRanks  []int
+	inEligible []bool
 }
 
 // waitingFamily counts the requests of one prompt family (its first
@@ -399,34 +409,22 @@ func (r *Router) routeTTFT(b *batch) {
 
 	for pos, i := range rest {
 		q := &b.reqs[i]
-		// The request's home stays a candidate past the soft cap,
+		// The request's homes stay candidates past the soft cap,
 		// which counts requests, most of which only decode: its
-		// conversation's rank up to the hard cap, the rank holding
-		// its longest prefix up to homeCap.
+		// conversation's rank up to the hard cap, else the ranks
+		// holding its longest computed prefix up to homeCap.
 		r.ttftRows(b, i, row, ready)
-		home := -1
+		homes := r.ttft.homeRanks[:0]
 		if q.ConversationID != "" {
 			if h, ok := r.conv.Get(q.ConversationID); ok && count[h] < b.maxn && !slices.Contains(eligible, h) {
-				home = h
+				homes = append(homes, h)
 			}
 		}
-		if home < 0 {
-			// The rank that computed the longest prefix of the
-			// request stays a candidate up to homeCap, when no
-			// eligible rank holds as much.
-			held := 0
-			for _, k := range eligible {
-				held = max(held, ready[k])
-			}
-			for k, m := range ready {
-				if m > held && count[k] < homeCap {
-					home, held = k, m
-				}
-			}
+		if len(homes) == 0 {
+			homes = r.prefixHomes(homes, eligible, ready, count, homeCap)
 		}
-		if home >= 0 {
-			eligible = append(eligible, home)
-		}
+		r.ttft.homeRanks = homes
+		eligible = append(eligible, homes...)
 		if len(eligible) == 0 {
 			break
 		}
@@ -476,17 +474,15 @@ func (r *Router) routeTTFT(b *batch) {
 			if r.rc != nil {
 				r.rc.held(i)
 			}
-			if home >= 0 {
-				eligible = slices.DeleteFunc(eligible, func(e int) bool { return e == home })
-			}
+			eligible = slices.DeleteFunc(eligible, func(e int) bool { return slices.Contains(homes, e) })
 			continue
 		}
 		r.tailPlaced(b, i, k, row, ready, onSchedule)
 		r.ttft.handed = append(r.ttft.handed, handed{rank: k, id: q.ID,
 			tokens: int64(max(q.Len()-ready[k], 0)), rides: 2*(row[k]-ready[k]) > q.Len()})
 		place(i, k)
-		if count[k] >= expected || home >= 0 {
-			eligible = slices.DeleteFunc(eligible, func(e int) bool { return e == home || count[e] >= expected })
+		if count[k] >= expected || len(homes) > 0 {
+			eligible = slices.DeleteFunc(eligible, func(e int) bool { return count[e] >= expected || slices.Contains(homes, e) })
 		}
 	}
 	r.eligible = eligible
@@ -558,6 +554,36 @@ func (r *Router) holdForHolder(b *batch, i, k int, row, ready []int, onSchedule 
 	}
 	r.ttft.waiting = append(r.ttft.waiting, waitingFamily{fam: fam, n: 1})
 	return true
+}
+
+// prefixHomes appends to homes the ranks outside eligible, holding fewer
+// than homeCap requests, that computed the longest prefix of the request
+// any of them has (ready), when that prefix is not empty and no eligible
+// rank computed more of it.
+func (r *Router) prefixHomes(homes, eligible, ready, count []int, homeCap int) []int {
+	in := slices.Grow(r.ttft.inEligible[:0], len(ready))[:len(ready)]
+	r.ttft.inEligible = in
+	clear(in)
+	held := 0
+	for _, k := range eligible {
+		in[k] = true
+		held = max(held, ready[k])
+	}
+	top := 0
+	for k, m := range ready {
+		if !in[k] && count[k] < homeCap {
+			top = max(top, m)
+		}
+	}
+	if top == 0 || top < held {
+		return homes
+	}
+	for k, m := range ready {
+		if m == top && !in[k] && count[k] < homeCap {
+			homes = append(homes, k)
+		}
+	}
+	return homes
 }
 
 // ttftWaitPerHolder is how many requests of a prompt family a decision

@@ -491,9 +491,9 @@ func TestTTFTNewConversationRecentHomes(t *testing.T) {
 }
 
 // Without a conversation id, the rank that computed the longest prefix of a
-// request stays a candidate past the soft cap too, when no rank under it
-// holds as much, while it holds fewer than ttftHomeCap requests; the
-// reference score moves the request to an idle rank.
+// request stays a candidate past the soft cap too, while it holds fewer
+// than ttftHomeCap requests; the reference score moves the request to an
+// idle rank.
 func TestTTFTCacheHomePastSoftCap(t *testing.T) {
 	base := prompt(2048)
 	// Eight ranks: rank 0 holds 6 of 21 active requests, at the soft cap
@@ -525,6 +525,34 @@ func TestTTFTCacheHomePastSoftCap(t *testing.T) {
 	res := mustRoute(t, mustNew(t, ref), busy8, []Request{extend(1, base, 30)}, 8, []int32{2016, 0, 0, 0, 0, 0, 0, 0})
 	if res.Ranks[0] == 0 {
 		t.Errorf("reference score: rank 0, want another (rank 0 is at the soft cap)")
+	}
+}
+
+// Every rank that computed the longest prefix of a request stays a
+// candidate past the soft cap (up to ttftHomeCap), also when a rank under
+// the soft cap holds as much: that rank, often a replica just made, would
+// otherwise take every request of the family the holders at the soft cap
+// leave, and its iteration would set every rank's.
+func TestTTFTHoldersShareFamilyPastSoftCap(t *testing.T) {
+	base := prompt(2048)
+	// Eight ranks, 22 active requests and four more in the decision: fair
+	// share 4, soft cap 8, home cap 13 (half the requests). Rank 0 holds
+	// the family at the soft cap; rank 2 holds it too, under it.
+	states := st([2]int64{8, 400}, [2]int64{2, 100}, [2]int64{2, 100}, [2]int64{2, 100},
+		[2]int64{2, 100}, [2]int64{2, 100}, [2]int64{2, 100}, [2]int64{2, 100})
+	var reqs []Request
+	var matches []int32
+	for id := uint64(1); id <= 4; id++ {
+		reqs = append(reqs, extend(id, base, 1000))
+		matches = append(matches, 2016, 0, 2016, 0, 0, 0, 0, 0)
+	}
+	res := mustRoute(t, mustNew(t, ttftCfg(8, ReuseAfterIteration)), states, reqs, 16, matches)
+	per := make([]int, 8)
+	for _, k := range res.Ranks {
+		per[k]++
+	}
+	if per[0] == 0 || per[2] == 0 || per[0]+per[2] != 4 {
+		t.Errorf("ranks %v: want the family on both of its holders, 0 and 2", res.Ranks)
 	}
 }
 

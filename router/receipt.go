@@ -344,7 +344,7 @@ func (l *receiptLog) leastLoaded(r *Router, i, expected int, allow []bool, token
 // (Config.Score = ScoreTTFT), before it is made: per rank, the prefix it
 // would reuse (Match), the uncached prefill the router believes queued there
 // (LoadTerm) and the predicted cost (Score, as ttftCost.at gives it).
-// eligible includes a home rank past the soft cap; cands is eligible less
+// eligible includes the home ranks past the soft cap; cands is eligible less
 // the ranks stackedTails took out, over which the prediction is made.
 //
 //go:noinline
