@@ -1214,6 +1214,71 @@ func TestTTFTRampNotTwiceOverABurst(t *testing.T) {
 	}
 }
 
+// TestTTFTRampEndsAfterRequestsPerRank: the router ramps up only while it
+// has routed fewer than ttftRampRequests requests per rank, however large
+// its demand window: a family's replica made later would be a stall at a
+// load the engine has long carried.
+func TestTTFTRampEndsAfterRequestsPerRank(t *testing.T) {
+	const dp = 8
+	states := make([]RankState, dp)
+	for k := range states {
+		states[k] = RankState{Rank: k, NumActiveRequests: 5, NumActiveTokens: 500}
+	}
+	// Requests of one family: a 2048-token shared prefix and a 32-token
+	// tail of their own.
+	var id uint64
+	family := func(n, target int) []Request {
+		var out []Request
+		for range n {
+			id++
+			toks := make([]int32, 2080)
+			for k := range toks {
+				toks[k] = int32(100_000 + k)
+				if k >= 2048 {
+					toks[k] = int32(id*1000 + uint64(k))
+				}
+			}
+			out = append(out, Request{ID: id, Tokens: toks, TargetRank: target})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		routed int // requests routed before the last decision, all to rank 0
+		want   int // replicas the last decision makes
+	}{
+		{0, 1},
+		{ttftRampRequests*dp - 3, 1}, // its requests are the ramp's last
+		{ttftRampRequests * dp, 0},
+	} {
+		cfg := DefaultConfig(PolicyKVCacheAware, dp)
+		if err := ApplyPreset(&cfg, PresetRecommended); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.WarmupWindow <= ttftRampRequests*dp {
+			t.Fatalf("warmup_window %d: the test wants a window larger than the ramp", cfg.WarmupWindow)
+		}
+		cfg.Explain = true
+		r := mustNew(t, cfg)
+		// The family's traffic so far, sent to rank 0 by explicit target:
+		// one holder, and the whole demand window.
+		for left := tc.routed; left > 0; left -= 32 {
+			mustRoute(t, r, states, family(min(left, 32), 0), 64, nil)
+		}
+		// Three more under load (5 active requests per rank): the family
+		// wants another rank.
+		mustRoute(t, r, states, family(3, NoTarget), 64, nil)
+		got := 0
+		for _, rc := range r.Receipts() {
+			if rc.Reason == ReasonDemandWarmup {
+				got++
+			}
+		}
+		if got != tc.want {
+			t.Errorf("after %d requests routed: %d replicas, want %d", tc.routed, got, tc.want)
+		}
+	}
+}
+
 // TestTTFTShortestFirst: a rank whose share of a decision spills past one
 // iteration is handed it shortest first, while its KV pool has room to
 // spare; otherwise in placement order (longest first).
