@@ -1140,42 +1140,59 @@ func TestTTFTPastMemory(t *testing.T) {
 	}
 }
 
+// rampFamilies makes the ramp tests' requests: family f's share a
+// 2048-token prefix, each request adds a 32-token tail of its own, and ids
+// count up from 1 across families.
+type rampFamilies struct{ id uint64 }
+
+func (g *rampFamilies) requests(f, n, target int) []Request {
+	var out []Request
+	for range n {
+		g.id++
+		toks := make([]int32, 2080)
+		for k := range toks {
+			toks[k] = int32(f*100_000 + k)
+			if k >= 2048 {
+				toks[k] = int32(g.id*1000 + uint64(k))
+			}
+		}
+		out = append(out, Request{ID: g.id, Tokens: toks, TargetRank: target})
+	}
+	return out
+}
+
+// loadedStates returns dp ranks with 5 active requests each: past
+// ttftRampLoad, so a ramping router makes replicas.
+func loadedStates(dp int) []RankState {
+	states := make([]RankState, dp)
+	for k := range states {
+		states[k] = RankState{Rank: k, NumActiveRequests: 5, NumActiveTokens: 500}
+	}
+	return states
+}
+
+// demandPlacements counts the last decision's demand warmup placements
+// (ramp replicas among them), from its receipts.
+func demandPlacements(r *Router) (n int) {
+	for _, rc := range r.Receipts() {
+		if rc.Reason == ReasonDemandWarmup {
+			n++
+		}
+	}
+	return n
+}
+
 // TestTTFTRampNotTwiceOverABurst: while ramping under load, a decision that
 // makes a family's replica stalls the next iteration; the decision after it
 // makes no replica when it brings more requests than there are ranks (they
 // arrived during the stall), but does with fewer, or after a decision
 // without one.
 func TestTTFTRampNotTwiceOverABurst(t *testing.T) {
-	// Prompt families: a 2048-token shared prefix and a 32-token tail of
-	// the request's own, on 8 ranks with 5 active requests each.
-	var id uint64
-	family := func(f, n int) []Request {
-		var out []Request
-		for range n {
-			id++
-			toks := make([]int32, 2080)
-			for k := range toks {
-				toks[k] = int32(f*100_000 + k)
-				if k >= 2048 {
-					toks[k] = int32(id*1000 + uint64(k))
-				}
-			}
-			out = append(out, Request{ID: id, Tokens: toks, TargetRank: NoTarget})
-		}
-		return out
-	}
-	states := make([]RankState, 8)
-	for k := range states {
-		states[k] = RankState{Rank: k, NumActiveRequests: 5, NumActiveTokens: 500}
-	}
-	replicas := func(r *Router) (n int) {
-		for _, rc := range r.Receipts() {
-			if rc.Reason == ReasonDemandWarmup {
-				n++
-			}
-		}
-		return n
-	}
+	// Prompt families on 8 ranks with 5 active requests each.
+	var fams rampFamilies
+	family := func(f, n int) []Request { return fams.requests(f, n, NoTarget) }
+	states := loadedStates(8)
+	replicas := demandPlacements
 	for _, tc := range []struct {
 		name    string
 		between bool // an empty decision after the first replica
@@ -1220,28 +1237,9 @@ func TestTTFTRampNotTwiceOverABurst(t *testing.T) {
 // load the engine has long carried.
 func TestTTFTRampEndsAfterRequestsPerRank(t *testing.T) {
 	const dp = 8
-	states := make([]RankState, dp)
-	for k := range states {
-		states[k] = RankState{Rank: k, NumActiveRequests: 5, NumActiveTokens: 500}
-	}
-	// Requests of one family: a 2048-token shared prefix and a 32-token
-	// tail of their own.
-	var id uint64
-	family := func(n, target int) []Request {
-		var out []Request
-		for range n {
-			id++
-			toks := make([]int32, 2080)
-			for k := range toks {
-				toks[k] = int32(100_000 + k)
-				if k >= 2048 {
-					toks[k] = int32(id*1000 + uint64(k))
-				}
-			}
-			out = append(out, Request{ID: id, Tokens: toks, TargetRank: target})
-		}
-		return out
-	}
+	states := loadedStates(dp)
+	var fams rampFamilies
+	family := func(n, target int) []Request { return fams.requests(1, n, target) }
 	for _, tc := range []struct {
 		routed int // requests routed before the last decision, all to rank 0
 		want   int // replicas the last decision makes
@@ -1267,13 +1265,7 @@ func TestTTFTRampEndsAfterRequestsPerRank(t *testing.T) {
 		// Three more under load (5 active requests per rank): the family
 		// wants another rank.
 		mustRoute(t, r, states, family(3, NoTarget), 64, nil)
-		got := 0
-		for _, rc := range r.Receipts() {
-			if rc.Reason == ReasonDemandWarmup {
-				got++
-			}
-		}
-		if got != tc.want {
+		if got := demandPlacements(r); got != tc.want {
 			t.Errorf("after %d requests routed: %d replicas, want %d", tc.routed, got, tc.want)
 		}
 	}
