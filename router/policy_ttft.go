@@ -438,6 +438,8 @@ func (r *Router) routeTTFT(b *batch) {
 			homes = r.prefixHomes(homes, eligible, ready, count, homeCap)
 		}
 		r.ttft.homeRanks = homes
+		// The homes are candidates for this request alone: they are the
+		// tail of eligible until it is placed.
 		eligible = append(eligible, homes...)
 		if len(eligible) == 0 {
 			break
@@ -488,15 +490,16 @@ func (r *Router) routeTTFT(b *batch) {
 			if r.rc != nil {
 				r.rc.held(i)
 			}
-			eligible = slices.DeleteFunc(eligible, func(e int) bool { return slices.Contains(homes, e) })
+			eligible = eligible[:len(eligible)-len(homes)]
 			continue
 		}
 		r.tailPlaced(b, i, k, row, ready, onSchedule)
 		r.ttft.handed = append(r.ttft.handed, handed{rank: k, id: q.ID,
 			tokens: int64(max(q.Len()-ready[k], 0)), rides: 2*(row[k]-ready[k]) > q.Len()})
 		place(i, k)
-		if count[k] >= expected || len(homes) > 0 {
-			eligible = slices.DeleteFunc(eligible, func(e int) bool { return count[e] >= expected || slices.Contains(homes, e) })
+		eligible = eligible[:len(eligible)-len(homes)]
+		if count[k] >= expected {
+			eligible = slices.DeleteFunc(eligible, func(e int) bool { return count[e] >= expected })
 		}
 	}
 	r.eligible = eligible
