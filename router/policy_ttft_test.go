@@ -492,8 +492,8 @@ func TestTTFTNewConversationRecentHomes(t *testing.T) {
 
 // Without a conversation id, the rank that computed the longest prefix of a
 // request stays a candidate past the soft cap too, while it holds fewer
-// than ttftHomeCap requests; the reference score moves the request to an
-// idle rank.
+// than ttftHomeCap requests (never fewer than three); the reference score
+// moves the request to an idle rank.
 func TestTTFTCacheHomePastSoftCap(t *testing.T) {
 	base := prompt(2048)
 	// Eight ranks: rank 0 holds 6 of 21 active requests, at the soft cap
@@ -504,6 +504,11 @@ func TestTTFTCacheHomePastSoftCap(t *testing.T) {
 	// Four ranks: rank 0 holds 6 of 7, past the fair soft cap (4) and half
 	// the requests; twice the fair soft cap (8) alone would keep it.
 	busy4 := st([2]int64{6, 100}, [2]int64{0, 0}, [2]int64{0, 0}, [2]int64{0, 0})
+	// Light load: rank 0 holds 2 of 4 requests (the request counted), at
+	// the soft cap (fair share 1, fair soft cap 2) and at half the
+	// requests, under the floor of three.
+	light8 := st([2]int64{2, 100}, [2]int64{0, 0}, [2]int64{0, 0}, [2]int64{0, 0},
+		[2]int64{1, 0}, [2]int64{0, 0}, [2]int64{0, 0}, [2]int64{0, 0})
 	for _, tc := range []struct {
 		name    string
 		states  []RankState
@@ -514,6 +519,7 @@ func TestTTFTCacheHomePastSoftCap(t *testing.T) {
 		{"8 ranks, an idle rank holds as much", busy8, []int32{2016, 0, 2016, 0, 0, 0, 0, 0}, 2},
 		{"4 ranks, the busy rank holds half the requests", busy4, []int32{2016, 0, 0, 0}, -1},
 		{"4 ranks, an idle rank holds as much", busy4, []int32{2016, 0, 2016, 0}, 2},
+		{"8 ranks, light load: the holder has two requests", light8, []int32{2016, 0, 0, 0, 0, 0, 0, 0}, 0},
 	} {
 		cfg := ttftCfg(len(tc.states), ReuseAfterIteration)
 		res := mustRoute(t, mustNew(t, cfg), tc.states, []Request{extend(1, base, 30)}, 8, tc.matches)
@@ -522,9 +528,11 @@ func TestTTFTCacheHomePastSoftCap(t *testing.T) {
 		}
 	}
 	ref := DefaultConfig(PolicyKVCacheAware, 8)
-	res := mustRoute(t, mustNew(t, ref), busy8, []Request{extend(1, base, 30)}, 8, []int32{2016, 0, 0, 0, 0, 0, 0, 0})
-	if res.Ranks[0] == 0 {
-		t.Errorf("reference score: rank 0, want another (rank 0 is at the soft cap)")
+	for _, states := range [][]RankState{busy8, light8} {
+		res := mustRoute(t, mustNew(t, ref), states, []Request{extend(1, base, 30)}, 8, []int32{2016, 0, 0, 0, 0, 0, 0, 0})
+		if res.Ranks[0] == 0 {
+			t.Errorf("reference score: rank 0, want another (rank 0 is at the soft cap)")
+		}
 	}
 }
 
@@ -623,7 +631,10 @@ func TestTTFTHomeCap(t *testing.T) {
 		{6, 21, 8, 8},   // maxn bounds it
 		{6, 21, 64, 11}, // 8 ranks: half the requests, under twice the fair soft cap
 		{6, 40, 64, 12}, // twice the fair soft cap
-		{2, 1, 64, 2},   // never under the fair soft cap
+		{2, 1, 64, 3},   // never under three requests
+		{2, 4, 64, 3},   // light load: half the requests is two
+		{2, 4, 2, 2},    // maxn bounds the floor too
+		{4, 3, 64, 4},   // never under the fair soft cap
 	} {
 		if got := ttftHomeCap(tc.fair, tc.total, tc.maxn); got != tc.want {
 			t.Errorf("ttftHomeCap(fair %d, total %d, maxn %d) = %d, want %d", tc.fair, tc.total, tc.maxn, got, tc.want)
