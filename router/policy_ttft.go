@@ -250,8 +250,11 @@ const ttftHomeCaps = 2
 // simulator's evaluation grid four cells moved, none by more than 0.022 of
 // the best reference's prefill or TTFT p99; a floor of four moved ten and
 // fixed no more. On the held-out checks it fixed cells with 16 and 32
-// request slots and under other iteration time models, and moved the
-// mixes replayed as traces both ways (docs/routing-quality.md).
+// request slots and under other iteration time models, and moved two
+// checks both ways: the mixes replayed as traces, and tenant spikes that
+// fill 4 ranks' slots, where a holder taking a third request during the
+// quiet minute leaves a family on fewer ranks when the spike comes
+// (docs/routing-quality.md).
 const ttftHomeFloor = 3
 
 // ttftHomeCap returns how many requests the rank holding the longest prefix
