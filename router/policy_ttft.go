@@ -89,14 +89,14 @@ import (
 //     does up to the hard cap; else every rank that computed the longest
 //     prefix of it does, up to twice the soft cap of a fair share and half
 //     the active requests, but at least three requests (ttftHomeCap),
-//     unless a rank under the soft cap
-//     computed more. A rank under the soft cap that computed as much, often
-//     a replica just made, would otherwise take every request of a popular
-//     family that its other holders, at the soft cap, leave, and its
-//     iteration would set every rank's (a six-tenant spike on 32 ranks: one
-//     such replica took 17 of a decision's 65 requests, 2060 tokens to
-//     compute in one iteration, and the TTFT p99 was 193 ms; 163 ms with
-//     the holders sharing them; docs/routing-quality.md).
+//     unless a rank under the soft cap computed more. A rank under the
+//     soft cap that computed as much, often a replica just made, would
+//     otherwise take every request of a popular family that its other
+//     holders, at the soft cap, leave, and its iteration would set every
+//     rank's (a six-tenant spike on 32 ranks: one such replica took 17 of
+//     a decision's 65 requests, 2060 tokens to compute in one iteration,
+//     and the TTFT p99 was 193 ms; 163 ms with the holders sharing them;
+//     docs/routing-quality.md).
 //   - A new conversation goes, among the ranks where it would wait no longer
 //     than computing its whole prompt on an idle rank, to one with the
 //     fewest requests and, among those, the one home to the fewest recently
