@@ -106,9 +106,10 @@ import (
 //     flight: under ReuseAfterIteration it would compute it again beside it
 //     and double that rank's iteration.
 //   - The KV room ranks report (RankState.KVCapacityTokens, FreeKVTokens)
-//     is always heeded, as capacity_aware does, less the prefill the router
-//     believes queued there (placed, not yet computed: it will take blocks
-//     the report does not show yet): a request the pool of the
+//     is heeded, as capacity_aware does (past the KV memory, below, only
+//     for a request with no prefix worth keeping), less the prefill the
+//     router believes queued there (placed, not yet computed: it will take
+//     blocks the report does not show yet): a request the pool of the
 //     best-predicted rank cannot hold would wait there for memory, not for
 //     compute. The room a request needs is its whole prompt (the free
 //     tokens count unreferenced cached blocks, its reused prefix perhaps
@@ -120,9 +121,12 @@ import (
 //     cannot foresee, and the requests the prediction would place go where
 //     the reference's score puts them (uncached tokens plus the relative
 //     load of active uncached tokens, which follows what holds the memory;
-//     its seeded tie-break too), among the ranks under the soft cap, with
-//     the same room, a rank that shows tokens waiting for memory having
-//     none while another has.
+//     its seeded tie-break too), among the ranks under the soft cap. A
+//     request with a prefix worth keeping (the reference's affinity gate
+//     on) is placed as the reference places it, the room unheeded; one
+//     without is placed with the same room, a rank that shows tokens
+//     waiting for memory having none while another has (see
+//     referenceRank).
 //   - Past the request slots a request waits for a rank that holds its
 //     prompt: in a decision whose requests take every slot left (the
 //     executor had at least as many waiting as slots had freed), a
@@ -734,11 +738,31 @@ const shortestFirstSlack = 8
 // the request at routing position pos of rest (match lengths row, token
 // loads tokens): among the ranks of eligible under the soft cap expected,
 // the lowest (score, tokens), a tie broken by random.Random(id).shuffle
-// (kvLoop.choose; the decision reset the seeds for rest). Beside the ranks
-// allow excludes, a rank that shows tokens waiting for memory
-// (waitingAtLeast) has no room while another candidate has: a request
-// queued behind them waits with them, however little it computes. -1 when
-// no rank of eligible is under the soft cap (a home kept past it).
+// (kvLoop.choose; the decision reset the seeds for rest). -1 when no rank
+// of eligible is under the soft cap (a home kept past it).
+//
+// Where the score's cache affinity is on (some candidate holds more than
+// MatchRateThreshold of the prompt), the KV room is not heeded, as the
+// reference does not heed it: past the memory every rank's room is short,
+// and what the router reads of it misleads. Free tokens less the prefill
+// it believes queued count twice the blocks of requests already admitted
+// (allocated, not yet computed), so the rank holding a long prompt's
+// prefix looks full, and heeding that computes the prompt again where the
+// room looks larger, a second copy of its blocks in an engine already
+// short of them. On a slice of Mooncake's synthetic trace whose
+// 37-66k-token prompts overrun 4 ranks' pools, heeding the room put the
+// preset's prefill at 2.02× and its TTFT p99 at 4.87×
+// kv_cache_aware+warmup's (on-schedule reuse: 1.88× and 3.28×); unheeded,
+// 1.33× and 1.77× (1.12× and 1.49×).
+//
+// Without affinity the score has no prefix to keep and balances load
+// alone, and there the room is heeded: beside the ranks allow excludes, a
+// rank that shows tokens waiting for memory (waitingAtLeast) has no room
+// while another candidate has, as a request queued behind them waits with
+// them however little it computes. On trace replays with no prefix to
+// reuse, far past the memory, the room balanced what the load term does
+// not see (a conversation slice at 80 µs per prompt token: TTFT p99 0.75×
+// the best reference's heeding it, 1.06× not).
 func (r *Router) referenceRank(b *batch, pos int, rest, eligible []int, allow []bool, expected int, row []int, tokens []float64) int {
 	under := r.ttft.under[:0]
 	for _, k := range eligible {
@@ -750,17 +774,25 @@ func (r *Router) referenceRank(b *batch, pos int, rest, eligible []int, allow []
 	if len(under) == 0 {
 		return -1
 	}
-	room := slices.Grow(r.ttft.room[:0], len(row))[:len(row)]
-	r.ttft.room = room
-	for k := range room {
-		room[k] = allowed(allow, k) && waitingAtLeast(&b.states[k]) == 0
-	}
-	if slices.ContainsFunc(under, func(k int) bool { return room[k] }) {
-		allow = room
-	}
-	rowMax := 0
+	rowMax, held := 0, 0
 	for _, m := range row {
 		rowMax = max(rowMax, m)
+	}
+	for _, k := range under {
+		held = max(held, row[k])
+	}
+	// kvLoop.choose's affinity gate, on the candidates' longest match.
+	if float64(held)/float64(max(b.reqs[rest[pos]].Len(), 1)) > r.cfg.MatchRateThreshold {
+		allow = nil
+	} else {
+		room := slices.Grow(r.ttft.room[:0], len(row))[:len(row)]
+		r.ttft.room = room
+		for k := range room {
+			room[k] = allowed(allow, k) && waitingAtLeast(&b.states[k]) == 0
+		}
+		if slices.ContainsFunc(under, func(k int) bool { return room[k] }) {
+			allow = room
+		}
 	}
 	// A loop of one request: its sums are taken afresh (running false)
 	// and its lowest loads found afresh (lows zero), as the candidates and

@@ -1089,15 +1089,14 @@ func TestTTFTQueuedAtLeastPoolExcess(t *testing.T) {
 				t.Errorf("rank 0: %d tokens queued, want %d", got, tc.want)
 			}
 
-			// A request whose prefix rank 0 holds stays there only while
-			// nothing waits for its pool (past it, the reference's score
-			// places, and a rank with tokens waiting has no room while
-			// another has: the reference alone would keep the request on
-			// rank 0 for its prefix).
+			// A request whose prefix rank 0 holds stays there: while
+			// nothing waits for its pool by the prediction, past it by the
+			// reference's score, which for a request with a prefix to keep
+			// heeds no room, however much waits there.
 			q := extend(9, prompt(960), 40)
 			res := mustRoute(t, r, states, []Request{q}, 16, []int32{960, 0})
-			if got, want := res.Ranks[0], map[bool]int{false: 0, true: 1}[tc.want > 0]; got != want {
-				t.Errorf("request on rank %d, want %d", got, want)
+			if got := res.Ranks[0]; got != 0 {
+				t.Errorf("request on rank %d, want 0, the holder of its prefix", got)
 			}
 		})
 	}
@@ -1109,7 +1108,8 @@ func TestTTFTQueuedAtLeastPoolExcess(t *testing.T) {
 // the reference's load term, the active uncached tokens, follows the
 // memory they hold. Once some rank shows tokens waiting for memory, the
 // decision places as the reference does (and says so in its receipts),
-// except that the waiting rank has no room while another has.
+// except that for a request with no prefix to keep, as here, the waiting
+// rank has no room while another has.
 func TestTTFTPastMemory(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -1145,6 +1145,59 @@ func TestTTFTPastMemory(t *testing.T) {
 			ref.PrefixSource = SourceProbeIndex
 			want := mustRoute(t, mustNew(t, ref), states, reqs, 8, make([]int32, 3)).Ranks[0]
 			if res.Ranks[0] != want {
+				t.Errorf("rank %d, the reference's %d", res.Ranks[0], want)
+			}
+		})
+	}
+}
+
+// Past the KV memory the room is not heeded for a request with a prefix to
+// keep, as the reference does not heed it: a 40k-token prompt whose
+// 36k-token prefix rank 0 holds goes there although rank 0's free KV is
+// short of the prompt. Heeding it would compute the prefix again on
+// another rank, a second copy of its blocks in an engine already short of
+// them. Within the memory, and past it for a request with no prefix to
+// keep, the room is heeded (capacity_aware's rule).
+func TestTTFTPastMemoryRoom(t *testing.T) {
+	const prompt = 40_000
+	for _, tc := range []struct {
+		name     string
+		capacity int64 // rank 2's pool; it holds 2000 active uncached tokens
+		held     int32 // the prefix of the prompt rank 0 holds
+		want     int
+		reason   Reason
+		excluded Exclusion // rank 0's mark in the receipt
+	}{
+		{"within the memory", 100_000, 36_864, 1, ReasonPredictedTTFT, ExcludedNoRoom},
+		{"past the memory", 1_000, 36_864, 0, ReasonScored, Eligible},
+		{"past the memory, no prefix", 1_000, 0, 1, ReasonScored, ExcludedNoRoom},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			states := []RankState{
+				{Rank: 0, NumActiveRequests: 2, NumActiveTokens: 4_000, KVCapacityTokens: 100_000, FreeKVTokens: 30_000},
+				{Rank: 1, NumActiveRequests: 2, NumActiveTokens: 4_000, KVCapacityTokens: 100_000, FreeKVTokens: 90_000},
+				{Rank: 2, NumActiveRequests: 1, NumActiveTokens: 2_000, KVCapacityTokens: tc.capacity, FreeKVTokens: 0},
+			}
+			if got := memoryBound(states); got != (tc.reason == ReasonScored) {
+				t.Fatalf("memoryBound = %v", got)
+			}
+			reqs := []Request{extend(1, nil, prompt)}
+			matches := []int32{tc.held, 0, 0}
+			cfg := ttftCfg(3, ReuseAfterIteration)
+			cfg.CapacityAware = true
+			res, rcs := explained(t, cfg, states, reqs, 8, matches)
+			if got := res.Ranks[0]; got != tc.want || rcs[0].Reason != tc.reason {
+				t.Fatalf("request on rank %d (%s), want %d (%s):\n%s", got, rcs[0].Reason, tc.want, tc.reason, &rcs[0])
+			}
+			if c := rcs[0].Candidates[0]; c.Excluded != tc.excluded {
+				t.Errorf("rank 0 (free %d, the prompt %d): %s, want %s", states[0].FreeKVTokens, prompt, c.Excluded, tc.excluded)
+			}
+			if tc.reason != ReasonScored || tc.held == 0 {
+				return
+			}
+			ref := DefaultConfig(PolicyKVCacheAware, 3)
+			ref.PrefixSource = SourceProbeIndex
+			if want := mustRoute(t, mustNew(t, ref), states, reqs, 8, matches).Ranks[0]; res.Ranks[0] != want {
 				t.Errorf("rank %d, the reference's %d", res.Ranks[0], want)
 			}
 		})

@@ -36,7 +36,8 @@ const (
 	// Tied for a tie broken by the seeded shuffle); under Config.Score =
 	// ScoreTTFT too, in a decision where some rank shows tokens waiting for
 	// KV memory (a rank that does is then marked ExcludedNoRoom while
-	// another has room).
+	// another has room, for a request with no prefix to keep; see
+	// referenceRank).
 	ReasonScored
 	// ReasonLeastLoaded: the default policy's open rank with the fewest
 	// tokens, then the fewest requests, then the lowest index.

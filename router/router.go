@@ -131,8 +131,9 @@ func (r *Router) RouteInto(res *Result, states []RankState, reqs []Request, maxA
 		return err
 	}
 	res.reset(r.cfg.DPSize, len(reqs))
-	// The predicted-TTFT score always heeds the KV room ranks report: a
-	// request a rank's pool cannot hold waits for memory, not compute.
+	// The predicted-TTFT score heeds the KV room ranks report: a request a
+	// rank's pool cannot hold waits for memory, not compute (past the
+	// memory, only for a request with no prefix to keep: referenceRank).
 	r.room.reset(r.cfg.CapacityAware || (r.cfg.Policy == PolicyKVCacheAware && r.cfg.Score == ScoreTTFT), states)
 	b := batch{states: states, reqs: reqs, maxn: maxActive, matches: matches, res: res}
 	if r.rc != nil {

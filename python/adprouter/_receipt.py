@@ -41,7 +41,8 @@ class Candidate:
     prefill tokens: the lock-step wait for load_term + n - match, plus the
     charges docs/ROUTING.md lists; in a call where some rank shows tokens
     waiting for KV memory, score="ttft" places by the reference's score,
-    reason "scored", and such a rank is "no_room" while another has room);
+    reason "scored", and, for a request with no prefix to keep, such a rank
+    is "no_room" while another has room);
     excluded: None (it competed), "at_cap", "no_room" (capacity_aware) or
     "stacked_tails" (score="ttft": samples of its prompt placed there earlier
     in the call already stack more than a block of their last tokens)."""
