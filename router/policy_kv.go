@@ -109,6 +109,14 @@ func (l *kvLoop) place(r *Router, b *batch, i, k int) {
 	}
 }
 
+// affinity reports whether the reference's score is cache-affine for a
+// prompt of n tokens whose longest match on a candidate rank is maxMatch:
+// the match rate above Config.MatchRateThreshold turns the score's uncached
+// term on.
+func (r *Router) affinity(maxMatch, n int) bool {
+	return float64(maxMatch)/float64(max(n, 1)) > r.cfg.MatchRateThreshold
+}
+
 // choose returns the rank for request i at routing position pos, whose
 // longest match on any rank is rowMax: the eligible rank allow admits with
 // the lowest (score, tokens), a tie broken by random.Random(id).shuffle of
@@ -136,7 +144,7 @@ func (l *kvLoop) choose(r *Router, b *batch, pos, i, rowMax int, allow []bool) i
 	if denom == 0 {
 		denom = 1 // the reference divides by zero here
 	}
-	gate := float64(maxMatch)/float64(max(n, 1)) > r.cfg.MatchRateThreshold
+	gate := r.affinity(maxMatch, n)
 
 	// The lowest (score, tokens) pair, and how many ranks share it.
 	var bestScore, bestTokens float64

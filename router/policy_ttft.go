@@ -781,8 +781,8 @@ func (r *Router) referenceRank(b *batch, pos int, rest, eligible []int, allow []
 	for _, k := range under {
 		held = max(held, row[k])
 	}
-	// kvLoop.choose's affinity gate, on the candidates' longest match.
-	if float64(held)/float64(max(b.reqs[rest[pos]].Len(), 1)) > r.cfg.MatchRateThreshold {
+	// kvLoop.choose's gate, on the candidates' longest match.
+	if r.affinity(held, b.reqs[rest[pos]].Len()) {
 		allow = nil
 	} else {
 		room := slices.Grow(r.ttft.room[:0], len(row))[:len(row)]
