@@ -27,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -62,6 +63,7 @@ type command struct {
 	parallel, evalWorst, evalDraws                                            *int
 	seed, evalSeeds, evalJitterSeed                                           *uint64
 	evalStretch, evalJitter                                                   *float64
+	evalTraces, evalTraceScales                                               *string
 }
 
 // newCommand defines every flag.
@@ -98,6 +100,8 @@ func newCommand(stdout, stderr io.Writer) *command {
 	c.evalJitter = fs.Float64("eval-jitter", 0, "-eval: delay every session of a generated case by a uniform draw from [0, this) ms (trace slices unchanged): a burst arrives over a few ms instead of at one instant, and results owed to exact arrival times are drawn again")
 	c.evalJitterSeed = fs.Uint64("eval-jitter-seed", 1, "-eval: which draw of -eval-jitter")
 	c.evalBaseline = fs.String("eval-baseline", "", "-eval: compare with the evaluation saved in `FILE` (-eval -json of the same grid and seed offset, judged the same way): the misses before and after, every cell that starts or stops missing, and the -eval-worst cells that moved most otherwise")
+	c.evalTraces = fs.String("eval-traces", "", "-eval: replay the trace slices in `DIR` (its *.jsonl files, each in the family named by its file name up to the first '-') instead of the bundled Mooncake slices")
+	c.evalTraceScales = fs.String("eval-trace-scales", formatTraceScales(sim.EvalTraceScales()), "-eval: replay every trace slice at these `time:length` scales (comma-separated; a time scale below 1 replays it faster) on the default engine, the first also on the other engine shapes")
 	c.evalDraws = fs.Int("eval-draws", 0, "-eval: judge over this many draws of -eval-jitter (2 ms when not given), from -eval-jitter-seed on: a cell misses when the median of its ratios over the draws does (0: one run)")
 
 	fs.IntVar(&c.eng.DPSize, "dp", c.eng.DPSize, "attention-DP ranks (dp_size)")
@@ -216,7 +220,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case *c.genTrace != "":
 		return c.writeTrace(wcs)
 	case *c.eval:
-		shift := evalShifts{*c.evalCase, *c.evalSeeds, *c.evalStretch, *c.evalJitter, *c.evalJitterSeed, *c.evalDraws, nil, nil}
+		scales, err := parseTraceScales(*c.evalTraceScales)
+		if err != nil {
+			return c.fail(fmt.Errorf("-eval-trace-scales: %w", err))
+		}
+		if (c.set["eval-traces"] || c.set["eval-trace-scales"]) && *c.evalGrid != sim.EvalFull && *c.evalGrid != sim.EvalQuick {
+			return c.fail(fmt.Errorf("-eval-traces and -eval-trace-scales: grid %s replays no trace slices; the %s and %s grids do", *c.evalGrid, sim.EvalFull, sim.EvalQuick))
+		}
+		shift := evalShifts{*c.evalCase, *c.evalSeeds, *c.evalStretch, *c.evalJitter, *c.evalJitterSeed, *c.evalDraws, nil, nil,
+			*c.evalTraces, scales}
 		if c.set["iter-base-ms"] || c.set["prefill-us"] || c.set["decode-us"] {
 			shift.timing = &c.eng
 		}
@@ -436,6 +448,11 @@ type evalShifts struct {
 	// maxActive, when not nil, is every case's request slots per rank
 	// (sim.WithMaxActive).
 	maxActive *int
+	// traceDir, when not "", holds the trace slices replayed instead of
+	// the bundled ones, and traceScales are the scales they are replayed
+	// at (sim.EvalGridScaled).
+	traceDir    string
+	traceScales []sim.TraceScale
 }
 
 // evaluate runs the evaluation grid, moved by shift, with the variant named
@@ -475,11 +492,26 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 	if err != nil {
 		return fail(err)
 	}
-	cases, err := sim.EvalGrid(grid, traces)
-	if err != nil {
-		return fail(err)
-	}
 	label := grid
+	if shift.traceDir != "" {
+		if _, err := os.Stat(shift.traceDir); err != nil {
+			return fail(fmt.Errorf("-eval-traces: %w", err))
+		}
+		if traces, err = sim.LoadEvalTraces(os.DirFS(shift.traceDir), "."); err != nil {
+			return fail(fmt.Errorf("-eval-traces %s: %w", shift.traceDir, err))
+		}
+		if len(traces) == 0 {
+			return fail(fmt.Errorf("-eval-traces %s: no *.jsonl trace slice in it", shift.traceDir))
+		}
+		label += fmt.Sprintf(" (trace slices of %s)", shift.traceDir)
+	}
+	if !slices.Equal(shift.traceScales, sim.EvalTraceScales()) {
+		label += fmt.Sprintf(" (trace slices at time:length %s)", formatTraceScales(shift.traceScales))
+	}
+	cases, err := sim.EvalGridScaled(grid, traces, shift.traceScales)
+	if err != nil {
+		return fail(fmt.Errorf("-eval-trace-scales: %w", err))
+	}
 	cellsOnly := sim.CellGoalsOnly(grid)
 	if shift.only != "" {
 		cases = slices.DeleteFunc(cases, func(c sim.EvalCase) bool { return !strings.Contains(c.Family+"/"+c.Name, shift.only) })
@@ -719,4 +751,31 @@ func writeFile(name string, stdout io.Writer, write func(io.Writer) error) error
 		return err
 	}
 	return f.Close()
+}
+
+// parseTraceScales parses -eval-trace-scales: time:length pairs, comma-separated.
+func parseTraceScales(v string) ([]sim.TraceScale, error) {
+	var out []sim.TraceScale
+	for i, f := range strings.Split(v, ",") {
+		t, l, ok := strings.Cut(strings.TrimSpace(f), ":")
+		ts, err1 := strconv.ParseFloat(t, 64)
+		ls, err2 := strconv.ParseFloat(l, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("scale %d %q, want time:length (two numbers, as 0.5:1)", i+1, f)
+		}
+		if !(ts > 0 && ls > 0) || math.IsInf(ts, 0) || math.IsInf(ls, 0) {
+			return nil, fmt.Errorf("scale %d %q, want both finite and > 0", i+1, f)
+		}
+		out = append(out, sim.TraceScale{Time: ts, Length: ls})
+	}
+	return out, nil
+}
+
+// formatTraceScales writes scales as -eval-trace-scales takes them.
+func formatTraceScales(scales []sim.TraceScale) string {
+	fs := make([]string, len(scales))
+	for i, sc := range scales {
+		fs[i] = fmt.Sprintf("%g:%g", sc.Time, sc.Length)
+	}
+	return strings.Join(fs, ",")
 }

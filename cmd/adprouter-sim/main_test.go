@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -137,6 +138,11 @@ func TestRunFlagsAndErrors(t *testing.T) {
 		{[]string{"-eval", "-max-active", "0"}, 1, "-max-active: engine: max_active = 0"},
 		{[]string{"-eval", "-eval-draws", "1"}, 1, "-eval-draws 1, want 0 (one run) or 2 or more"},
 		{[]string{"-eval", "-eval-draws", "-2"}, 1, "-eval-draws -2, want 0 (one run) or 2 or more"},
+		{[]string{"-eval", "-eval-trace-scales", "0.5"}, 1, `-eval-trace-scales: scale 1 "0.5", want time:length`},
+		{[]string{"-eval", "-eval-trace-scales", "1:0.5,0:1"}, 1, `-eval-trace-scales: scale 2 "0:1", want both finite and > 0`},
+		{[]string{"-eval", "-eval-grid", "mixed", "-eval-trace-scales", "1:1"}, 1, "grid mixed replays no trace slices"},
+		{[]string{"-eval", "-eval-traces", "/nonexistent/slices"}, 1, "-eval-traces: stat /nonexistent/slices"},
+		{[]string{"-eval", "-eval-traces", "sim"}, 1, "-eval-traces sim: no *.jsonl trace slice in it"},
 	}
 	for _, tc := range tests {
 		code, out, errs := runCmd(t, tc.args...)
@@ -376,6 +382,43 @@ func TestEvalCommand(t *testing.T) {
 	}
 	if !strings.Contains(jit, "evaluation quick (arrivals jittered up to 2 ms, draw 3) of recommended") || jit == out {
 		t.Errorf("-eval-jitter 2 -eval-jitter-seed 3: want the label and other results:\n%s", jit)
+	}
+}
+
+// -eval-traces replays the slices of a folder in the grid's trace
+// families, at -eval-trace-scales, and the label says so.
+func TestEvalTracesCommand(t *testing.T) {
+	raw, err := os.ReadFile("testdata/mooncake/conversation-0.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "mine-0.jsonl"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	js := filepath.Join(t.TempDir(), "mine.json")
+	code, out, errs := runCmd(t, "-eval", "-eval-grid", "quick", "-reuse", "on-schedule", "-eval-traces", dir,
+		"-eval-trace-scales", "0.2:0.5", "-eval-case", "trace-", "-json", js)
+	if code != 0 && code != 3 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if want := fmt.Sprintf("evaluation quick (trace slices of %s) (trace slices at time:length 0.2:0.5)", dir); !strings.Contains(out, want) {
+		t.Errorf("the label does not say %q:\n%s", want, out)
+	}
+	var saved struct {
+		Cases []sim.EvalCase `json:"cases"`
+	}
+	if raw, err := os.ReadFile(js); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(raw, &saved); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range saved.Cases {
+		names = append(names, c.Family+"/"+c.Name)
+	}
+	if want := []string{"trace-mine/mine-0.jsonl time=0.2 len=0.5 dp8"}; !slices.Equal(names, want) {
+		t.Errorf("cases %q, want %q", names, want)
 	}
 }
 

@@ -756,17 +756,44 @@ func evalFamilies() []evalFamily {
 // requests or more, not the few slowest of a cold start.
 const evalDuration = 60
 
-// evalTraceScales are the (time, length) scales at which every trace runs
-// on the default engine (the time scale divided by the load factor on the
-// other shapes).
-var evalTraceScales = [][2]float64{{1, 0.5}, {0.5, 0.5}, {1, 1}}
+// TraceScale is one replay of a trace slice: its arrival times
+// (WorkloadConfig.TraceTimeScale; below 1 replays it faster) and its
+// lengths (TraceLengthScale) scaled.
+type TraceScale struct {
+	Time, Length float64
+}
+
+// evalTraceScales are the scales at which every trace runs on the default
+// engine, the first also on the other shapes (the time scale divided by the
+// load factor there).
+var evalTraceScales = []TraceScale{{1, 0.5}, {0.5, 0.5}, {1, 1}}
+
+// EvalTraceScales returns the scales EvalGrid replays every trace slice at.
+func EvalTraceScales() []TraceScale { return slices.Clone(evalTraceScales) }
 
 // EvalGrid returns the cases of the named grid (one of EvalGrids). traces
-// are the traces replayed, each in its family ("trace-" + Family); the
-// mixed, heavy and mixed-trace grids replay none of them.
+// are the traces replayed, each in its family ("trace-" + Family), at
+// EvalTraceScales; the mixed, heavy and mixed-trace grids replay none of
+// them.
 func EvalGrid(grid string, traces []EvalTrace) ([]EvalCase, error) {
+	return EvalGridScaled(grid, traces, evalTraceScales)
+}
+
+// EvalGridScaled is EvalGrid with the trace slices replayed at scales
+// instead: each scale on the default engine, the first also on the other
+// engine shapes (the quick grid takes the first two in turn). It judges the
+// grid's engines on slices run faster or slower than the grid runs them.
+func EvalGridScaled(grid string, traces []EvalTrace, scales []TraceScale) ([]EvalCase, error) {
 	if !slices.Contains(EvalGrids, grid) {
 		return nil, fmt.Errorf("evaluation grid %q, want one of %s", grid, strings.Join(EvalGrids, ", "))
+	}
+	if len(scales) == 0 {
+		return nil, errors.New("trace scales: none, want at least one")
+	}
+	for _, sc := range scales {
+		if !(sc.Time > 0 && sc.Length > 0) || math.IsInf(sc.Time, 0) || math.IsInf(sc.Length, 0) {
+			return nil, fmt.Errorf("trace scale time %g, length %g: want both finite and > 0", sc.Time, sc.Length)
+		}
 	}
 	switch grid {
 	case EvalMixed:
@@ -828,18 +855,15 @@ func EvalGrid(grid string, traces []EvalTrace) ([]EvalCase, error) {
 			add(fam, true, fmt.Sprintf("%s time=%g len=%g", w.Trace, ts, ls), w, s)
 		}
 		if quick {
-			if i%2 == 0 {
-				gen(evalTraceScales[0][0], evalTraceScales[0][1], shapeDefault)
-			} else {
-				gen(evalTraceScales[1][0], evalTraceScales[1][1], shapeDefault)
-			}
+			sc := scales[min(i%2, len(scales)-1)]
+			gen(sc.Time, sc.Length, shapeDefault)
 			continue
 		}
-		for _, sc := range evalTraceScales {
-			gen(sc[0], sc[1], shapeDefault)
+		for _, sc := range scales {
+			gen(sc.Time, sc.Length, shapeDefault)
 		}
 		for _, s := range evalShapes {
-			gen(evalTraceScales[0][0], evalTraceScales[0][1], s)
+			gen(scales[0].Time, scales[0].Length, s)
 		}
 	}
 	for i := range cases {

@@ -87,6 +87,76 @@ func TestEvalGrid(t *testing.T) {
 	}
 }
 
+// EvalGridScaled replays the trace slices at the scales given, the first
+// on every engine shape, leaves the generated cases as EvalGrid makes them,
+// and refuses scales that are not positive and finite.
+func TestEvalGridScaled(t *testing.T) {
+	traces := evalTraces(t)
+	full, err := EvalGrid(EvalFull, traces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, err := EvalGridScaled(EvalFull, traces, EvalTraceScales())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(full, same) {
+		t.Error("EvalGridScaled at EvalTraceScales differs from EvalGrid")
+	}
+	scales := []TraceScale{{0.2, 0.5}, {0.1, 1}}
+	scaled, err := EvalGridScaled(EvalFull, traces, scales)
+	if err != nil {
+		t.Fatal(err)
+	}
+	generated := func(cs []EvalCase) []EvalCase {
+		return slices.DeleteFunc(slices.Clone(cs), func(c EvalCase) bool { return c.Trace })
+	}
+	if !reflect.DeepEqual(generated(full), generated(scaled)) {
+		t.Error("the generated cases changed with the trace scales")
+	}
+	var trace []EvalCase
+	for _, c := range scaled {
+		if c.Trace {
+			trace = append(trace, c)
+		}
+	}
+	// Per slice: both scales on the default engine, the first on every
+	// other shape.
+	if want := len(traces) * (len(scales) + len(evalShapes)); len(trace) != want {
+		t.Fatalf("%d trace cases, want %d", len(trace), want)
+	}
+	for _, c := range trace {
+		load := float64(c.Engine.DPSize) / float64(shapeDefault.dp)
+		switch {
+		case strings.HasSuffix(c.Name, " time=0.1 len=1 dp8"):
+			if c.Workload.TraceTimeScale != 0.1 || c.Workload.TraceLengthScale != 1 {
+				t.Errorf("%s: scales %g, %g", c.Name, c.Workload.TraceTimeScale, c.Workload.TraceLengthScale)
+			}
+		case strings.Contains(c.Name, " time=0.2 len=0.5 "):
+			if c.Workload.TraceTimeScale != 0.2/load || c.Workload.TraceLengthScale != 0.5 {
+				t.Errorf("%s on %d ranks: scales %g, %g, want %g, 0.5", c.Name, c.Engine.DPSize,
+					c.Workload.TraceTimeScale, c.Workload.TraceLengthScale, 0.2/load)
+			}
+		default:
+			t.Errorf("trace case %s/%s at a scale not asked for", c.Family, c.Name)
+		}
+	}
+	quick, err := EvalGridScaled(EvalQuick, traces, scales[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range quick {
+		if c.Trace && !strings.Contains(c.Name, " time=0.2 len=0.5 ") {
+			t.Errorf("quick grid with one scale: trace case %s", c.Name)
+		}
+	}
+	for _, bad := range [][]TraceScale{nil, {{0, 1}}, {{1, -0.5}}, {{math.Inf(1), 1}}, {{1, math.NaN()}}} {
+		if _, err := EvalGridScaled(EvalFull, traces, bad); err == nil {
+			t.Errorf("scales %v accepted", bad)
+		}
+	}
+}
+
 // StretchDurations lengthens the arrivals of every generated steady case and
 // leaves the spikes, the trace slices and the input as they were (a changed
 // input would fail the comparison below); it refuses a scale that is not
