@@ -356,18 +356,11 @@ func TestEvalCommand(t *testing.T) {
 	if !strings.Contains(cost, "(iterations of 4 ms + 80 µs per prefill token + 200 µs per decoding request) (max_active 16 per rank) of recommended") {
 		t.Errorf("-prefill-us 80 -decode-us 200 -max-active 16: the label does not say so:\n%s", cost)
 	}
-	var saved struct {
-		Cases []sim.EvalCase `json:"cases"`
-	}
-	if raw, err := os.ReadFile(js); err != nil {
-		t.Fatal(err)
-	} else if err := json.Unmarshal(raw, &saved); err != nil {
-		t.Fatal(err)
-	}
-	if len(saved.Cases) == 0 {
+	cases := savedCases(t, js)
+	if len(cases) == 0 {
 		t.Fatal("-json: no case")
 	}
-	for _, c := range saved.Cases {
+	for _, c := range cases {
 		if e := c.Engine; e.IterBaseMs != 4 || e.PrefillUsPerToken != 80 || e.DecodeUsPerSeq != 200 || e.MaxActive != 16 {
 			t.Errorf("case %s ran with %g ms + %g µs + %g µs and %d slots, want 4 + 80 + 200 and 16",
 				c.Name, e.IterBaseMs, e.PrefillUsPerToken, e.DecodeUsPerSeq, e.MaxActive)
@@ -383,6 +376,20 @@ func TestEvalCommand(t *testing.T) {
 	if !strings.Contains(jit, "evaluation quick (arrivals jittered up to 2 ms, draw 3) of recommended") || jit == out {
 		t.Errorf("-eval-jitter 2 -eval-jitter-seed 3: want the label and other results:\n%s", jit)
 	}
+}
+
+// savedCases returns the cases of the evaluation -json wrote to file.
+func savedCases(t *testing.T, file string) []sim.EvalCase {
+	t.Helper()
+	var saved struct {
+		Cases []sim.EvalCase `json:"cases"`
+	}
+	if raw, err := os.ReadFile(file); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(raw, &saved); err != nil {
+		t.Fatal(err)
+	}
+	return saved.Cases
 }
 
 // -eval-traces replays the slices of a folder in the grid's trace
@@ -405,16 +412,9 @@ func TestEvalTracesCommand(t *testing.T) {
 	if want := fmt.Sprintf("evaluation quick (trace slices of %s) (trace slices at time:length 0.2:0.5)", dir); !strings.Contains(out, want) {
 		t.Errorf("the label does not say %q:\n%s", want, out)
 	}
-	var saved struct {
-		Cases []sim.EvalCase `json:"cases"`
-	}
-	if raw, err := os.ReadFile(js); err != nil {
-		t.Fatal(err)
-	} else if err := json.Unmarshal(raw, &saved); err != nil {
-		t.Fatal(err)
-	}
+	cases := savedCases(t, js)
 	var names []string
-	for _, c := range saved.Cases {
+	for _, c := range cases {
 		names = append(names, c.Family+"/"+c.Name)
 	}
 	if want := []string{"trace-mine/mine-0.jsonl time=0.2 len=0.5 dp8"}; !slices.Equal(names, want) {
