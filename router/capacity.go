@@ -2,10 +2,12 @@ package router
 
 import "math"
 
-// kvRoom tracks, during one decision with Config.CapacityAware set, how many
-// more KV tokens each rank can take: its reported free tokens minus the
-// uncached tokens already placed on it in this batch. A rank that reports no
-// capacity has unlimited room.
+// kvRoom tracks, during one decision with Config.CapacityAware set (or
+// under ScoreTTFT), how many more KV tokens each rank can take: its
+// reported free tokens, less the KV its active requests will still take
+// where it reports that (RankState.PendingKVTokens), less what this batch
+// has placed on it (uncached prompt tokens and the output each request
+// reserves for). A rank that reports no capacity has unlimited room.
 type kvRoom struct {
 	on     bool
 	room   []int64
@@ -21,7 +23,8 @@ func (k *kvRoom) reset(on bool, states []RankState) {
 	for i := range states {
 		s := &states[i]
 		if s.KVCapacityTokens > 0 {
-			k.room = append(k.room, s.FreeKVTokens)
+			pending, _ := s.pendingKV() // 0 when not reported
+			k.room = append(k.room, s.FreeKVTokens-pending)
 		} else {
 			k.room = append(k.room, math.MaxInt64)
 		}
@@ -35,12 +38,13 @@ func (k *kvRoom) take(rank, uncached int) {
 	}
 }
 
-// allow returns, for the candidate ranks cands, which may take a request of
-// n tokens of which match[rank] are cached on each rank (nil: none): those
-// whose room holds the uncached tokens, or, when none does, those with the
-// most headroom. It returns nil (every candidate allowed) when capacity
+// allow returns, for the candidate ranks cands, which may take request q
+// of which match[rank] prompt tokens are cached on each rank (nil: none):
+// those whose room holds the KV it would reserve there (its sequence,
+// Request.seqLen, less the match), or, when none does, those with the most
+// headroom. It returns nil (every candidate allowed) when capacity
 // awareness is off.
-func (k *kvRoom) allow(cands []int, n int, match []int) []bool {
+func (k *kvRoom) allow(cands []int, q *Request, match []int) []bool {
 	if !k.on {
 		return nil
 	}
@@ -49,6 +53,7 @@ func (k *kvRoom) allow(cands []int, n int, match []int) []bool {
 		f = append(f, false)
 	}
 	k.filter = f
+	n := q.seqLen()
 	need := func(r int) int {
 		if match == nil {
 			return n

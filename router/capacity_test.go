@@ -106,6 +106,103 @@ func TestCapacityAware(t *testing.T) {
 	}
 }
 
+// pending sets what each state reports its active requests will still take
+// from its KV pool (RankState.PendingKVTokens, ReportsPendingKV).
+func pending(s []RankState, tokens ...int64) []RankState {
+	for i, p := range tokens {
+		s[i].PendingKVTokens, s[i].ReportsPendingKV = p, true
+	}
+	return s
+}
+
+// withOutput sets the output q reserves KV for.
+func withOutput(q Request, out int) Request {
+	q.MaxNewTokens = out
+	return q
+}
+
+// TestCapacityReservations: the room counts what ranks report their
+// requests will still take and the output a request reserves for, under
+// every policy that heeds it; each case also routes without the two fields
+// (want differs from without).
+func TestCapacityReservations(t *testing.T) {
+	ttft := capCfg(PolicyKVCacheAware, 2)
+	ttft.CapacityAware = false
+	if err := ApplyPreset(&ttft, PresetRecommended); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name          string
+		cfg           Config
+		states        []RankState
+		reqs          []Request
+		want, without [][]uint64
+	}{
+		{
+			// Rank 0's pool shows 500 free, rank 1's 300; rank 0's queued
+			// requests will take 450 of them, so only rank 1 holds a
+			// 200-token prompt.
+			name:    "kv pending taken from the room",
+			cfg:     capCfg(PolicyKVCacheAware, 2),
+			states:  pending(withKV(idle(2), [2]int64{1000, 500}, [2]int64{1000, 150}), 450, 0),
+			reqs:    []Request{req(0, 200)},
+			want:    assign(nil, []uint64{0}),
+			without: assign([]uint64{0}, nil),
+		},
+		{
+			// 200 prompt tokens fit rank 0's 250; with 100 tokens of output
+			// reserved they do not, and rank 1 (room 400) takes it.
+			name:    "kv output counted",
+			cfg:     capCfg(PolicyKVCacheAware, 2),
+			states:  withKV(idle(2), [2]int64{1000, 250}, [2]int64{1000, 400}),
+			reqs:    []Request{withOutput(req(7, 200), 100)},
+			want:    assign(nil, []uint64{7}),
+			without: assign([]uint64{7}, nil),
+		},
+		{
+			// The default policy sends both to rank 0, the less loaded;
+			// the first takes 150 + 100 of its 300 free tokens, and the
+			// second no longer fits there.
+			name:    "output taken within the batch",
+			cfg:     capCfg(PolicyDefault, 2),
+			states:  withKV(st([2]int64{0, 0}, [2]int64{1, 1000}), [2]int64{1000, 300}, [2]int64{1000, 1000}),
+			reqs:    []Request{withOutput(req(0, 150), 100), withOutput(req(1, 150), 100)},
+			want:    assign([]uint64{0}, []uint64{1}),
+			without: assign([]uint64{0, 1}, nil),
+		},
+		{
+			// Under the ttft score both ranks' pools hold the prompt, but
+			// rank 0's queued requests will take 2000 of its 2500 free
+			// tokens.
+			name:    "ttft pending taken from the room",
+			cfg:     ttft,
+			states:  pending(withKV(st([2]int64{1, 3000}, [2]int64{1, 3000}), [2]int64{8000, 2500}, [2]int64{8000, 2100}), 2000, 0),
+			reqs:    []Request{req(0, 2000)},
+			want:    assign(nil, []uint64{0}),
+			without: assign([]uint64{0}, nil),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := mustRoute(t, mustNew(t, tc.cfg), tc.states, tc.reqs, 8, nil)
+			if !eqAssign(res.Assignment, tc.want) {
+				t.Errorf("assignment = %v, want %v", res.Assignment, tc.want)
+			}
+			states, reqs := slices.Clone(tc.states), slices.Clone(tc.reqs)
+			for k := range states {
+				states[k].PendingKVTokens, states[k].ReportsPendingKV = 0, false
+			}
+			for i := range reqs {
+				reqs[i].MaxNewTokens = 0
+			}
+			res = mustRoute(t, mustNew(t, tc.cfg), states, reqs, 8, nil)
+			if !eqAssign(res.Assignment, tc.without) {
+				t.Errorf("without the reservation fields: assignment = %v, want %v", res.Assignment, tc.without)
+			}
+		})
+	}
+}
+
 // A bound conversation whose home has no room overflows to a rank that has,
 // and keeps its binding for later turns.
 func TestCapacityAwareConversationOverflow(t *testing.T) {

@@ -78,7 +78,7 @@ func (r *Router) routeConversation(b *batch) {
 				}
 			}
 			r.eligible = open
-			allow = r.room.allow(open, b.reqs[i].Len(), nil)
+			allow = r.room.allow(open, &b.reqs[i], nil)
 		}
 		if bound && count[home] < b.maxn && allowed(allow, home) {
 			put(i, home)

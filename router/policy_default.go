@@ -55,7 +55,7 @@ func (r *Router) routeDefault(b *batch) {
 				}
 			}
 			r.eligible = open
-			allow = r.room.allow(open, b.reqs[i].Len(), nil)
+			allow = r.room.allow(open, &b.reqs[i], nil)
 			for _, k := range open {
 				if allowed(allow, k) && (best < 0 || tokens[k] < tokens[best] ||
 					(tokens[k] == tokens[best] && count[k] < count[best])) {

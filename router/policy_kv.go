@@ -31,7 +31,7 @@ func (r *Router) routeKVAware(b *batch) {
 		}
 		q := &b.reqs[i]
 		rowMax := r.matchRow(b, i, row)
-		allow := r.room.allow(l.eligible, q.Len(), row)
+		allow := r.room.allow(l.eligible, q, row)
 		if quiet && !q.Strict {
 			if k := r.demandRank(b, i, l.eligible, allow, tokens); k >= 0 {
 				r.stats.warmup++

@@ -107,14 +107,17 @@ import (
 //     and double that rank's iteration.
 //   - The KV room ranks report (RankState.KVCapacityTokens, FreeKVTokens)
 //     is heeded, as capacity_aware does (past the KV memory, below, only
-//     for a request with no prefix worth keeping), less the prefill the
-//     router believes queued there (placed, not yet computed: it will take
-//     blocks the report does not show yet): a request the pool of the
-//     best-predicted rank cannot hold would wait there for memory, not for
-//     compute. The room a request needs is its whole prompt (the free
-//     tokens count unreferenced cached blocks, its reused prefix perhaps
-//     among them), and a rank whose active requests' uncached tokens
-//     exceed its pool has at least the excess queued (waitingAtLeast).
+//     for a request with no prefix worth keeping), less what the rank
+//     reports its active requests will still take (PendingKVTokens) or,
+//     where it does not, the prefill the router believes queued there
+//     (placed, not yet computed: it will take blocks the report does not
+//     show yet): a request the pool of the best-predicted rank cannot hold
+//     would wait there for memory, not for compute. The room a request
+//     needs is its whole prompt and the output it reserves for
+//     (MaxNewTokens; the free tokens count unreferenced cached blocks, its
+//     reused prefix perhaps among them), and a rank whose active requests'
+//     uncached tokens exceed its pool has at least the excess queued
+//     (waitingAtLeast).
 //   - Past the KV memory the prediction is given up: in a decision where
 //     some rank reports that excess (see memoryBound), requests wait for
 //     the memory decoding requests free, which a prediction made of compute
@@ -379,9 +382,13 @@ func (r *Router) routeTTFT(b *batch) {
 		checkQueued(queued, b.states)
 	}
 	// The prefill placed on a rank and not yet computed will take KV
-	// blocks there that its reported free room does not show yet.
+	// blocks there that its reported free room does not show yet, unless
+	// the rank reports what its requests will still take (the room
+	// counts that already: kvRoom).
 	for k, q := range queued {
-		r.room.take(k, int(q))
+		if _, ok := b.states[k].pendingKV(); !ok {
+			r.room.take(k, int(q))
+		}
 	}
 	onSchedule := r.cfg.EngineReuse == ReuseOnSchedule
 
@@ -468,12 +475,12 @@ func (r *Router) routeTTFT(b *batch) {
 		if len(eligible) == 0 {
 			break
 		}
-		// The room it needs on a rank is its whole prompt, not only what it
-		// computes there: a rank's free KV counts its unreferenced cached
-		// blocks, and the prefix the request would reuse may be among them
-		// (reusing it takes them out of the free pool).
-		n := q.Len()
-		allow := r.room.allow(eligible, n, nil)
+		// The room it needs on a rank is its whole prompt (and the output
+		// it reserves for), not only what it computes there: a rank's free
+		// KV counts its unreferenced cached blocks, and the prefix the
+		// request would reuse may be among them (reusing it takes them out
+		// of the free pool).
+		allow := r.room.allow(eligible, q, nil)
 
 		k := -1
 		if quiet && !q.Strict {

@@ -242,6 +242,9 @@ func randCall(rng *rand.Rand, size int) callArgs {
 		if capacity && rng.IntN(4) > 0 {
 			s.KVCapacityTokens = 1 + rng.Int64N(4000)
 			s.FreeKVTokens = rng.Int64N(s.KVCapacityTokens + 1)
+			if rng.IntN(3) == 0 {
+				s.PendingKVTokens, s.ReportsPendingKV = rng.Int64N(2*s.KVCapacityTokens), true
+			}
 		}
 		if !idleRanks {
 			s.NumActiveRequests = rng.IntN(c.maxn + 1)
@@ -278,6 +281,9 @@ func randCall(rng *rand.Rand, size int) callArgs {
 			q.TargetRank = rng.IntN(size)
 		}
 		q.Strict = rng.IntN(2) == 0
+		if capacity && rng.IntN(4) == 0 {
+			q.MaxNewTokens = rng.IntN(1000)
+		}
 		if rng.IntN(2) == 0 {
 			q.ConversationID = pick(rng, convPool...)
 		}

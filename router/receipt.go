@@ -291,7 +291,7 @@ func (l *receiptLog) scored(r *Router, b *batch, i int, eligible []int, allow []
 		Threshold: r.cfg.MatchRateThreshold,
 		On:        gate,
 	}
-	rc.CapacityFallback = r.room.fallback(eligible, allow, n, row)
+	rc.CapacityFallback = r.room.fallback(eligible, allow, &b.reqs[i], row)
 	s := &l.spans[i]
 	s.cand, s.ncand = len(l.cands), len(row)
 	for k := range row {
@@ -354,7 +354,7 @@ func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible, cands []int, all
 	n := b.reqs[i].Len()
 	rc := &l.out[i]
 	rc.Reason, rc.Eligible, rc.Step = ReasonPredictedTTFT, len(cands), l.next()
-	rc.CapacityFallback = r.room.fallback(eligible, allow, n, row)
+	rc.CapacityFallback = r.room.fallback(eligible, allow, &b.reqs[i], row)
 	s := &l.spans[i]
 	s.cand, s.ncand = len(l.cands), len(row)
 	predict := r.ttftCoster(b, i, cands, allow, row, ready, onSchedule)
@@ -376,12 +376,13 @@ func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible, cands []int, all
 }
 
 // fallback reports whether capacity awareness found none of the candidate
-// ranks with room for a request of n tokens (match[rank] cached), so that
+// ranks with room for request q (match[rank] of its prompt cached), so that
 // only those with the most headroom were allowed.
-func (k *kvRoom) fallback(cands []int, allow []bool, n int, match []int) bool {
+func (k *kvRoom) fallback(cands []int, allow []bool, q *Request, match []int) bool {
 	if !k.on {
 		return false
 	}
+	n := q.seqLen()
 	for _, r := range cands {
 		if allowed(allow, r) && (k.room[r] == math.MaxInt64 || k.room[r] >= int64(max(n-match[r], 0))) {
 			return false

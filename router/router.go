@@ -187,6 +187,12 @@ func (r *Router) validate(states []RankState, reqs []Request, maxActive int, mat
 		if s.KVCapacityTokens > 0 && (s.FreeKVTokens < 0 || s.FreeKVTokens > s.KVCapacityTokens) {
 			return inputError("states[%d].free_kv_tokens = %d, want 0..kv_capacity_tokens (%d)", i, s.FreeKVTokens, s.KVCapacityTokens)
 		}
+		if s.PendingKVTokens < 0 || s.PendingKVTokens > MaxTokens {
+			return inputError("states[%d].pending_kv_tokens = %d, want 0..%d", i, s.PendingKVTokens, int64(MaxTokens))
+		}
+		if s.PendingKVTokens != 0 && !s.ReportsPendingKV {
+			return inputError("states[%d].pending_kv_tokens = %d without reports_pending_kv, want 0 or the flag set", i, s.PendingKVTokens)
+		}
 	}
 	for i := range reqs {
 		q := &reqs[i]
@@ -195,6 +201,9 @@ func (r *Router) validate(states []RankState, reqs []Request, maxActive int, mat
 		}
 		if q.NumTokens < 0 || q.NumTokens > MaxTokens {
 			return inputError("requests[%d] (id %d): num_tokens = %d, want 0..%d", i, q.ID, q.NumTokens, int64(MaxTokens))
+		}
+		if q.MaxNewTokens < 0 || q.MaxNewTokens > MaxTokens {
+			return inputError("requests[%d] (id %d): max_new_tokens = %d, want 0 (unknown)..%d", i, q.ID, q.MaxNewTokens, int64(MaxTokens))
 		}
 		if q.NumTokens > 0 && q.NumTokens < len(q.Tokens) {
 			return inputError("requests[%d] (id %d): num_tokens = %d is less than the %d tokens given", i, q.ID, q.NumTokens, len(q.Tokens))
@@ -308,12 +317,12 @@ func (r *Router) loadCounts(b *batch) []int {
 }
 
 // place records request i on rank, which must now hold uncached tokens of
-// its KV.
+// its prompt's KV, and the output it reserves for.
 func (r *Router) place(b *batch, i, rank, uncached int) {
 	b.res.Assignment[rank] = append(b.res.Assignment[rank], b.reqs[i].ID)
 	b.res.Ranks[i] = rank
 	r.count[rank]++
-	r.room.take(rank, uncached)
+	r.room.take(rank, uncached+b.reqs[i].MaxNewTokens)
 }
 
 // coverPlaced raises the decision's Expected to the count of every rank

@@ -221,6 +221,13 @@ var badCalls = []badCall{
 	{"negative free kv", func(c *callArgs) {
 		c.states[0].KVCapacityTokens, c.states[0].FreeKVTokens = 100, -3
 	}, "states[0].free_kv_tokens", "-3"},
+	{"negative pending kv", func(c *callArgs) {
+		c.states[1].KVCapacityTokens, c.states[1].ReportsPendingKV, c.states[1].PendingKVTokens = 100, true, -9
+	}, "states[1].pending_kv_tokens", "-9"},
+	{"pending kv without the flag", func(c *callArgs) {
+		c.states[3].KVCapacityTokens, c.states[3].PendingKVTokens = 100, 40
+	}, "states[3].pending_kv_tokens", "reports_pending_kv"},
+	{"negative max_new_tokens", func(c *callArgs) { c.reqs[len(c.reqs)-1].MaxNewTokens = -11 }, "max_new_tokens", "-11"},
 	{"target too large", func(c *callArgs) { c.reqs[len(c.reqs)-1].TargetRank = 4 }, "target_rank", "4"},
 	{"target negative", func(c *callArgs) { c.reqs[len(c.reqs)-1].TargetRank = -2 }, "target_rank", "-2"},
 	{"duplicate id", func(c *callArgs) { c.reqs[len(c.reqs)-1].ID = c.reqs[0].ID }, "request id", "777777"},

@@ -25,6 +25,27 @@ type RankState struct {
 	// its guard band. Informational: the shrinkage is already in the two
 	// fields above.
 	MemoryPressure bool
+
+	// PendingKVTokens is the KV, in tokens, the rank's active requests will
+	// still take from its pool beyond what FreeKVTokens shows taken: a
+	// request the engine has not admitted yet its whole sequence
+	// (TensorRT-LLM's GUARANTEED_NO_EVICT scheduler reserves prompt +
+	// max_tokens at admission), an admitted one what it has yet to
+	// allocate. Counting a prefix the request will reuse from the cache
+	// over-counts, which only makes the rank look fuller. Read only when
+	// ReportsPendingKV is set and KVCapacityTokens > 0; it may exceed the
+	// pool (requests queue for memory).
+	PendingKVTokens int64
+	// ReportsPendingKV says PendingKVTokens is filled. Without it the KV
+	// room (CapacityAware, ScoreTTFT) is the free KV less the prefill the
+	// router placed there and estimates not yet computed.
+	ReportsPendingKV bool
+}
+
+// pendingKV returns the KV tokens s reports its active requests will still
+// take, and whether it reports them.
+func (s *RankState) pendingKV() (int64, bool) {
+	return s.PendingKVTokens, s.ReportsPendingKV && s.KVCapacityTokens > 0
 }
 
 // NoTarget is the TargetRank of a request without a target rank.
@@ -58,6 +79,11 @@ type Request struct {
 	// source the caller's match lengths are already scoped.)
 	LoRAID    uint64
 	CacheSalt uint64
+	// MaxNewTokens is the output, in tokens, the engine reserves KV for
+	// when it admits the request (TensorRT-LLM: its max_tokens); 0 means
+	// unknown. The KV room (CapacityAware, ScoreTTFT) then counts the
+	// request's prompt and this output, as the engine will reserve them.
+	MaxNewTokens int
 }
 
 // PrefixTokens is how many leading prompt tokens the KV-aware policy uses to
@@ -71,6 +97,10 @@ func (q *Request) Len() int {
 	}
 	return len(q.Tokens)
 }
+
+// seqLen returns the tokens of KV the engine reserves for the request: its
+// prompt and the output it reserves for (MaxNewTokens, 0 when unknown).
+func (q *Request) seqLen() int { return q.Len() + q.MaxNewTokens }
 
 func (q *Request) hasTarget() bool { return q.TargetRank != NoTarget }
 

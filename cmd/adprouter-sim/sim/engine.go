@@ -239,6 +239,24 @@ func (r *rank) activeTokens(mode string, policy router.Policy) int64 {
 
 func (r *rank) active() int { return len(r.queue) + len(r.running) }
 
+// pendingKV returns the KV tokens the rank's requests will still reserve:
+// schedule reserves a request's whole sequence (prompt and output, whole
+// blocks) when it starts it, so a started request takes nothing more and a
+// queued one its sequence, counted whole (an engine reporting before it
+// probes its cache cannot tell the prefix a request will reuse).
+func (r *rank) pendingKV(tokensPerBlock int) int64 {
+	var blocks int64
+	for _, q := range r.queue {
+		blocks += int64(seqBlocks(q, tokensPerBlock))
+	}
+	return blocks * int64(tokensPerBlock)
+}
+
+// seqBlocks returns the KV blocks of q's whole sequence, prompt and output.
+func seqBlocks(q *request, tokensPerBlock int) int {
+	return (len(q.prompt) + q.output + tokensPerBlock - 1) / tokensPerBlock
+}
+
 // arrival is a turn that has not arrived yet.
 type arrival struct {
 	at     int64
@@ -504,6 +522,8 @@ func (s *Simulator) route() error {
 			FreeKVTokens:     int64(r.cache.Free()+r.cache.Evictable()) * tpb}
 		if s.variant.NoKVReport {
 			st.KVCapacityTokens, st.FreeKVTokens = 0, 0
+		} else if s.variant.ReportsReservations {
+			st.PendingKVTokens, st.ReportsPendingKV = r.pendingKV(s.eng.TokensPerBlock), true
 		}
 		if s.variant.Gather != nil {
 			s.variant.Gather(RankInfo{Rank: k, TokensPerBlock: s.eng.TokensPerBlock,
@@ -516,6 +536,9 @@ func (s *Simulator) route() error {
 	for _, q := range batch {
 		s.reqs = append(s.reqs, router.Request{ID: q.id, Tokens: q.prompt, TargetRank: router.NoTarget,
 			ConversationID: q.sess.ConvID})
+		if s.variant.ReportsReservations && !s.variant.NoKVReport {
+			s.reqs[len(s.reqs)-1].MaxNewTokens = q.output
+		}
 	}
 	var matches []int32
 	if s.probe {
@@ -643,7 +666,7 @@ func (s *Simulator) schedule(r *rank) (prefill, decodes int) {
 	}
 	for budget > 0 && len(r.queue) > 0 {
 		q := r.queue[0]
-		total := (len(q.prompt) + q.output + tpb - 1) / tpb
+		total := seqBlocks(q, tpb)
 		if total > r.cache.Capacity() {
 			r.queue = r.queue[1:]
 			r.add(q, -1)

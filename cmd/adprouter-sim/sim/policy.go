@@ -37,6 +37,14 @@ type Variant struct {
 	// (capacity_aware, and the ttft score's room and memory-wait rules)
 	// then have nothing to act on.
 	NoKVReport bool
+	// ReportsReservations, when true, has each rank report the KV its
+	// requests not yet started will reserve (RankState.PendingKVTokens:
+	// their prompt and output blocks, the prefix they may reuse counted)
+	// and each request the output it reserves for (Request.MaxNewTokens),
+	// as a host that fills the Go API's reservation fields does; the KV
+	// room then counts what the engine will reserve instead of estimating
+	// it. Ignored with NoKVReport.
+	ReportsReservations bool
 	// Gather, if not nil, is called for every rank after the simulator has
 	// filled the reference fields of its RankState, so a variant can report
 	// more (KV capacity, free blocks, ...) from info, as an executor would.
@@ -112,6 +120,7 @@ const (
 	VariantKVProbeDemand     = "kv_cache_aware+probe+index+demand"
 	VariantRecommended       = "recommended"
 	VariantRecommendedNoKV   = "recommended+no_kv_report"
+	VariantRecommendedRes    = "recommended+reservations"
 )
 
 // registry holds the variants in registration order.
@@ -146,6 +155,9 @@ var registry = []Variant{
 		Apply: applyRecommended},
 	{Name: VariantRecommendedNoKV, Policy: router.PolicyKVCacheAware, KnowsReuse: true, NoKVReport: true,
 		Doc:   `recommended on ranks that report no KV pool (a host that fills only TensorRT-LLM's rank-state fields)`,
+		Apply: applyRecommended},
+	{Name: VariantRecommendedRes, Policy: router.PolicyKVCacheAware, KnowsReuse: true, ReportsReservations: true,
+		Doc:   `recommended on ranks that report the KV their queued requests will reserve, and requests their output (the Go API's reservation fields)`,
 		Apply: applyRecommended},
 	{Name: VariantConversation, Policy: router.PolicyConversation,
 		Doc: "reference conversation affinity, new conversations round robin"},

@@ -459,6 +459,71 @@ func TestActiveTokens(t *testing.T) {
 	}
 }
 
+// TestPendingKV: a rank's pending KV is the whole sequences, in blocks, of
+// the requests it has not started; started ones reserved theirs.
+func TestPendingKV(t *testing.T) {
+	r := &rank{cache: NewCache(64)}
+	r.running = []*request{{prompt: make([]int32, 300), output: 40}}
+	if got := r.pendingKV(32); got != 0 {
+		t.Errorf("nothing queued: pending %d, want 0", got)
+	}
+	r.queue = []*request{{prompt: make([]int32, 100), output: 20}, {prompt: make([]int32, 31), output: 1}}
+	if got, want := r.pendingKV(32), int64(4+1)*32; got != want {
+		t.Errorf("pending %d, want %d (blocks of 120 and 32 tokens)", got, want)
+	}
+}
+
+// TestReportsReservations: a variant with ReportsReservations has every
+// rank report its pending KV (none with nothing queued) and every request
+// its output; others, and NoKVReport, report neither.
+func TestReportsReservations(t *testing.T) {
+	w, err := Generate(tinyWorkload(KindTenantSpike))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := tinyEngine()
+	eng.KVBlocks = 80 // requests queue for memory
+	for _, tc := range []struct{ reports, hide bool }{{false, false}, {true, false}, {true, true}} {
+		var seen, reporting, queued int
+		bad := ""
+		v := Variant{Name: "probe", Policy: router.PolicyKVCacheAware, ReportsReservations: tc.reports, NoKVReport: tc.hide,
+			Gather: func(info RankInfo, st *router.RankState) {
+				seen++
+				if !st.ReportsPendingKV {
+					return
+				}
+				reporting++
+				if info.Waiting > 0 {
+					queued++
+				}
+				if (st.PendingKVTokens == 0) != (info.Waiting == 0) || st.PendingKVTokens%int64(info.TokensPerBlock) != 0 {
+					bad = fmt.Sprintf("rank %d: %d waiting, pending %d", info.Rank, info.Waiting, st.PendingKVTokens)
+				}
+			}}
+		runWorkload(t, eng, w, v, false)
+		want := 0
+		if tc.reports && !tc.hide {
+			want = seen
+		}
+		if seen == 0 || reporting != want || bad != "" || (want > 0 && queued == 0) {
+			t.Errorf("reports %v, no_kv_report %v: %d of %d states report pending KV (%d with requests queued), want %d; %s",
+				tc.reports, tc.hide, reporting, seen, queued, want, bad)
+		}
+
+		s, err := NewSimulator(eng, w, v, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.waiting = append(s.waiting, &request{id: 1, prompt: make([]int32, 10), output: 77, sess: &Session{}})
+		if err := s.route(); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.reqs[0].MaxNewTokens; got != map[bool]int{true: 77, false: 0}[want > 0] {
+			t.Errorf("reports %v, no_kv_report %v: max_new_tokens %d given for a 77-token output", tc.reports, tc.hide, got)
+		}
+	}
+}
+
 // TestReuseSemantics checks, by hand, cases where the reuse semantics
 // differ, on one rank with a 2048-token iteration budget.
 func TestReuseSemantics(t *testing.T) {
