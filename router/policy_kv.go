@@ -184,7 +184,11 @@ func (l *kvLoop) choose(r *Router, b *batch, pos, i, rowMax int, allow []bool) i
 			}
 		}
 	}
-	if r.rc != nil {
+	// best is -1 only when allow admits none of eligible, which the ttft
+	// score's referenceRank can ask (its candidates are a subset of those
+	// the room was judged over): it then places by its prediction, which
+	// records the receipt.
+	if r.rc != nil && best >= 0 {
 		r.rc.scored(r, b, i, eligible, allow, row, tokens, denom, gate, maxMatch, ties)
 	}
 	if ties <= 1 {
