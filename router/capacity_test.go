@@ -14,19 +14,29 @@ func withKV(s []RankState, capFree ...[2]int64) []RankState {
 	return s
 }
 
+// TestCapacityAware: the room checks of capacity_aware under each policy,
+// and of the ttft score. The cases with without set report the engine's
+// reservations or evictable KV (RankState.PendingKVTokens,
+// EvictableKVTokens, Request.MaxNewTokens): routed again with those fields
+// cleared, they must give without.
 func TestCapacityAware(t *testing.T) {
 	rr := func(p Placement) Config {
 		c := capCfg(PolicyConversation, 3)
 		c.NewConvPlacement = p
 		return c
 	}
+	ttft := capCfg(PolicyKVCacheAware, 2)
+	ttft.CapacityAware = false
+	if err := ApplyPreset(&ttft, PresetRecommended); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
-		name    string
-		cfg     Config
-		states  []RankState
-		reqs    []Request
-		matches []int32
-		want    [][]uint64
+		name          string
+		cfg           Config
+		states        []RankState
+		reqs          []Request
+		matches       []int32
+		want, without [][]uint64
 	}{
 		{
 			// Without capacity the seeded tie-break sends id 0 to rank 2
@@ -95,53 +105,11 @@ func TestCapacityAware(t *testing.T) {
 			reqs:   []Request{conv(0, "a")},
 			want:   assign(nil, nil, []uint64{0}),
 		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			res := mustRoute(t, mustNew(t, tc.cfg), tc.states, tc.reqs, 8, tc.matches)
-			if !eqAssign(res.Assignment, tc.want) {
-				t.Errorf("assignment = %v, want %v", res.Assignment, tc.want)
-			}
-		})
-	}
-}
-
-// pending sets what each state reports its active requests will still take
-// from its KV pool (RankState.PendingKVTokens, ReportsPendingKV).
-func pending(s []RankState, tokens ...int64) []RankState {
-	for i, p := range tokens {
-		s[i].PendingKVTokens, s[i].ReportsPendingKV = p, true
-	}
-	return s
-}
-
-// withOutput sets the output q reserves KV for.
-func withOutput(q Request, out int) Request {
-	q.MaxNewTokens = out
-	return q
-}
-
-// TestCapacityReservations: the room counts what ranks report their
-// requests will still take and the output a request reserves for, under
-// every policy that heeds it; each case also routes without the two fields
-// (want differs from without).
-func TestCapacityReservations(t *testing.T) {
-	ttft := capCfg(PolicyKVCacheAware, 2)
-	ttft.CapacityAware = false
-	if err := ApplyPreset(&ttft, PresetRecommended); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name          string
-		cfg           Config
-		states        []RankState
-		reqs          []Request
-		want, without [][]uint64
-	}{
 		{
-			// Rank 0's pool shows 500 free, rank 1's 300; rank 0's queued
-			// requests will take 450 of them, so only rank 1 holds a
-			// 200-token prompt.
+			// Rank 0's pool shows 500 free, rank 1's 150: neither holds
+			// a 200-token prompt, and rank 0 has the most headroom until
+			// it reports that its queued requests will take 450 of its
+			// 500.
 			name:    "kv pending taken from the room",
 			cfg:     capCfg(PolicyKVCacheAware, 2),
 			states:  pending(withKV(idle(2), [2]int64{1000, 500}, [2]int64{1000, 150}), 450, 0),
@@ -181,26 +149,80 @@ func TestCapacityReservations(t *testing.T) {
 			want:    assign(nil, []uint64{0}),
 			without: assign([]uint64{0}, nil),
 		},
+		{
+			// Rank 0 caches 1920 tokens of a 2000-token prompt and has 500
+			// free, none of them evictable: the prefix is held by other
+			// requests, and the 80 tokens it computes fit. Without the
+			// report the prefix may be among the free tokens, the room
+			// must hold the whole prompt, and rank 1 computes it all.
+			name:    "ttft prefix held by others needs no room",
+			cfg:     ttft,
+			states:  evictable(withKV(st([2]int64{1, 100}, [2]int64{1, 100}), [2]int64{8000, 500}, [2]int64{8000, 8000}), 0, 0),
+			reqs:    []Request{req(0, 2000)},
+			matches: []int32{1920, 0},
+			want:    assign([]uint64{0}, nil),
+			without: assign(nil, []uint64{0}),
+		},
+		{
+			// The same with 480 of rank 0's free tokens evictable: at
+			// least 1440 of the prefix is held, and the 560 tokens the
+			// room must hold do not fit in 500.
+			name:    "ttft prefix perhaps free needs room",
+			cfg:     ttft,
+			states:  evictable(withKV(st([2]int64{1, 100}, [2]int64{1, 100}), [2]int64{8000, 500}, [2]int64{8000, 8000}), 480, 0),
+			reqs:    []Request{req(0, 2000)},
+			matches: []int32{1920, 0},
+			want:    assign(nil, []uint64{0}),
+			without: assign(nil, []uint64{0}),
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			res := mustRoute(t, mustNew(t, tc.cfg), tc.states, tc.reqs, 8, nil)
+			res := mustRoute(t, mustNew(t, tc.cfg), tc.states, tc.reqs, 8, tc.matches)
 			if !eqAssign(res.Assignment, tc.want) {
 				t.Errorf("assignment = %v, want %v", res.Assignment, tc.want)
+			}
+			if tc.without == nil {
+				return
 			}
 			states, reqs := slices.Clone(tc.states), slices.Clone(tc.reqs)
 			for k := range states {
 				states[k].PendingKVTokens, states[k].ReportsPendingKV = 0, false
+				states[k].EvictableKVTokens, states[k].ReportsEvictableKV = 0, false
 			}
 			for i := range reqs {
 				reqs[i].MaxNewTokens = 0
 			}
-			res = mustRoute(t, mustNew(t, tc.cfg), states, reqs, 8, nil)
+			res = mustRoute(t, mustNew(t, tc.cfg), states, reqs, 8, tc.matches)
 			if !eqAssign(res.Assignment, tc.without) {
-				t.Errorf("without the reservation fields: assignment = %v, want %v", res.Assignment, tc.without)
+				t.Errorf("without the reported reservations and evictable KV: assignment = %v, want %v", res.Assignment, tc.without)
 			}
 		})
 	}
+}
+
+// pending sets what each state reports its active requests will still take
+// from its KV pool (RankState.PendingKVTokens, ReportsPendingKV).
+func pending(s []RankState, tokens ...int64) []RankState {
+	for i, p := range tokens {
+		s[i].PendingKVTokens, s[i].ReportsPendingKV = p, true
+	}
+	return s
+}
+
+// evictable sets how many of each state's free KV tokens are cached blocks
+// no request holds (RankState.EvictableKVTokens, ReportsEvictableKV).
+func evictable(s []RankState, tokens ...int64) []RankState {
+	for i, e := range tokens {
+		s[i].EvictableKVTokens, s[i].ReportsEvictableKV = e, true
+	}
+	return s
+}
+
+// withOutput sets the output q reserves KV for.
+func withOutput(q Request, out int) Request {
+	q.MaxNewTokens = out
+	return q
 }
 
 // A bound conversation whose home has no room overflows to a rank that has,

@@ -143,7 +143,11 @@ func diffCall(rng *rand.Rand, size int) callArgs {
 		a.states = nil
 	}
 	for k := range a.states {
-		a.states[k].KVCapacityTokens, a.states[k].FreeKVTokens = 0, 0
+		a.states[k] = RankState{Rank: a.states[k].Rank, NumActiveRequests: a.states[k].NumActiveRequests,
+			NumActiveTokens: a.states[k].NumActiveTokens} // no KV fields: the reference has none
+	}
+	for i := range a.reqs {
+		a.reqs[i].MaxNewTokens = 0
 	}
 	switch rng.IntN(3) {
 	case 0: // idle ranks, equal prompts: full ties everywhere

@@ -115,9 +115,10 @@ import (
 //     would wait there for memory, not for compute. The room a request
 //     needs is its whole prompt and the output it reserves for
 //     (MaxNewTokens; the free tokens count unreferenced cached blocks, its
-//     reused prefix perhaps among them), and a rank whose active requests'
-//     uncached tokens exceed its pool has at least the excess queued
-//     (waitingAtLeast).
+//     reused prefix perhaps among them) less the part of its prefix the
+//     rank's evictable tokens cannot hold (EvictableKVTokens: held by
+//     other requests), and a rank whose active requests' uncached tokens
+//     exceed its pool has at least the excess queued (waitingAtLeast).
 //   - Past the KV memory the prediction is given up: in a decision where
 //     some rank reports that excess (see memoryBound), requests wait for
 //     the memory decoding requests free, which a prediction made of compute
@@ -203,6 +204,8 @@ type ttftState struct {
 	// prefixHomes' scratch.
 	homeRanks  []int
 	inEligible []bool
+	// heldRow's scratch.
+	heldRow []int
 }
 
 // waitingFamily counts the requests of one prompt family (its first
@@ -479,8 +482,10 @@ func (r *Router) routeTTFT(b *batch) {
 		// it reserves for), not only what it computes there: a rank's free
 		// KV counts its unreferenced cached blocks, and the prefix the
 		// request would reuse may be among them (reusing it takes them out
-		// of the free pool).
-		allow := r.room.allow(eligible, q, nil)
+		// of the free pool). Only the part of the prefix a rank's
+		// evictable tokens cannot hold is surely held by other requests
+		// and needs no room (heldMatch).
+		allow := r.room.allow(eligible, q, r.heldRow(b, row))
 
 		k := -1
 		if quiet && !q.Strict {
@@ -539,6 +544,21 @@ func (r *Router) routeTTFT(b *batch) {
 	}
 	r.coverPlaced(b)
 	r.finish(b)
+}
+
+// heldRow returns, per rank, the tokens of row (a request's match) held by
+// other requests beyond doubt (RankState.heldMatch), or nil when no rank
+// reports its evictable tokens.
+func (r *Router) heldRow(b *batch, row []int) []int {
+	if !slices.ContainsFunc(b.states, func(s RankState) bool { return s.ReportsEvictableKV }) {
+		return nil
+	}
+	held := slices.Grow(r.ttft.heldRow[:0], len(row))[:len(row)]
+	r.ttft.heldRow = held
+	for k, m := range row {
+		held[k] = b.states[k].heldMatch(m)
+	}
+	return held
 }
 
 // holdForHolder reports whether request i, which the score puts on rank k

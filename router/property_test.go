@@ -245,6 +245,9 @@ func randCall(rng *rand.Rand, size int) callArgs {
 			if rng.IntN(3) == 0 {
 				s.PendingKVTokens, s.ReportsPendingKV = rng.Int64N(2*s.KVCapacityTokens), true
 			}
+			if rng.IntN(3) == 0 {
+				s.EvictableKVTokens, s.ReportsEvictableKV = rng.Int64N(s.FreeKVTokens+1), true
+			}
 		}
 		if !idleRanks {
 			s.NumActiveRequests = rng.IntN(c.maxn + 1)

@@ -354,7 +354,9 @@ func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible, cands []int, all
 	n := b.reqs[i].Len()
 	rc := &l.out[i]
 	rc.Reason, rc.Eligible, rc.Step = ReasonPredictedTTFT, len(cands), l.next()
-	rc.CapacityFallback = r.room.fallback(eligible, allow, &b.reqs[i], row)
+	// The room the score judged: the whole sequence, less the prefix held
+	// by other requests where ranks report it (routeTTFT).
+	rc.CapacityFallback = r.room.fallback(eligible, allow, &b.reqs[i], r.heldRow(b, row))
 	s := &l.spans[i]
 	s.cand, s.ncand = len(l.cands), len(row)
 	predict := r.ttftCoster(b, i, cands, allow, row, ready, onSchedule)
@@ -376,15 +378,19 @@ func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible, cands []int, all
 }
 
 // fallback reports whether capacity awareness found none of the candidate
-// ranks with room for request q (match[rank] of its prompt cached), so that
-// only those with the most headroom were allowed.
+// ranks with room for request q (match[rank] of its prompt cached; nil:
+// none), so that only those with the most headroom were allowed.
 func (k *kvRoom) fallback(cands []int, allow []bool, q *Request, match []int) bool {
 	if !k.on {
 		return false
 	}
 	n := q.seqLen()
 	for _, r := range cands {
-		if allowed(allow, r) && (k.room[r] == math.MaxInt64 || k.room[r] >= int64(max(n-match[r], 0))) {
+		m := 0
+		if match != nil {
+			m = match[r]
+		}
+		if allowed(allow, r) && (k.room[r] == math.MaxInt64 || k.room[r] >= int64(max(n-m, 0))) {
 			return false
 		}
 	}

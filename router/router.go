@@ -190,6 +190,12 @@ func (r *Router) validate(states []RankState, reqs []Request, maxActive int, mat
 		if s.PendingKVTokens < 0 || s.PendingKVTokens > MaxTokens {
 			return inputError("states[%d].pending_kv_tokens = %d, want 0..%d", i, s.PendingKVTokens, int64(MaxTokens))
 		}
+		if s.EvictableKVTokens < 0 || s.EvictableKVTokens > MaxTokens || (s.KVCapacityTokens > 0 && s.EvictableKVTokens > s.FreeKVTokens) {
+			return inputError("states[%d].evictable_kv_tokens = %d, want 0..free_kv_tokens (%d)", i, s.EvictableKVTokens, s.FreeKVTokens)
+		}
+		if s.EvictableKVTokens != 0 && !s.ReportsEvictableKV {
+			return inputError("states[%d].evictable_kv_tokens = %d without reports_evictable_kv, want 0 or the flag set", i, s.EvictableKVTokens)
+		}
 		if s.PendingKVTokens != 0 && !s.ReportsPendingKV {
 			return inputError("states[%d].pending_kv_tokens = %d without reports_pending_kv, want 0 or the flag set", i, s.PendingKVTokens)
 		}

@@ -227,6 +227,13 @@ var badCalls = []badCall{
 	{"pending kv without the flag", func(c *callArgs) {
 		c.states[3].KVCapacityTokens, c.states[3].PendingKVTokens = 100, 40
 	}, "states[3].pending_kv_tokens", "reports_pending_kv"},
+	{"evictable kv above free", func(c *callArgs) {
+		s := &c.states[2]
+		s.KVCapacityTokens, s.FreeKVTokens, s.ReportsEvictableKV, s.EvictableKVTokens = 100, 50, true, 51
+	}, "states[2].evictable_kv_tokens", "51"},
+	{"evictable kv without the flag", func(c *callArgs) {
+		c.states[0].KVCapacityTokens, c.states[0].FreeKVTokens, c.states[0].EvictableKVTokens = 100, 50, 20
+	}, "states[0].evictable_kv_tokens", "reports_evictable_kv"},
 	{"negative max_new_tokens", func(c *callArgs) { c.reqs[len(c.reqs)-1].MaxNewTokens = -11 }, "max_new_tokens", "-11"},
 	{"target too large", func(c *callArgs) { c.reqs[len(c.reqs)-1].TargetRank = 4 }, "target_rank", "4"},
 	{"target negative", func(c *callArgs) { c.reqs[len(c.reqs)-1].TargetRank = -2 }, "target_rank", "-2"},

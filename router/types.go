@@ -40,12 +40,35 @@ type RankState struct {
 	// room (CapacityAware, ScoreTTFT) is the free KV less the prefill the
 	// router placed there and estimates not yet computed.
 	ReportsPendingKV bool
+
+	// EvictableKVTokens is how many of FreeKVTokens are cached prefix
+	// blocks no request holds: the engine counts them free (it evicts them
+	// when it needs the room), and a request that reuses one takes it out
+	// of the free pool. Read only when ReportsEvictableKV is set and
+	// KVCapacityTokens > 0; 0..FreeKVTokens. Without it the ttft score
+	// cannot tell whether a request's cached prefix on a rank is held by
+	// other requests (its reuse then needs no room) or among the free
+	// tokens, and asks room for the whole prompt.
+	EvictableKVTokens int64
+	// ReportsEvictableKV says EvictableKVTokens is filled.
+	ReportsEvictableKV bool
 }
 
 // pendingKV returns the KV tokens s reports its active requests will still
 // take, and whether it reports them.
 func (s *RankState) pendingKV() (int64, bool) {
 	return s.PendingKVTokens, s.ReportsPendingKV && s.KVCapacityTokens > 0
+}
+
+// heldMatch returns how many of the match cached prompt tokens on rank
+// state s are, beyond doubt, held by other requests rather than among its
+// free tokens: the match beyond the evictable tokens s reports; 0 when it
+// reports none (any of the match may be free).
+func (s *RankState) heldMatch(match int) int {
+	if !s.ReportsEvictableKV || s.KVCapacityTokens <= 0 {
+		return 0
+	}
+	return int(max(int64(match)-s.EvictableKVTokens, 0))
 }
 
 // NoTarget is the TargetRank of a request without a target rank.

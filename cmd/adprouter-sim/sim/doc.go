@@ -150,13 +150,13 @@
 // +probe+index, +demand, +probe+index+demand), and recommended (the
 // router's preset, which sweeps compare by default: SweepVariants, and the
 // evaluation judges), recommended+no_kv_report (the preset on ranks that
-// report no KV pool) and recommended+reservations (the preset on ranks
-// that report the KV their queued requests will reserve, for requests that
-// give their output); Register adds more (one line per option). A variant
-// can also withhold the probed match lengths (NoProbe) or the KV pools
-// (NoKVReport), report the reservations (ReportsReservations) or more rank
-// state (Gather), or tell the router the engine's reuse semantics
-// (KnowsReuse).
+// report no KV pool) and recommended+full_kv_report (the preset on ranks
+// that also report what their queued requests will reserve and their
+// evictable KV, for requests that give their output); Register adds more
+// (one line per option). A variant can also withhold the probed match
+// lengths (NoProbe) or the KV pools (NoKVReport), report all the KV state
+// the Go API takes (FullKVReport) or more rank state (Gather), or tell the
+// router the engine's reuse semantics (KnowsReuse).
 //
 // # Determinism
 //

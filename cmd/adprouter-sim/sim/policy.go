@@ -37,14 +37,16 @@ type Variant struct {
 	// (capacity_aware, and the ttft score's room and memory-wait rules)
 	// then have nothing to act on.
 	NoKVReport bool
-	// ReportsReservations, when true, has each rank report the KV its
-	// requests not yet started will reserve (RankState.PendingKVTokens:
-	// their prompt and output blocks, the prefix they may reuse counted)
-	// and each request the output it reserves for (Request.MaxNewTokens),
-	// as a host that fills the Go API's reservation fields does; the KV
-	// room then counts what the engine will reserve instead of estimating
-	// it. Ignored with NoKVReport.
-	ReportsReservations bool
+	// FullKVReport, when true, has each rank report, beside its pool, the
+	// KV its requests not yet started will reserve
+	// (RankState.PendingKVTokens: their prompt and output blocks, the
+	// prefix they may reuse counted) and how much of its free KV is cached
+	// blocks no request holds (EvictableKVTokens), and each request the
+	// output it reserves for (Request.MaxNewTokens), as a host that fills
+	// the Go API's fields does: the KV room then counts what the engine
+	// will reserve and which cached prefixes need no room, instead of
+	// estimating them. Ignored with NoKVReport.
+	FullKVReport bool
 	// Gather, if not nil, is called for every rank after the simulator has
 	// filled the reference fields of its RankState, so a variant can report
 	// more (KV capacity, free blocks, ...) from info, as an executor would.
@@ -120,7 +122,7 @@ const (
 	VariantKVProbeDemand     = "kv_cache_aware+probe+index+demand"
 	VariantRecommended       = "recommended"
 	VariantRecommendedNoKV   = "recommended+no_kv_report"
-	VariantRecommendedRes    = "recommended+reservations"
+	VariantRecommendedFullKV = "recommended+full_kv_report"
 )
 
 // registry holds the variants in registration order.
@@ -156,8 +158,8 @@ var registry = []Variant{
 	{Name: VariantRecommendedNoKV, Policy: router.PolicyKVCacheAware, KnowsReuse: true, NoKVReport: true,
 		Doc:   `recommended on ranks that report no KV pool (a host that fills only TensorRT-LLM's rank-state fields)`,
 		Apply: applyRecommended},
-	{Name: VariantRecommendedRes, Policy: router.PolicyKVCacheAware, KnowsReuse: true, ReportsReservations: true,
-		Doc:   `recommended on ranks that report the KV their queued requests will reserve, and requests their output (the Go API's reservation fields)`,
+	{Name: VariantRecommendedFullKV, Policy: router.PolicyKVCacheAware, KnowsReuse: true, FullKVReport: true,
+		Doc:   `recommended on ranks that also report the KV their queued requests will reserve and their evictable KV, for requests that give their output (the Go API's fields)`,
 		Apply: applyRecommended},
 	{Name: VariantConversation, Policy: router.PolicyConversation,
 		Doc: "reference conversation affinity, new conversations round robin"},

@@ -473,10 +473,11 @@ func TestPendingKV(t *testing.T) {
 	}
 }
 
-// TestReportsReservations: a variant with ReportsReservations has every
-// rank report its pending KV (none with nothing queued) and every request
-// its output; others, and NoKVReport, report neither.
-func TestReportsReservations(t *testing.T) {
+// TestFullKVReport: a variant with FullKVReport has every rank report its
+// pending KV (none with nothing queued) and its evictable KV (within its
+// free KV), and every request its output; others, and NoKVReport, report
+// none of them.
+func TestFullKVReport(t *testing.T) {
 	w, err := Generate(tinyWorkload(KindTenantSpike))
 	if err != nil {
 		t.Fatal(err)
@@ -486,15 +487,20 @@ func TestReportsReservations(t *testing.T) {
 	for _, tc := range []struct{ reports, hide bool }{{false, false}, {true, false}, {true, true}} {
 		var seen, reporting, queued int
 		bad := ""
-		v := Variant{Name: "probe", Policy: router.PolicyKVCacheAware, ReportsReservations: tc.reports, NoKVReport: tc.hide,
+		v := Variant{Name: "probe", Policy: router.PolicyKVCacheAware, FullKVReport: tc.reports, NoKVReport: tc.hide,
 			Gather: func(info RankInfo, st *router.RankState) {
 				seen++
-				if !st.ReportsPendingKV {
+				if !st.ReportsPendingKV && !st.ReportsEvictableKV {
 					return
 				}
 				reporting++
 				if info.Waiting > 0 {
 					queued++
+				}
+				evictable := int64(info.EvictableBlocks * info.TokensPerBlock)
+				if !st.ReportsEvictableKV || st.EvictableKVTokens != evictable || evictable > st.FreeKVTokens {
+					bad = fmt.Sprintf("rank %d: evictable %d (reported %v) of %d free, want %d", info.Rank,
+						st.EvictableKVTokens, st.ReportsEvictableKV, st.FreeKVTokens, evictable)
 				}
 				if (st.PendingKVTokens == 0) != (info.Waiting == 0) || st.PendingKVTokens%int64(info.TokensPerBlock) != 0 {
 					bad = fmt.Sprintf("rank %d: %d waiting, pending %d", info.Rank, info.Waiting, st.PendingKVTokens)
