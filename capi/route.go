@@ -115,17 +115,24 @@ func batchViews(b *C.adpr_batch, ns, nr int) (tokens []int32, text []byte, match
 func (e *entry) readStates(states []C.adpr_rank_state) error {
 	e.states = e.states[:0]
 	for i, s := range states {
-		if s.flags&^C.ADPR_RANK_MEMORY_PRESSURE != 0 || s.reserved != 0 {
+		const known = C.ADPR_RANK_MEMORY_PRESSURE | C.ADPR_RANK_PENDING_KV | C.ADPR_RANK_EVICTABLE_KV
+		if s.flags&^known != 0 || s.reserved != 0 {
 			return argError("states[%d]: flags = %#x, reserved = %d, want only ADPR_RANK_* flags and reserved = 0 (zero the struct before filling it)",
 				i, uint32(s.flags), uint32(s.reserved))
 		}
+		// The router refuses a pending or evictable count without its
+		// flag, naming the field.
 		e.states = append(e.states, router.RankState{
-			Rank:              int(s.rank),
-			NumActiveRequests: int(s.num_active_requests),
-			NumActiveTokens:   int64(s.num_active_tokens),
-			KVCapacityTokens:  int64(s.kv_capacity_tokens),
-			FreeKVTokens:      int64(s.free_kv_tokens),
-			MemoryPressure:    s.flags&C.ADPR_RANK_MEMORY_PRESSURE != 0,
+			Rank:               int(s.rank),
+			NumActiveRequests:  int(s.num_active_requests),
+			NumActiveTokens:    int64(s.num_active_tokens),
+			KVCapacityTokens:   int64(s.kv_capacity_tokens),
+			FreeKVTokens:       int64(s.free_kv_tokens),
+			MemoryPressure:     s.flags&C.ADPR_RANK_MEMORY_PRESSURE != 0,
+			PendingKVTokens:    int64(s.pending_kv_tokens),
+			ReportsPendingKV:   s.flags&C.ADPR_RANK_PENDING_KV != 0,
+			EvictableKVTokens:  int64(s.evictable_kv_tokens),
+			ReportsEvictableKV: s.flags&C.ADPR_RANK_EVICTABLE_KV != 0,
 		})
 	}
 	return nil
@@ -187,6 +194,7 @@ func readRequest(out *router.Request, i int, q C.adpr_request, tokens []int32, t
 		ConversationID: conv,
 		LoRAID:         uint64(q.lora_id),
 		CacheSalt:      uint64(q.cache_salt),
+		MaxNewTokens:   int(q.max_new_tokens), // validated by the router
 	}
 	return nil
 }

@@ -73,16 +73,17 @@ extern "C" {
 #endif
 
 /* ABI version: bumped on any incompatible change of a struct or function
- * once released, together with the library's soname (libadprouter.so.2 for
- * ABI 2). 2 is the ABI of release 0.2.0: every output buffer follows the one
- * rule under "Buffers" above. */
-#define ADPR_ABI_VERSION 2
+ * once released, together with the library's soname (libadprouter.so.3 for
+ * ABI 3). 3 is the ABI of release 0.3.0: the engine's KV state beside the
+ * pool (adpr_rank_state.pending_kv_tokens and evictable_kv_tokens,
+ * adpr_request.max_new_tokens). 2 (release 0.2.0) lacked them. */
+#define ADPR_ABI_VERSION 3
 
 /* Release version, the project's one home for it: adpr_version returns it,
  * and the Python wheel, pkg-config file and CMake package are stamped with
  * it (build.sh and python/build_backend read it from this line). The Go
  * module's release tag is "v" followed by it. */
-#define ADPR_VERSION "0.2.0"
+#define ADPR_VERSION "0.3.0"
 
 /* Status codes. */
 typedef int32_t adpr_status;
@@ -263,6 +264,10 @@ typedef struct adpr_option {
 /* adpr_rank_state.flags: the rank's GPU has less free memory than its guard
  * band (its kv_capacity_tokens/free_kv_tokens are already shrunk for it). */
 #define ADPR_RANK_MEMORY_PRESSURE 1u
+/* adpr_rank_state.flags: pending_kv_tokens is filled. */
+#define ADPR_RANK_PENDING_KV 2u
+/* adpr_rank_state.flags: evictable_kv_tokens is filled. */
+#define ADPR_RANK_EVICTABLE_KV 4u
 
 /* What one rank reports about itself before a decision; allgathered. Zero
  * the struct before filling it: zeroed KV fields mean "capacity unknown". */
@@ -279,6 +284,19 @@ typedef struct adpr_rank_state {
                                     0..kv_capacity_tokens */
     uint32_t flags;              /* ADPR_RANK_* bits; others must be 0 */
     uint32_t reserved;           /* must be 0 */
+    /* The engine's KV state beside the pool, each read only with its flag
+     * and kv_capacity_tokens > 0 (docs/ROUTING.md, "Capacity awareness"):
+     * without them the KV room is estimated. */
+    int64_t pending_kv_tokens;   /* ADPR_RANK_PENDING_KV: KV the rank's active
+                                    requests will still take beyond what
+                                    free_kv_tokens shows taken (TensorRT-LLM's
+                                    GUARANTEED_NO_EVICT: the prompt and
+                                    max_tokens of each request not admitted
+                                    yet), >= 0; 0 without the flag */
+    int64_t evictable_kv_tokens; /* ADPR_RANK_EVICTABLE_KV: how many of
+                                    free_kv_tokens are cached blocks no
+                                    request holds, 0..free_kv_tokens; 0
+                                    without the flag */
 } adpr_rank_state;
 
 /* One new request. Token ids live in the batch's flat token buffer and the
@@ -306,6 +324,9 @@ typedef struct adpr_request {
     int32_t relax;         /* 1: relaxed (TensorRT-LLM default); 0: strict */
     uint64_t lora_id;      /* scope of the prefix index: blocks of different */
     uint64_t cache_salt;   /* adapters or salts never match (0: none) */
+    int64_t max_new_tokens; /* output the engine reserves KV for at admission
+                               (TensorRT-LLM: max_tokens), >= 0; 0 = unknown.
+                               The KV room counts it. */
 } adpr_request;
 
 /* One routing decision's inputs. */

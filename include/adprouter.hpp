@@ -151,7 +151,7 @@ inline std::string text(Call call) {
 
 }  // namespace detail
 
-// The library's version ("0.2.0") and ABI version.
+// The library's version ("0.3.0") and ABI version.
 inline const char *version() noexcept { return adpr_version(); }
 inline uint32_t abi_version() noexcept { return adpr_abi_version(); }
 

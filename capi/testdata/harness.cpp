@@ -953,6 +953,41 @@ struct ErrorCase {
     void (*spoil)(Batch &b, adpr_batch &bv, adpr_route_result &rv, bool &null_batch, bool &null_result);
 };
 
+// The engine's KV state beside the pool reaches the router: rank 0 holds
+// all but 32 tokens of a 4096-token prompt with 3000 tokens free; reported
+// as none evictable, the prefix is held by running requests and the prompt
+// (512 tokens of output) fits there, else it goes to rank 1, whose queued
+// requests are reported to take 8000 of its 40000 free (router/examples_test.go
+// has the same case in Go).
+void check_kv_state() {
+    for (bool report : {true, false}) {
+        adpr_router h = must_create({{"preset", "recommended"}, {"dp_size", "2"}});
+        if (!h) return;
+        std::vector<adpr_rank_state> st = states_of({{4, 6000}, {4, 6000}});
+        for (auto &s : st) {
+            s.kv_capacity_tokens = 65536;
+            s.flags = ADPR_RANK_PENDING_KV | (report ? ADPR_RANK_EVICTABLE_KV : 0);
+        }
+        st[0].free_kv_tokens = 3000;
+        st[1].free_kv_tokens = 40000;
+        st[1].pending_kv_tokens = 8000;
+        Req q;
+        q.id = 1;
+        q.num_tokens = 4096;
+        Batch b(st, {q}, 8);
+        b.reqs[0].max_new_tokens = 512;
+        b.set_match(0, 0, 4064);
+        Out o;
+        std::string msg;
+        adpr_status s = route(h, b, o, &msg);
+        int want = report ? 0 : 1;
+        check(s == ADPR_OK && o.ranks[0] == want,
+              fmt("KV state: evictable KV %s, the held prefix's request goes to rank %d", report ? "reported" : "not reported", want),
+              fmt("status %d (%s) rank %d", s, msg.c_str(), o.ranks[0]));
+        A.destroy(h);
+    }
+}
+
 void check_route_errors() {
     const ErrorCase cases[] = {
         {"NULL batch", ADPR_ERR_INVALID_ARGUMENT, {"batch"}, false,
@@ -990,7 +1025,18 @@ void check_route_errors() {
         {"negative num_active_tokens", ADPR_ERR_INVALID_ARGUMENT, {"num_active_tokens"}, false,
          [](Batch &b, adpr_batch &, adpr_route_result &, bool &, bool &) { b.states[3].num_active_tokens = -1; }},
         {"unknown rank state flag", ADPR_ERR_INVALID_ARGUMENT, {"flags"}, false,
-         [](Batch &b, adpr_batch &, adpr_route_result &, bool &, bool &) { b.states[3].flags = 2; }},
+         [](Batch &b, adpr_batch &, adpr_route_result &, bool &, bool &) { b.states[3].flags = 8; }},
+        {"pending_kv_tokens without ADPR_RANK_PENDING_KV", ADPR_ERR_INVALID_ARGUMENT, {"pending_kv_tokens"}, false,
+         [](Batch &b, adpr_batch &, adpr_route_result &, bool &, bool &) { b.states[3].pending_kv_tokens = 64; }},
+        {"evictable_kv_tokens above free_kv_tokens", ADPR_ERR_INVALID_ARGUMENT, {"evictable_kv_tokens"}, false,
+         [](Batch &b, adpr_batch &, adpr_route_result &, bool &, bool &) {
+             b.states[3].kv_capacity_tokens = 1000;
+             b.states[3].free_kv_tokens = 100;
+             b.states[3].flags = ADPR_RANK_EVICTABLE_KV;
+             b.states[3].evictable_kv_tokens = 101;
+         }},
+        {"negative max_new_tokens", ADPR_ERR_INVALID_ARGUMENT, {"max_new_tokens", "-7"}, false,
+         [](Batch &b, adpr_batch &, adpr_route_result &, bool &, bool &) { b.reqs.back().max_new_tokens = -7; }},
         {"rank state reserved != 0", ADPR_ERR_INVALID_ARGUMENT, {"reserved"}, false,
          [](Batch &b, adpr_batch &, adpr_route_result &, bool &, bool &) { b.states[3].reserved = 1; }},
         {"negative kv_capacity_tokens", ADPR_ERR_INVALID_ARGUMENT, {"kv_capacity_tokens"}, false,
@@ -2005,6 +2051,7 @@ int main(int argc, char **argv) {
     check_create_policies();
     check_fixtures();
     check_unassigned();
+    check_kv_state();
     check_route_errors();
     check_create_errors();
     check_error_buffer();

@@ -83,7 +83,8 @@ class RankStateC(ctypes.Structure):
     _fields_ = [("rank", ctypes.c_int32), ("num_active_requests", ctypes.c_int32),
                 ("num_active_tokens", ctypes.c_int64), ("kv_capacity_tokens", ctypes.c_int64),
                 ("free_kv_tokens", ctypes.c_int64), ("flags", ctypes.c_uint32),
-                ("reserved", ctypes.c_uint32)]
+                ("reserved", ctypes.c_uint32), ("pending_kv_tokens", ctypes.c_int64),
+                ("evictable_kv_tokens", ctypes.c_int64)]
 
 
 class RequestC(ctypes.Structure):
@@ -92,7 +93,8 @@ class RequestC(ctypes.Structure):
                 ("token_count", ctypes.c_int64), ("num_tokens", ctypes.c_int64),
                 ("conversation_offset", ctypes.c_int64), ("conversation_len", ctypes.c_int64),
                 ("target_rank", ctypes.c_int32), ("relax", ctypes.c_int32),
-                ("lora_id", ctypes.c_uint64), ("cache_salt", ctypes.c_uint64)]
+                ("lora_id", ctypes.c_uint64), ("cache_salt", ctypes.c_uint64),
+                ("max_new_tokens", ctypes.c_int64)]
 
 
 class MemoryInfo(ctypes.Structure):

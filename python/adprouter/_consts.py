@@ -5,7 +5,7 @@ binding never restates them; ./build.sh test fails while this file is stale.
 """
 
 # BEGIN constants (generated from include/adprouter.h by go generate; do not edit)
-ABI_VERSION = 2
+ABI_VERSION = 3
 OK = 0
 ERR_INVALID_ARGUMENT = 1
 ERR_INVALID_HANDLE = 2
@@ -31,6 +31,8 @@ MESSAGE_MAX = 512
 NO_TARGET = -1
 UNPLACED = -1
 RANK_MEMORY_PRESSURE = 1
+RANK_PENDING_KV = 2
+RANK_EVICTABLE_KV = 4
 REASON_UNPLACED = 0
 REASON_EXPLICIT = 1
 REASON_COLD_START_WARMUP = 2
