@@ -89,8 +89,8 @@ static adpr_router make_router(void) {
 
 // A valid one-request batch for a dp_size 2 router.
 static int32_t tokens[4] = {1, 2, 3, 4};
-static adpr_rank_state states[2] = {{0, 0, 0, 0, 0, 0, 0}, {1, 0, 0, 0, 0, 0, 0}};
-static adpr_request request = {7, 0, 4, 4, 0, 0, ADPR_NO_TARGET, 1, 0, 0};
+static adpr_rank_state states[2] = {{0, 0, 0, 0, 0, 0, 0, 0, 0}, {1, 0, 0, 0, 0, 0, 0, 0, 0}};
+static adpr_request request = {7, 0, 4, 4, 0, 0, ADPR_NO_TARGET, 1, 0, 0, 0};
 
 static adpr_status route_once(adpr_router r, char *err, size_t n) {
     adpr_batch b = {states, 2, 1, &request, tokens, 4, NULL, 0, NULL, 8};

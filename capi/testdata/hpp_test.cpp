@@ -81,7 +81,7 @@ int main() {
 
     // A batch through the wrapper and through the C API give the same result.
     std::vector<adpr_rank_state> states(4);
-    for (int i = 0; i < 4; i++) states[i] = adpr_rank_state{i, i % 2, 100 * i, 0, 0, 0, 0};
+    for (int i = 0; i < 4; i++) states[i] = adpr_rank_state{i, i % 2, 100 * i, 0, 0, 0, 0, 0, 0};
     std::vector<int32_t> tokens;
     std::vector<adpr_request> reqs;
     for (int i = 0; i < 6; i++) {

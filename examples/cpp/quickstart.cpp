@@ -48,7 +48,7 @@ int main() try {
         std::vector<int32_t> tokens, match;  // each prompt's first 64 tokens; what each rank's probe reports
         for (size_t i = 0; i < prompts.size(); i++) {
             const Prompt &p = prompts[i];
-            reqs[i] = {p.id, (int64_t)tokens.size(), kPrefix, kSystem + p.user_len, 0, 0, ADPR_NO_TARGET, 1, 0, 0};
+            reqs[i] = {p.id, (int64_t)tokens.size(), kPrefix, kSystem + p.user_len, 0, 0, ADPR_NO_TARGET, 1, 0, 0, 0};
             for (int k = 0; k < kPrefix; k++) tokens.push_back((p.system == 'A' ? 1000 : 2000) + k);
             for (int r = 0; r < kRanks; r++) match.push_back(cached[r].count(p.system) ? kSystem : 0);
         }

@@ -576,7 +576,7 @@ static int fill_states(PyObject *states, adpr_rank_state *st)
             PyErr_Clear();
             return FALLBACK;
         }
-        adpr_rank_state r = {(int32_t)rank, (int32_t)active, tokens, cap, free_, (uint32_t)pressure, 0};
+        adpr_rank_state r = {(int32_t)rank, (int32_t)active, tokens, cap, free_, (uint32_t)pressure, 0, 0, 0};
         st[i] = r;
     }
     return 0;
@@ -1880,7 +1880,7 @@ static int pack_any_state(PyObject *s, adpr_rank_state *out)
         PyErr_Clear();
         goto done;
     }
-    adpr_rank_state r = {(int32_t)x[0], (int32_t)x[1], x[2], x[3], x[4], (uint32_t)pressure, 0};
+    adpr_rank_state r = {(int32_t)x[0], (int32_t)x[1], x[2], x[3], x[4], (uint32_t)pressure, 0, 0, 0};
     *out = r;
     rc = 0;
 done:
