@@ -37,8 +37,9 @@ type RankState struct {
 	// pool (requests queue for memory).
 	PendingKVTokens int64
 	// ReportsPendingKV says PendingKVTokens is filled. Without it the KV
-	// room (CapacityAware, ScoreTTFT) is the free KV less the prefill the
-	// router placed there and estimates not yet computed.
+	// room (CapacityAware, ScoreTTFT) starts from the free KV alone, less,
+	// under ScoreTTFT, the prefill the router placed there and estimates
+	// not yet computed.
 	ReportsPendingKV bool
 
 	// EvictableKVTokens is how many of FreeKVTokens are cached prefix
