@@ -34,9 +34,14 @@ def pack_states(states):
     i = 0
     try:
         for i, s in enumerate(states):
+            pending = getattr(s, "pending_kv_tokens", None)
+            evictable = getattr(s, "evictable_kv_tokens", None)
+            flags = ((_consts.RANK_MEMORY_PRESSURE if getattr(s, "memory_pressure", False) else 0)
+                     | (0 if pending is None else _consts.RANK_PENDING_KV)
+                     | (0 if evictable is None else _consts.RANK_EVICTABLE_KV))
             pack(sbuf, STATE.size * i, s.rank, s.num_active_requests, s.num_active_tokens,
-                 getattr(s, "kv_capacity_tokens", 0), getattr(s, "free_kv_tokens", 0),
-                 1 if getattr(s, "memory_pressure", False) else 0, 0, 0, 0)
+                 getattr(s, "kv_capacity_tokens", 0), getattr(s, "free_kv_tokens", 0), flags, 0,
+                 pending or 0, evictable or 0)
     except (struct.error, TypeError, AttributeError) as e:
         raise InvalidArgumentError("states[%d]: %s" % (i, e), INVALID_ARGUMENT) from None
     return sbuf
@@ -94,7 +99,7 @@ def pack_requests(requests, send_tokens):
                 raise ValueError("target_rank = %r, want None or 0..dp_size-1" % (t,))
             pack(rbuf, REQ_SIZE * i, q.id, off, ntok - off, n, coff, clen,
                  NO_TARGET if t is None else t, 1 if q.relax else 0,
-                 getattr(q, "lora_id", 0), getattr(q, "cache_salt", 0), 0)
+                 getattr(q, "lora_id", 0), getattr(q, "cache_salt", 0), getattr(q, "max_new_tokens", 0))
     except (struct.error, TypeError, OverflowError, ValueError, AttributeError, BufferError) as e:
         raise InvalidArgumentError("requests[%d]: %s" % (i, e), INVALID_ARGUMENT) from None
     return rbuf, b"".join(chunks), ntok, b"".join(text)

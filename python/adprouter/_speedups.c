@@ -50,8 +50,8 @@
 /* Slot layout of adprouter.Request and adprouter.RankState, set by
  * configure(): objects of exactly these types are read through their slot
  * offsets; any other object makes a function return None. */
-enum { R_ID, R_TOKENS, R_NUM_TOKENS, R_TARGET, R_RELAX, R_CONV, R_LORA, R_SALT, R_SLOTS };
-enum { S_RANK, S_ACTIVE, S_TOKENS, S_CAP, S_FREE, S_PRESSURE, S_SLOTS };
+enum { R_ID, R_TOKENS, R_NUM_TOKENS, R_TARGET, R_RELAX, R_CONV, R_LORA, R_SALT, R_MAX_NEW, R_SLOTS };
+enum { S_RANK, S_ACTIVE, S_TOKENS, S_CAP, S_FREE, S_PRESSURE, S_PENDING, S_EVICTABLE, S_SLOTS };
 static PyTypeObject *request_type, *state_type;
 static Py_ssize_t request_off[R_SLOTS], state_off[S_SLOTS];
 
@@ -382,7 +382,7 @@ static int pack_fields(PyObject *const *f, Py_ssize_t limit, adpr_request *out, 
                        deferq *dq)
 {
     PyObject *id = f[R_ID], *toks = f[R_TOKENS], *ntok = f[R_NUM_TOKENS], *target = f[R_TARGET],
-             *relax = f[R_RELAX], *cid = f[R_CONV], *lora = f[R_LORA], *salt = f[R_SALT];
+             *relax = f[R_RELAX], *cid = f[R_CONV], *lora = f[R_LORA], *salt = f[R_SALT], *max_new = f[R_MAX_NEW];
     if (!id || !toks || !ntok || !target || !relax || !cid)
         return FALLBACK;
     memset(out, 0, sizeof *out);
@@ -448,6 +448,10 @@ static int pack_fields(PyObject *const *f, Py_ssize_t limit, adpr_request *out, 
         return FALLBACK;
     if (salt && read_u64(salt, &out->cache_salt))
         return FALLBACK;
+    long long m = 0; /* out of range or negative: the library's error names it */
+    if (max_new && read_int(max_new, INT64_MIN, INT64_MAX, &m))
+        return FALLBACK;
+    out->max_new_tokens = m;
     return 0;
 }
 
@@ -561,13 +565,18 @@ static int fill_states(PyObject *states, adpr_rank_state *st)
             if (v[k] == NULL)
                 return FALLBACK;
         }
-        long long rank, active, tokens, cap, free_;
+        long long rank, active, tokens, cap, free_, pending = 0, evictable = 0;
         if (read_int(v[S_RANK], INT32_MIN, INT32_MAX, &rank) ||
             read_int(v[S_ACTIVE], INT32_MIN, INT32_MAX, &active) ||
             read_int(v[S_TOKENS], INT64_MIN, INT64_MAX, &tokens) ||
             read_int(v[S_CAP], INT64_MIN, INT64_MAX, &cap) ||
-            read_int(v[S_FREE], INT64_MIN, INT64_MAX, &free_))
+            read_int(v[S_FREE], INT64_MIN, INT64_MAX, &free_) ||
+            (v[S_PENDING] != Py_None && read_int(v[S_PENDING], INT64_MIN, INT64_MAX, &pending)) ||
+            (v[S_EVICTABLE] != Py_None && read_int(v[S_EVICTABLE], INT64_MIN, INT64_MAX, &evictable)))
             return FALLBACK;
+        /* None: not reported (no flag). */
+        uint32_t known = (v[S_PENDING] != Py_None ? ADPR_RANK_PENDING_KV : 0) |
+                         (v[S_EVICTABLE] != Py_None ? ADPR_RANK_EVICTABLE_KV : 0);
         /* Its __bool__ may rebind s.memory_pressure: hold the flag. */
         Py_INCREF(v[S_PRESSURE]);
         int pressure = PyObject_IsTrue(v[S_PRESSURE]);
@@ -576,7 +585,8 @@ static int fill_states(PyObject *states, adpr_rank_state *st)
             PyErr_Clear();
             return FALLBACK;
         }
-        adpr_rank_state r = {(int32_t)rank, (int32_t)active, tokens, cap, free_, (uint32_t)pressure, 0, 0, 0};
+        adpr_rank_state r = {(int32_t)rank, (int32_t)active, tokens, cap, free_, (uint32_t)pressure | known, 0,
+                             pending, evictable};
         st[i] = r;
     }
     return 0;
@@ -1333,15 +1343,16 @@ static PyObject *assignment(PyObject *Py_UNUSED(self), PyObject *args)
  * module). Subclasses are plain heap types: they construct through
  * __new__/__init__ and go to the Python packing path like any subclass. */
 
-enum { RQ_NFIELDS = 8 };
+enum { RQ_NFIELDS = 9 };
 
 typedef struct {
     PyObject_HEAD
-    PyObject *f[RQ_NFIELDS]; /* id, tokens, num_tokens, target_rank, relax, conversation_id, lora_id, cache_salt */
+    PyObject *f[RQ_NFIELDS]; /* id, tokens, num_tokens, target_rank, relax, conversation_id, lora_id, cache_salt,
+                                max_new_tokens */
 } RequestObject;
 
 static const char *const rq_names[RQ_NFIELDS] = {
-    "id", "tokens", "num_tokens", "target_rank", "relax", "conversation_id", "lora_id", "cache_salt",
+    "id", "tokens", "num_tokens", "target_rank", "relax", "conversation_id", "lora_id", "cache_salt", "max_new_tokens",
 };
 static PyObject *rq_interned[RQ_NFIELDS];
 static PyObject *rq_zero;
@@ -1562,6 +1573,7 @@ static PyMemberDef rq_members[] = {
     {"conversation_id", T_OBJECT_EX, offsetof(RequestObject, f[5]), 0, NULL},
     {"lora_id", T_OBJECT_EX, offsetof(RequestObject, f[6]), 0, NULL},
     {"cache_salt", T_OBJECT_EX, offsetof(RequestObject, f[7]), 0, NULL},
+    {"max_new_tokens", T_OBJECT_EX, offsetof(RequestObject, f[8]), 0, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1572,7 +1584,7 @@ static PyMethodDef rq_methods[] = {
 
 static PyType_Slot rq_slots[] = {
     {Py_tp_doc, "Request(id, tokens=None, num_tokens=None, target_rank=None, relax=True, "
-                "conversation_id=None, lora_id=0, cache_salt=0)\n--\n\n"
+                "conversation_id=None, lora_id=0, cache_salt=0, max_new_tokens=0)\n--\n\n"
                 "One new request (the binding sets the full documentation)."},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_init, rq_init},

@@ -12,10 +12,12 @@ class RankState:
     """What one rank reports before a decision (allgathered by the executor)."""
 
     __slots__ = ("rank", "num_active_requests", "num_active_tokens",
-                 "kv_capacity_tokens", "free_kv_tokens", "memory_pressure")
+                 "kv_capacity_tokens", "free_kv_tokens", "memory_pressure",
+                 "pending_kv_tokens", "evictable_kv_tokens")
 
     def __init__(self, rank, num_active_requests=0, num_active_tokens=0,
-                 kv_capacity_tokens=0, free_kv_tokens=0, memory_pressure=False):
+                 kv_capacity_tokens=0, free_kv_tokens=0, memory_pressure=False,
+                 pending_kv_tokens=None, evictable_kv_tokens=None):
         self.rank = rank
         self.num_active_requests = num_active_requests
         self.num_active_tokens = num_active_tokens
@@ -25,6 +27,13 @@ class RankState:
         self.kv_capacity_tokens = kv_capacity_tokens
         self.free_kv_tokens = free_kv_tokens
         self.memory_pressure = memory_pressure
+        # The engine's KV state beside the pool, None when not reported
+        # (docs/ROUTING.md, "Capacity awareness"): the KV the rank's active
+        # requests will still take beyond what free_kv_tokens shows taken
+        # (requests not admitted yet: their prompt and max_tokens), and how
+        # many of the free tokens are cached blocks no request holds.
+        self.pending_kv_tokens = pending_kv_tokens
+        self.evictable_kv_tokens = evictable_kv_tokens
 
     def __repr__(self):
         kv = ""
@@ -45,10 +54,10 @@ class Request:
     """
 
     __slots__ = ("id", "tokens", "num_tokens", "target_rank", "relax", "conversation_id",
-                 "lora_id", "cache_salt")
+                 "lora_id", "cache_salt", "max_new_tokens")
 
     def __init__(self, id, tokens=None, num_tokens=None, target_rank=None, relax=True,
-                 conversation_id=None, lora_id=0, cache_salt=0):
+                 conversation_id=None, lora_id=0, cache_salt=0, max_new_tokens=0):
         self.id = id
         self.tokens = tokens
         self.num_tokens = num_tokens
@@ -59,6 +68,9 @@ class Request:
         # "probe+index"): different adapters or salts never share blocks.
         self.lora_id = lora_id
         self.cache_salt = cache_salt
+        # The output the engine reserves KV for at admission (TensorRT-LLM:
+        # max_tokens); 0 when unknown. The KV room counts it.
+        self.max_new_tokens = max_new_tokens
 
     def __repr__(self):
         n = self.num_tokens if self.num_tokens is not None else len(self.tokens or ())

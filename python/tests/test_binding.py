@@ -985,6 +985,43 @@ class CapacityTest(unittest.TestCase):
         with Router(policy="default", dp_size=2, capacity_aware=True) as r:
             self.assertEqual(r.route(sts, [Request(1, num_tokens=100)], 4).ranks, [1])
 
+    def test_engine_kv_state(self):
+        # router/examples_test.go's case: rank 0 holds all but 32 tokens of a
+        # 4096-token prompt with 3000 tokens free. Reported as none
+        # evictable, its prefix is held by running requests and the prompt
+        # (512 tokens of output) fits there; unreported, rank 1 takes it.
+        # Through both packers (the C one where it is built).
+        from adprouter import _accel
+        packers = [_accel.speedups, None] if _accel.speedups is not None else [None]
+        for packer in packers:
+            for evictable, want in ((0, 0), (None, 1)):
+                with self.subTest(speedups=packer is not None, evictable=evictable):
+                    saved = _accel.speedups
+                    _accel.use(packer)
+                    try:
+                        sts = [RankState(0, 4, 6000, kv_capacity_tokens=65536, free_kv_tokens=3000,
+                                         pending_kv_tokens=0, evictable_kv_tokens=evictable),
+                               RankState(1, 4, 6000, kv_capacity_tokens=65536, free_kv_tokens=40000,
+                                         pending_kv_tokens=8000, evictable_kv_tokens=evictable)]
+                        with Router(preset="recommended", dp_size=2) as r:
+                            got = r.route(sts, [Request(1, num_tokens=4096, max_new_tokens=512)], 8,
+                                          match_lens=[[4064], [0]])
+                        self.assertEqual(got.ranks, [want])
+                    finally:
+                        _accel.use(saved)
+
+    def test_engine_kv_state_errors(self):
+        with Router(preset="recommended", dp_size=2) as r:
+            for sts, reqs, word in (
+                    ([RankState(0, kv_capacity_tokens=100, free_kv_tokens=50, evictable_kv_tokens=51), RankState(1)],
+                     [Request(1, num_tokens=10)], "evictable_kv_tokens"),
+                    ([RankState(0, pending_kv_tokens=-1), RankState(1)], [Request(1, num_tokens=10)],
+                     "pending_kv_tokens"),
+                    ([RankState(0), RankState(1)], [Request(1, num_tokens=10, max_new_tokens=-3)], "max_new_tokens")):
+                with self.subTest(word=word):
+                    with self.assertRaisesRegex(InvalidArgumentError, word):
+                        r.route(sts, reqs, 8)
+
     def test_memory_pressure_flag_accepted(self):
         with Router(policy="kv_cache_aware", dp_size=2, capacity_aware=True) as r:
             sts = [RankState(0, 0, 0, 1000, 500, memory_pressure=True), RankState(1, 0, 0, 1000, 1000, False)]

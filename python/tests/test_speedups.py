@@ -480,7 +480,8 @@ class MatchFormsTest(BothPaths):
             self.assertEqual(len(messages), 1, (name, messages))
 
 
-REQUEST_FIELDS = ("id", "tokens", "num_tokens", "target_rank", "relax", "conversation_id", "lora_id", "cache_salt")
+REQUEST_FIELDS = ("id", "tokens", "num_tokens", "target_rank", "relax", "conversation_id", "lora_id", "cache_salt",
+                  "max_new_tokens")
 
 
 class RequestTypeTest(unittest.TestCase):
