@@ -204,8 +204,10 @@ type ttftState struct {
 	// prefixHomes' scratch.
 	homeRanks  []int
 	inEligible []bool
-	// heldRow's scratch.
-	heldRow []int
+	// heldRow's scratch, and whether some rank of the decision reports
+	// its evictable KV (begin).
+	heldRow   []int
+	evictable bool
 }
 
 // waitingFamily counts the requests of one prompt family (its first
@@ -316,7 +318,8 @@ func (r *Router) recentHomes() []int {
 // begin drains every rank's queued prefill by one iteration's budget, caps
 // it by what the rank reports active and raises it to what the rank's KV
 // pool shows must still wait (waitingAtLeast). Each change is folded into
-// the digest d: the bounds depend on the call's rank states.
+// the digest d: the bounds depend on the call's rank states. It also notes
+// whether some rank reports its evictable KV (heldRow).
 func (t *ttftState) begin(cfg *Config, states []RankState, d *uint64) {
 	if len(t.queued) != cfg.DPSize {
 		t.queued = make([]int64, cfg.DPSize)
@@ -324,6 +327,10 @@ func (t *ttftState) begin(cfg *Config, states []RankState, d *uint64) {
 	}
 	clear(t.tails)
 	t.tailFam = 0
+	t.evictable = false
+	for k := range states {
+		t.evictable = t.evictable || states[k].ReportsEvictableKV
+	}
 	drain := int64(cfg.TTFTDrainTokens)
 	for k := range t.queued {
 		q := max(t.queued[k]-drain, 0)
@@ -550,7 +557,7 @@ func (r *Router) routeTTFT(b *batch) {
 // other requests beyond doubt (RankState.heldMatch), or nil when no rank
 // reports its evictable tokens.
 func (r *Router) heldRow(b *batch, row []int) []int {
-	if !slices.ContainsFunc(b.states, func(s RankState) bool { return s.ReportsEvictableKV }) {
+	if !r.ttft.evictable {
 		return nil
 	}
 	held := slices.Grow(r.ttft.heldRow[:0], len(row))[:len(row)]
