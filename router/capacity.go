@@ -23,7 +23,7 @@ func (k *kvRoom) reset(on bool, states []RankState) {
 	for i := range states {
 		s := &states[i]
 		if s.KVCapacityTokens > 0 {
-			pending, _ := s.pendingKV() // 0 when not reported
+			pending, _ := s.pendingKV()
 			k.room = append(k.room, s.FreeKVTokens-pending)
 		} else {
 			k.room = append(k.room, math.MaxInt64)
@@ -53,13 +53,7 @@ func (k *kvRoom) allow(cands []int, q *Request, match []int) []bool {
 		f = append(f, false)
 	}
 	k.filter = f
-	n := q.seqLen()
-	need := func(r int) int {
-		if match == nil {
-			return n
-		}
-		return max(n-match[r], 0)
-	}
+	need := func(r int) int { return roomNeed(q, match, r) }
 	fits := false
 	best := int64(math.MinInt64)
 	for _, r := range cands {
@@ -78,6 +72,16 @@ func (k *kvRoom) allow(cands []int, q *Request, match []int) []bool {
 		}
 	}
 	return f
+}
+
+// roomNeed returns the KV tokens request q would reserve on rank r, of which
+// match[r] prompt tokens are cached there (match nil: none): its sequence
+// (Request.seqLen) less the match.
+func roomNeed(q *Request, match []int, r int) int {
+	if match == nil {
+		return q.seqLen()
+	}
+	return max(q.seqLen()-match[r], 0)
 }
 
 // left returns rank's room: its reported free tokens less what has been

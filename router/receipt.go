@@ -384,13 +384,8 @@ func (k *kvRoom) fallback(cands []int, allow []bool, q *Request, match []int) bo
 	if !k.on {
 		return false
 	}
-	n := q.seqLen()
 	for _, r := range cands {
-		m := 0
-		if match != nil {
-			m = match[r]
-		}
-		if allowed(allow, r) && (k.room[r] == math.MaxInt64 || k.room[r] >= int64(max(n-m, 0))) {
+		if allowed(allow, r) && (k.room[r] == math.MaxInt64 || k.room[r] >= int64(roomNeed(q, match, r))) {
 			return false
 		}
 	}

@@ -56,9 +56,12 @@ type RankState struct {
 }
 
 // pendingKV returns the KV tokens s reports its active requests will still
-// take, and whether it reports them.
+// take (0 when it does not report them), and whether it reports them.
 func (s *RankState) pendingKV() (int64, bool) {
-	return s.PendingKVTokens, s.ReportsPendingKV && s.KVCapacityTokens > 0
+	if !s.ReportsPendingKV || s.KVCapacityTokens <= 0 {
+		return 0, false
+	}
+	return s.PendingKVTokens, true
 }
 
 // heldMatch returns how many of the match cached prompt tokens on rank
