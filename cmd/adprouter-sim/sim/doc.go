@@ -150,13 +150,16 @@
 // +probe+index, +demand, +probe+index+demand), and recommended (the
 // router's preset, which sweeps compare by default: SweepVariants, and the
 // evaluation judges), recommended+no_kv_report (the preset on ranks that
-// report no KV pool) and recommended+full_kv_report (the preset on ranks
+// report no KV pool), recommended+full_kv_report (the preset on ranks
 // that also report what their queued requests will reserve and their
-// evictable KV, for requests that give their output); Register adds more
-// (one line per option). A variant can also withhold the probed match
-// lengths (NoProbe) or the KV pools (NoKVReport), report all the KV state
-// the Go API takes (FullKVReport) or more rank state (Gather), or tell the
-// router the engine's reuse semantics (KnowsReuse).
+// evictable KV, for requests that give their output) and
+// recommended+pending_kv_report (the same without the evictable KV, as
+// adprouter.trtllm reports); Register adds more (one line per option). A
+// variant can also withhold the probed match lengths (NoProbe) or the KV
+// pools (NoKVReport), report all the KV state the Go API takes
+// (FullKVReport) or all but the evictable KV (PendingKVReport) or more rank
+// state (Gather), or tell the router the engine's reuse semantics
+// (KnowsReuse).
 //
 // # Determinism
 //

@@ -522,9 +522,11 @@ func (s *Simulator) route() error {
 			FreeKVTokens:     int64(r.cache.Free()+r.cache.Evictable()) * tpb}
 		if s.variant.NoKVReport {
 			st.KVCapacityTokens, st.FreeKVTokens = 0, 0
-		} else if s.variant.FullKVReport {
+		} else if s.variant.reportsPendingKV() {
 			st.PendingKVTokens, st.ReportsPendingKV = r.pendingKV(s.eng.TokensPerBlock), true
-			st.EvictableKVTokens, st.ReportsEvictableKV = int64(r.cache.Evictable())*tpb, true
+			if s.variant.FullKVReport {
+				st.EvictableKVTokens, st.ReportsEvictableKV = int64(r.cache.Evictable())*tpb, true
+			}
 		}
 		if s.variant.Gather != nil {
 			s.variant.Gather(RankInfo{Rank: k, TokensPerBlock: s.eng.TokensPerBlock,
@@ -537,7 +539,7 @@ func (s *Simulator) route() error {
 	for _, q := range batch {
 		s.reqs = append(s.reqs, router.Request{ID: q.id, Tokens: q.prompt, TargetRank: router.NoTarget,
 			ConversationID: q.sess.ConvID})
-		if s.variant.FullKVReport && !s.variant.NoKVReport {
+		if s.variant.reportsPendingKV() {
 			s.reqs[len(s.reqs)-1].MaxNewTokens = q.output
 		}
 	}

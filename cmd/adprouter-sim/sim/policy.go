@@ -47,6 +47,12 @@ type Variant struct {
 	// will reserve and which cached prefixes need no room, instead of
 	// estimating them. Ignored with NoKVReport.
 	FullKVReport bool
+	// PendingKVReport, when true, has each rank report its pending KV and
+	// each request its output as FullKVReport does, but not the evictable
+	// KV, as adprouter.trtllm does from TensorRT-LLM's objects (its KV
+	// cache stats do not tell evictable blocks apart). Ignored with
+	// NoKVReport.
+	PendingKVReport bool
 	// Gather, if not nil, is called for every rank after the simulator has
 	// filled the reference fields of its RankState, so a variant can report
 	// more (KV capacity, free blocks, ...) from info, as an executor would.
@@ -108,21 +114,28 @@ func (v *Variant) probes(cfg *router.Config) bool {
 	return cfg.Policy == router.PolicyKVCacheAware && !v.NoProbe && cfg.PrefixSource != router.SourceIndex
 }
 
+// reportsPendingKV reports whether v's ranks report their pending KV and
+// its requests their output.
+func (v *Variant) reportsPendingKV() bool {
+	return (v.FullKVReport || v.PendingKVReport) && !v.NoKVReport
+}
+
 // Names of the builtin variants.
 const (
-	VariantDefault           = "default"
-	VariantKVCacheAware      = "kv_cache_aware"
-	VariantKVWarmup          = "kv_cache_aware+warmup"
-	VariantConversation      = "conversation"
-	VariantConversationLeast = "conversation+least_queued"
-	VariantKVCapacity        = "kv_cache_aware+capacity"
-	VariantKVIndex           = "kv_cache_aware+index"
-	VariantKVProbeIndex      = "kv_cache_aware+probe+index"
-	VariantKVDemand          = "kv_cache_aware+demand"
-	VariantKVProbeDemand     = "kv_cache_aware+probe+index+demand"
-	VariantRecommended       = "recommended"
-	VariantRecommendedNoKV   = "recommended+no_kv_report"
-	VariantRecommendedFullKV = "recommended+full_kv_report"
+	VariantDefault              = "default"
+	VariantKVCacheAware         = "kv_cache_aware"
+	VariantKVWarmup             = "kv_cache_aware+warmup"
+	VariantConversation         = "conversation"
+	VariantConversationLeast    = "conversation+least_queued"
+	VariantKVCapacity           = "kv_cache_aware+capacity"
+	VariantKVIndex              = "kv_cache_aware+index"
+	VariantKVProbeIndex         = "kv_cache_aware+probe+index"
+	VariantKVDemand             = "kv_cache_aware+demand"
+	VariantKVProbeDemand        = "kv_cache_aware+probe+index+demand"
+	VariantRecommended          = "recommended"
+	VariantRecommendedNoKV      = "recommended+no_kv_report"
+	VariantRecommendedFullKV    = "recommended+full_kv_report"
+	VariantRecommendedPendingKV = "recommended+pending_kv_report"
 )
 
 // registry holds the variants in registration order.
@@ -160,6 +173,9 @@ var registry = []Variant{
 		Apply: applyRecommended},
 	{Name: VariantRecommendedFullKV, Policy: router.PolicyKVCacheAware, KnowsReuse: true, FullKVReport: true,
 		Doc:   `recommended on ranks that also report the KV their queued requests will reserve and their evictable KV, for requests that give their output (the Go API's fields)`,
+		Apply: applyRecommended},
+	{Name: VariantRecommendedPendingKV, Policy: router.PolicyKVCacheAware, KnowsReuse: true, PendingKVReport: true,
+		Doc:   `recommended on ranks that also report the KV their queued requests will reserve, for requests that give their output, but not their evictable KV (what adprouter.trtllm fills)`,
 		Apply: applyRecommended},
 	{Name: VariantConversation, Policy: router.PolicyConversation,
 		Doc: "reference conversation affinity, new conversations round robin"},

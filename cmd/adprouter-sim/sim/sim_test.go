@@ -475,8 +475,8 @@ func TestPendingKV(t *testing.T) {
 
 // TestFullKVReport: a variant with FullKVReport has every rank report its
 // pending KV (none with nothing queued) and its evictable KV (within its
-// free KV), and every request its output; others, and NoKVReport, report
-// none of them.
+// free KV), and every request its output; with PendingKVReport the same
+// but the evictable KV; others, and NoKVReport, report none of them.
 func TestFullKVReport(t *testing.T) {
 	w, err := Generate(tinyWorkload(KindTenantSpike))
 	if err != nil {
@@ -484,13 +484,27 @@ func TestFullKVReport(t *testing.T) {
 	}
 	eng := tinyEngine()
 	eng.KVBlocks = 80 // requests queue for memory
-	for _, tc := range []struct{ reports, hide bool }{{false, false}, {true, false}, {true, true}} {
+	for _, tc := range []struct {
+		name                string
+		full, pending, hide bool
+		reports, evictable  bool
+	}{
+		{"neither", false, false, false, false, false},
+		{"full", true, false, false, true, true},
+		{"pending", false, true, false, true, false},
+		{"full, no_kv_report", true, false, true, false, false},
+		{"pending, no_kv_report", false, true, true, false, false},
+	} {
 		var seen, reporting, queued int
 		bad := ""
-		v := Variant{Name: "probe", Policy: router.PolicyKVCacheAware, FullKVReport: tc.reports, NoKVReport: tc.hide,
+		v := Variant{Name: "probe", Policy: router.PolicyKVCacheAware, FullKVReport: tc.full,
+			PendingKVReport: tc.pending, NoKVReport: tc.hide,
 			Gather: func(info RankInfo, st *router.RankState) {
 				seen++
-				if !st.ReportsPendingKV && !st.ReportsEvictableKV {
+				if st.ReportsEvictableKV != tc.evictable {
+					bad = fmt.Sprintf("rank %d: reports evictable KV %v", info.Rank, st.ReportsEvictableKV)
+				}
+				if !st.ReportsPendingKV {
 					return
 				}
 				reporting++
@@ -498,9 +512,9 @@ func TestFullKVReport(t *testing.T) {
 					queued++
 				}
 				evictable := int64(info.EvictableBlocks * info.TokensPerBlock)
-				if !st.ReportsEvictableKV || st.EvictableKVTokens != evictable || evictable > st.FreeKVTokens {
-					bad = fmt.Sprintf("rank %d: evictable %d (reported %v) of %d free, want %d", info.Rank,
-						st.EvictableKVTokens, st.ReportsEvictableKV, st.FreeKVTokens, evictable)
+				if tc.evictable && (st.EvictableKVTokens != evictable || evictable > st.FreeKVTokens) {
+					bad = fmt.Sprintf("rank %d: evictable %d of %d free, want %d", info.Rank,
+						st.EvictableKVTokens, st.FreeKVTokens, evictable)
 				}
 				if (st.PendingKVTokens == 0) != (info.Waiting == 0) || st.PendingKVTokens%int64(info.TokensPerBlock) != 0 {
 					bad = fmt.Sprintf("rank %d: %d waiting, pending %d", info.Rank, info.Waiting, st.PendingKVTokens)
@@ -508,12 +522,12 @@ func TestFullKVReport(t *testing.T) {
 			}}
 		runWorkload(t, eng, w, v, false)
 		want := 0
-		if tc.reports && !tc.hide {
+		if tc.reports {
 			want = seen
 		}
 		if seen == 0 || reporting != want || bad != "" || (want > 0 && queued == 0) {
-			t.Errorf("reports %v, no_kv_report %v: %d of %d states report pending KV (%d with requests queued), want %d; %s",
-				tc.reports, tc.hide, reporting, seen, queued, want, bad)
+			t.Errorf("%s: %d of %d states report pending KV (%d with requests queued), want %d; %s",
+				tc.name, reporting, seen, queued, want, bad)
 		}
 
 		s, err := NewSimulator(eng, w, v, false)
@@ -524,8 +538,8 @@ func TestFullKVReport(t *testing.T) {
 		if err := s.route(); err != nil {
 			t.Fatal(err)
 		}
-		if got := s.reqs[0].MaxNewTokens; got != map[bool]int{true: 77, false: 0}[want > 0] {
-			t.Errorf("reports %v, no_kv_report %v: max_new_tokens %d given for a 77-token output", tc.reports, tc.hide, got)
+		if got := s.reqs[0].MaxNewTokens; got != map[bool]int{true: 77, false: 0}[tc.reports] {
+			t.Errorf("%s: max_new_tokens %d given for a 77-token output", tc.name, got)
 		}
 	}
 }
