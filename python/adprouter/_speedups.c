@@ -1622,13 +1622,14 @@ static PyType_Spec rq_spec = {
 
 enum {
     A_ID, A_REQUEST, A_NUM_INPUT, A_INPUT_IDS, A_SCHED, A_DP_RANK, A_DP_RELAX, A_SUBAGENT, A_CONV_PARAMS,
-    A_CONV_ID, A_LORA, A_TASK, A_SALT, A_RANK, A_REQS, A_TOKENS, A_CAPACITY, A_FREE, A_PRESSURE, A_NAMES
+    A_CONV_ID, A_LORA, A_TASK, A_SALT, A_MAX_TOKENS, A_RANK, A_REQS, A_TOKENS, A_CAPACITY, A_FREE, A_PRESSURE,
+    A_PENDING, A_EVICTABLE, A_NAMES
 };
 static const char *const attr_names[A_NAMES] = {
     "id", "request", "num_input_tokens", "input_token_ids", "py_scheduling_params", "attention_dp_rank",
     "attention_dp_relax", "subagent_affinity_id", "py_conversation_params", "conversation_id", "lora_config",
-    "task_id", "cache_salt", "rank", "num_active_requests", "num_active_tokens", "kv_capacity_tokens",
-    "free_kv_tokens", "memory_pressure",
+    "task_id", "cache_salt", "max_tokens", "rank", "num_active_requests", "num_active_tokens", "kv_capacity_tokens",
+    "free_kv_tokens", "memory_pressure", "pending_kv_tokens", "evictable_kv_tokens",
 };
 static PyObject *attr_name[A_NAMES]; /* interned at import */
 
@@ -1637,6 +1638,8 @@ static PyObject *attr_name[A_NAMES]; /* interned at import */
 #define T_SCOPES 2        /* the LoRA task and cache salt (prefix index) */
 #define T_COUNTS 4        /* the token count (every policy but the plain
                              conversation router reads it) */
+#define T_OUTPUTS 8       /* the executor request's max_tokens (the output
+                             the KV room reserves, where ranks report KV) */
 
 /* Whether o is an id this path compares by value: an exact int or a bool,
  * whose hashing and comparison in the Python path run no Python code. */
@@ -1849,6 +1852,18 @@ static int pack_item(PyObject *item, Py_ssize_t limit, int flags, adpr_request *
         if (bad)
             goto done;
     }
+    if (flags & T_OUTPUTS) { /* max_tokens: an int, or None or absent for 0; else the Python path's error */
+        PyObject *m = optional_attr(req, A_MAX_TOKENS);
+        if (m == NULL && PyErr_Occurred())
+            goto error_clear;
+        if (m == Py_None)
+            Py_CLEAR(m);
+        if (m != NULL && !PyLong_Check(m)) {
+            Py_DECREF(m);
+            goto done;
+        }
+        f[R_MAX_NEW] = m;
+    }
     rc = pack_fields(f, limit, out, tok, text, dq); /* f[R_LORA], f[R_SALT] NULL: set below */
     if (rc == 0) {
         out->lora_id = lora;
@@ -1869,34 +1884,43 @@ done:
 
 /* Packs rank state s, of any class, as _pack.pack_states does: rank,
  * num_active_requests and num_active_tokens, and kv_capacity_tokens,
- * free_kv_tokens and memory_pressure where present. 0 or FALLBACK. */
+ * free_kv_tokens, memory_pressure, pending_kv_tokens and
+ * evictable_kv_tokens where present (the last two None or absent: not
+ * reported). 0 or FALLBACK. */
 static int pack_any_state(PyObject *s, adpr_rank_state *out)
 {
-    PyObject *v[6] = {NULL};
+    enum { N = A_EVICTABLE - A_RANK + 1, P = A_PRESSURE - A_RANK };
+    PyObject *v[N] = {NULL};
     int rc = FALLBACK;
-    long long x[5] = {0, 0, 0, 0, 0};
-    static const long long lo[5] = {INT32_MIN, INT32_MIN, INT64_MIN, INT64_MIN, INT64_MIN};
-    static const long long hi[5] = {INT32_MAX, INT32_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
-    for (int k = 0; k < 6; k++) {
+    long long x[N] = {0};
+    static const long long lo[N] = {INT32_MIN, INT32_MIN, INT64_MIN, INT64_MIN, INT64_MIN, 0, INT64_MIN, INT64_MIN};
+    static const long long hi[N] = {INT32_MAX, INT32_MAX, INT64_MAX, INT64_MAX, INT64_MAX, 0, INT64_MAX, INT64_MAX};
+    uint32_t flags = 0;
+    for (int k = 0; k < N; k++) {
         v[k] = k < 3 ? required_attr(s, A_RANK + k) : optional_attr(s, A_RANK + k);
         if (v[k] == NULL && (k < 3 || PyErr_Occurred())) {
             PyErr_Clear();
             goto done;
         }
+        if (k > P && v[k] == Py_None)
+            Py_CLEAR(v[k]); /* not reported */
+        if (k > P && v[k] != NULL)
+            flags |= k == P + 1 ? ADPR_RANK_PENDING_KV : ADPR_RANK_EVICTABLE_KV;
     }
-    for (int k = 0; k < 5; k++)
-        if (v[k] != NULL && read_int(v[k], lo[k], hi[k], &x[k]))
+    for (int k = 0; k < N; k++)
+        if (k != P && v[k] != NULL && read_int(v[k], lo[k], hi[k], &x[k]))
             goto done;
     int pressure = 0;
-    if (v[5] != NULL && (pressure = PyObject_IsTrue(v[5])) < 0) {
+    if (v[P] != NULL && (pressure = PyObject_IsTrue(v[P])) < 0) {
         PyErr_Clear();
         goto done;
     }
-    adpr_rank_state r = {(int32_t)x[0], (int32_t)x[1], x[2], x[3], x[4], (uint32_t)pressure, 0, 0, 0};
+    adpr_rank_state r = {(int32_t)x[0], (int32_t)x[1], x[2], x[3], x[4], (uint32_t)pressure | flags, 0,
+                         x[P + 1], x[P + 2]};
     *out = r;
     rc = 0;
 done:
-    for (int k = 0; k < 6; k++)
+    for (int k = 0; k < N; k++)
         Py_XDECREF(v[k]);
     return rc;
 }
@@ -2169,8 +2193,8 @@ static int decode_items(PyObject **items, const idmap *m, const int32_t *ranks,
  * where adprouter.trtllm's Python path must run. match_rows: None (no
  * matches), a match index (match_index) or one entry per rank (fewer: the
  * rest match nothing) as fill_lenient reads them. flags: T_CONVERSATIONS,
- * T_SCOPES, T_COUNTS. The caller has
- * checked the handle and max_num_active_requests. */
+ * T_SCOPES, T_COUNTS, T_OUTPUTS. The caller has checked the handle and
+ * max_num_active_requests. */
 static PyObject *trtllm_route(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 9) {
@@ -2423,7 +2447,8 @@ PyMODINIT_FUNC PyInit__speedups(void)
         if (attr_name[i] == NULL && (attr_name[i] = PyUnicode_InternFromString(attr_names[i])) == NULL)
             goto fail;
     if (PyModule_AddIntConstant(m, "T_CONVERSATIONS", T_CONVERSATIONS) < 0 ||
-        PyModule_AddIntConstant(m, "T_SCOPES", T_SCOPES) < 0 || PyModule_AddIntConstant(m, "T_COUNTS", T_COUNTS) < 0)
+        PyModule_AddIntConstant(m, "T_SCOPES", T_SCOPES) < 0 || PyModule_AddIntConstant(m, "T_COUNTS", T_COUNTS) < 0 ||
+        PyModule_AddIntConstant(m, "T_OUTPUTS", T_OUTPUTS) < 0)
         goto fail;
     PyTypeObject *rq = (PyTypeObject *)PyType_FromSpec(&rq_spec);
     if (rq == NULL)

@@ -16,8 +16,11 @@ Nothing here imports tensorrt_llm; it works on any objects with the
 attributes TensorRT-LLM's have (``RequestQueueItem``: id, request;
 ``LlmRequest``: input_token_ids, num_input_tokens, py_orig_prompt_len,
 cached_tokens, state, py_scheduling_params, py_conversation_params,
-lora_config, cache_salt; ``Distributed``: tp_rank, tp_size, mapping.dp_size,
-has_cp_helix, tp_allgather).
+lora_config, cache_salt, and where the ranks report their KV state
+max_tokens (a new request's), py_max_new_tokens, is_context_init_state,
+context_current_position and get_num_tokens (an active one's);
+``Distributed``: tp_rank, tp_size, mapping.dp_size, has_cp_helix,
+tp_allgather).
 
 Decisions equal TensorRT-LLM's for the same inputs, request by request and
 in the same per-rank order, wherever TensorRT-LLM neither raises nor loses a
@@ -72,6 +75,7 @@ import weakref
 from array import array
 from collections import OrderedDict
 from itertools import repeat
+from typing import Optional
 
 from . import ConfigError, InvalidArgumentError, Request, Router, _accel, _consts, abi_version, version
 from . import option_schema as _option_schema
@@ -281,12 +285,16 @@ class RankIterStatsPayload:
 
 # Wire layout of a RankState: TensorRT-LLM's four fields and the nine of the
 # payload, then (only when a rank reports a KV capacity, which capacity_aware
-# and the ttft score read, on every rank) capacity, free tokens and the
-# pressure flag.
+# and the ttft score read, on every rank) capacity, free tokens and a flags
+# word (_KV_PRESSURE; TensorRT-LLM-era senders put 0 or 1 there), then
+# (only when the rank reports them) the pending and evictable KV, each
+# meaningful only where its flag is set.
 _STATE_FIELDS = 4
 _PAYLOAD_FIELDS = len(dataclasses.fields(RankIterStatsPayload))
 _WIRE = _STATE_FIELDS + _PAYLOAD_FIELDS
 _KV_FIELDS = 3
+_KV_STATE_FIELDS = 2
+_KV_PRESSURE, _KV_PENDING, _KV_EVICTABLE = 1, 2, 4
 _INT_TYPES = {int, bool}
 
 
@@ -295,14 +303,16 @@ class RankState:
     """One rank's state as allgathered: TensorRT-LLM's RankState (rank, its
     routable active requests and tokens, the retiring requests left out of
     them, the piggybacked iteration stats) plus the KV fields capacity_aware
-    routing and the ttft score read (kv_capacity_tokens, free_kv_tokens,
-    memory_pressure).
+    routing and the ttft score read: kv_capacity_tokens, free_kv_tokens,
+    memory_pressure, and pending_kv_tokens and evictable_kv_tokens (tokens;
+    None: not reported), as adprouter.RankState takes them.
 
     serialize() is TensorRT-LLM's 13 ints while the KV fields are unset,
     so ranks running TensorRT-LLM's router and ours exchange states; with a
     KV capacity (capacity_aware, or the ttft score of the recommended
-    preset) three more follow, which TensorRT-LLM's deserialize refuses:
-    those options need adprouter on every rank."""
+    preset) three more follow, and two more when the pending or evictable
+    KV is reported; TensorRT-LLM's deserialize refuses them: those options
+    need adprouter on every rank."""
 
     rank: int
     num_active_requests: int = 0
@@ -312,6 +322,8 @@ class RankState:
     kv_capacity_tokens: int = 0
     free_kv_tokens: int = 0
     memory_pressure: bool = False
+    pending_kv_tokens: Optional[int] = None
+    evictable_kv_tokens: Optional[int] = None
 
     def copy_iter_stats_from(self, iter_stats_payload):
         """Attaches a copy of the previous iteration's stats payload (None:
@@ -326,19 +338,26 @@ class RankState:
     def serialize(self):
         out = [self.rank, self.num_active_requests, self.num_active_tokens, self.num_retiring_requests]
         out += self.iter_stats.serialize()
-        if self.kv_capacity_tokens or self.memory_pressure:
-            out += [self.kv_capacity_tokens, self.free_kv_tokens, 1 if self.memory_pressure else 0]
+        pending, evictable = self.pending_kv_tokens, self.evictable_kv_tokens
+        if self.kv_capacity_tokens or self.memory_pressure or pending is not None or evictable is not None:
+            flags = ((_KV_PRESSURE if self.memory_pressure else 0) | (0 if pending is None else _KV_PENDING)
+                     | (0 if evictable is None else _KV_EVICTABLE))
+            out += [self.kv_capacity_tokens, self.free_kv_tokens, flags]
+            if pending is not None or evictable is not None:
+                out += [pending or 0, evictable or 0]
         return out
 
     @classmethod
     def deserialize(cls, data):
         """From a flat list as serialize() makes it: 1 to 13 values
-        (missing trailing fields take their defaults), or 16 with the KV
-        fields."""
+        (missing trailing fields take their defaults), 16 with the KV pool,
+        or 18 with the pending and evictable KV too."""
         values = list(data)
-        if not values or (_WIRE < len(values) and len(values) != _WIRE + _KV_FIELDS):
-            raise ValueError("RankState payload has %d values, want 1..%d (TensorRT-LLM's) or %d (with the KV "
-                             "fields of capacity_aware and the ttft score)" % (len(values), _WIRE, _WIRE + _KV_FIELDS))
+        kv_lengths = (_WIRE + _KV_FIELDS, _WIRE + _KV_FIELDS + _KV_STATE_FIELDS)
+        if not values or (_WIRE < len(values) and len(values) not in kv_lengths):
+            raise ValueError("RankState payload has %d values, want 1..%d (TensorRT-LLM's), %d (with the KV pool "
+                             "of capacity_aware and the ttft score) or %d (with the pending and evictable KV too)"
+                             % ((len(values), _WIRE) + kv_lengths))
         if set(map(type, values)) - _INT_TYPES and not all(isinstance(v, int) for v in values):
             raise ValueError("RankState payload %r holds a value that is not an int: did the ranks make "
                              "different collective calls (the check_ranks option on some ranks only)?"
@@ -349,8 +368,20 @@ class RankState:
         head += [_default(f) for f in dataclasses.fields(cls)[len(head):_STATE_FIELDS]]
         out = cls(*head, iter_stats=RankIterStatsPayload.deserialize(values[_STATE_FIELDS:_WIRE]))
         if len(values) > _WIRE:
-            out.kv_capacity_tokens, out.free_kv_tokens = values[_WIRE], values[_WIRE + 1]
-            out.memory_pressure = bool(values[_WIRE + 2])
+            out.kv_capacity_tokens, out.free_kv_tokens, flags = values[_WIRE:_WIRE + _KV_FIELDS]
+            known = _KV_PRESSURE | (_KV_PENDING | _KV_EVICTABLE if len(values) == kv_lengths[1] else 0)
+            if flags & ~known or flags < 0:
+                raise ValueError("RankState payload's KV flags are %d, want a combination of %s" % (
+                    flags, " | ".join(str(f) for f in (_KV_PRESSURE, _KV_PENDING, _KV_EVICTABLE) if f & known)))
+            out.memory_pressure = bool(flags & _KV_PRESSURE)
+            if len(values) == kv_lengths[1]:
+                pending, evictable = values[kv_lengths[0]:]
+                for name, flag, v in (("pending", _KV_PENDING, pending), ("evictable", _KV_EVICTABLE, evictable)):
+                    if not flags & flag and v != 0:
+                        raise ValueError("RankState payload's %s KV is %d without its flag (%d), want 0"
+                                         % (name, v, flag))
+                out.pending_kv_tokens = pending if flags & _KV_PENDING else None
+                out.evictable_kv_tokens = evictable if flags & _KV_EVICTABLE else None
         return out
 
     def __eq__(self, other):
@@ -481,6 +512,7 @@ class ADPRouter:
         self._lib = None
         self._routed = False
         self._gathered_once = False
+        self._pending_warned = False
         self._pending_assigned = False
         self._carry = []
         self._requeued = 0
@@ -626,15 +658,48 @@ class ADPRouter:
         counts what it is given: gather_all_rank_states leaves the retiring
         requests out first."""
         return self._with_kv(RankState(self.dist.tp_rank, len(active_requests),
-                                       self._prompt_tokens(active_requests)))
+                                       self._prompt_tokens(active_requests)), active_requests)
 
-    def _with_kv(self, state):
+    def _with_kv(self, state, active_requests):
+        """state with this rank's KV pool from the KV cache manager's stats
+        and the KV its active requests will still take (_pending_kv), where
+        a rule reads them."""
         if self._reports_kv:
             st = self.kv_cache_manager.get_kv_cache_stats()
             per_block = getattr(st, "tokens_per_block", 0) or 0
             state.kv_capacity_tokens = max(getattr(st, "max_num_blocks", 0) * per_block, 0)
             state.free_kv_tokens = max(getattr(st, "free_num_blocks", 0) * per_block, 0)
+            if state.kv_capacity_tokens > 0 and not self.dist.has_cp_helix:
+                state.pending_kv_tokens = self._pending_kv(active_requests)
         return state
+
+    def _pending_kv(self, active_requests):
+        """The KV, in tokens, active_requests will still take beyond what the
+        pool's free blocks show taken, as TensorRT-LLM allocates it: a
+        request not started yet (context-init, at position 0) holds no
+        blocks and will take its prompt and py_max_new_tokens; a started one
+        holds its prompt and the tokens it has (get_num_tokens(0)) and will
+        take the rest of its output. It counts the prefix a request may
+        reuse, as the engine reserves before it looks. None (not reported,
+        warned once) when a request lacks those attributes."""
+        total = 0
+        try:
+            for r in active_requests:
+                seq = r.py_orig_prompt_len + r.py_max_new_tokens
+                if r.is_context_init_state and r.context_current_position == 0:
+                    total += seq
+                else:
+                    held = r.get_num_tokens(0)
+                    if seq > held:
+                        total += seq - held
+        except (AttributeError, TypeError) as e:
+            if not self._pending_warned:
+                self._pending_warned = True
+                log.warning("adprouter.trtllm: not reporting the KV this rank's requests will still take: an "
+                             "active request has no usable py_orig_prompt_len, py_max_new_tokens, "
+                             "is_context_init_state, context_current_position or get_num_tokens (%s)", e)
+            return None
+        return total
 
     def gather_all_rank_states(self, active_requests, new_requests=None, iter_stats_payload=None):
         """Builds this rank's state from its routable active requests (the
@@ -698,11 +763,14 @@ class ADPRouter:
     def _requests(self, items):
         """The library's Request of each item, with what this policy reads:
         TensorRT-LLM's token count, the target rank and relax flag, the
-        prompt (KV-aware), the conversation key, the index scopes."""
+        prompt (KV-aware), the conversation key, the index scopes, the
+        output it reserves KV for (the executor request's max_tokens, where
+        the ranks report their KV)."""
         tokens_needed = self._tokens_needed()
         counts = self._counts
         convs = self._send_conversations
         scoped = self._scoped
+        outputs = self._reports_kv  # the KV room reads each request's output
         reqs = [None] * len(items)
         for i, item in enumerate(items):
             try:
@@ -736,8 +804,16 @@ class ADPRouter:
                     cp = getattr(req, "py_conversation_params", None)
                     cid = cp.conversation_id if cp is not None else None
                 cid = self._conversation(cid)
+            out = 0
+            if outputs:
+                out = getattr(req, "max_tokens", None)
+                if out is None:
+                    out = 0
+                elif not isinstance(out, int):
+                    raise InvalidArgumentError("new_requests[%d].request.max_tokens = %r, want an int or None"
+                                               % (i, out), INVALID_ARGUMENT)
             q = Request(rid, tokens=toks, num_tokens=_num_input_tokens(req) if counts else 0, target_rank=target,
-                        relax=relax is None or bool(relax), conversation_id=cid)
+                        relax=relax is None or bool(relax), conversation_id=cid, max_new_tokens=out)
             if scoped:
                 lora = getattr(req, "lora_config", None)
                 task = getattr(lora, "task_id", None) if lora is not None else None
@@ -775,11 +851,11 @@ class ADPRouter:
         lib = self._library(len(all_rank_states))
         got = None
         t0 = _log.clock() if _log.decisions.isEnabledFor(_log.DEBUG) else None  # DEBUG: adprouter._log
-        if not self.route_trace_enabled:
+        flags = self._item_flags
+        if not self.route_trace_enabled and flags is not None:
             # The C path: the same reading of every item, the library call
             # and the decoding in one; None where the Python path must run.
-            got = lib._route_items(all_rank_states, items, self._item_flags, self._match_source(),
-                                   max_num_active_requests)
+            got = lib._route_items(all_rank_states, items, flags, self._match_source(), max_num_active_requests)
         if got is not None:
             expected, out, left = got
             self._routed = True
@@ -804,12 +880,15 @@ class ADPRouter:
     @property
     def _item_flags(self):
         """What the C path reads of each item beyond TensorRT-LLM's fields
-        every policy reads (_speedups' T_* flags)."""
+        every policy reads (_speedups' T_* flags); None where that C path
+        cannot read what this router needs."""
         sp = _accel.speedups
         if sp is None or not hasattr(sp, "T_CONVERSATIONS"):
             return 0
+        if self._reports_kv and not hasattr(sp, "T_OUTPUTS"):
+            return None  # a C packer that reads no outputs nor pending KV: the Python path
         return ((sp.T_CONVERSATIONS if self._send_conversations else 0) | (sp.T_SCOPES if self._scoped else 0)
-                | (sp.T_COUNTS if self._counts else 0))
+                | (sp.T_COUNTS if self._counts else 0) | (sp.T_OUTPUTS if self._reports_kv else 0))
 
     def _match_source(self):
         """The match lengths as the C path takes them: None, or per rank an
@@ -1032,7 +1111,7 @@ class KVCacheAwareADPRouter(ADPRouter):
             moving = self.async_transfer_manager.requests_in_transfer().values()
             tokens += sum(map(uncached, moving))
             count += len(moving)
-        return self._with_kv(RankState(self.dist.tp_rank, count, tokens))
+        return self._with_kv(RankState(self.dist.tp_rank, count, tokens), active_requests)
 
     def _tokens_needed(self):
         return True

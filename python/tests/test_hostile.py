@@ -1039,6 +1039,33 @@ def _(r):
     return trt_route(t, items, sts=sts)
 
 
+@case("trtllm: max_tokens property collects and clears the batch list", runs=True, same=False, valgrind=True)
+def _(r):
+    t = kv_router(options={"preset": "recommended"})  # the ranks report KV: each item's max_tokens is read
+    items = trt_items(10, max_tokens=64)
+
+    def clear():
+        churn()
+        items.clear()
+    items.append(hostile_item(fresh(BASE + 70), range(100, 140), "max_tokens", 32, Once(clear)))
+    return trt_route(t, items)
+
+
+@case("trtllm: pending_kv_tokens property clears the states list and collects", runs=True, same=False,
+      valgrind=True)
+def _(r):
+    t = kv_router(options={"preset": "recommended"})
+    sts = []
+
+    def clear():
+        sts.clear()
+        churn()
+    cls = type("State", (T.RankState,), {"pending_kv_tokens": Prop(640, Once(clear))})
+    sts += [cls(k, k % 3, 100 * k, kv_capacity_tokens=4096, free_kv_tokens=2048, evictable_kv_tokens=k)
+            for k in range(DP)]
+    return trt_route(t, trt_items(10, max_tokens=64), sts=sts)
+
+
 @case("trtllm: conversation id property collects and calls the router", runs=True,
       valgrind=True, router=dict(policy="conversation", dp_size=DP))
 def _(r):

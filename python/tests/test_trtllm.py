@@ -169,6 +169,86 @@ class RankStateTest(unittest.TestCase):
         s = r.create_rank_state([], [])
         self.assertEqual((s.kv_capacity_tokens, s.free_kv_tokens), (3200, 2880))
 
+    def test_pending_kv_from_the_active_requests(self):
+        """Where the ranks report their KV pool, each also reports the KV its
+        active requests will still take, as TensorRT-LLM allocates it: a
+        request not started holds nothing and will take its prompt and
+        output; a started one holds its prompt and its tokens so far."""
+        gen = F.LlmRequestState.GENERATION_IN_PROGRESS
+        rows = [
+            ("not started: prompt and output", [F.LlmRequest([1] * 100, max_tokens=50)], 150),
+            ("not started, no output given", [F.LlmRequest([1] * 40)], 40),
+            ("a later context chunk: the output", [F.LlmRequest([1] * 100, max_tokens=50, context_position=64)], 50),
+            ("generating: the rest of the output", [F.LlmRequest([1] * 100, max_tokens=50, state=gen, generated=20)],
+             30),
+            ("past its output: nothing", [F.LlmRequest([1] * 100, max_tokens=50, state=gen, generated=60)], 0),
+            ("none active", [], 0),
+        ]
+        rows.append(("all of them", [r for _, reqs, _ in rows for r in reqs], 270))
+        kv = F.KVCacheManager(tokens_per_block=32, max_num_blocks=100)
+        for name, active, want in rows:
+            for make in (lambda d: T.DefaultADPRouter(d, options={"capacity_aware": True}, kv_cache_manager=kv),
+                         lambda d: T.KVCacheAwareADPRouter(d, kv, options={"preset": "recommended"})):
+                with self.subTest(name):
+                    s = make(F.Dist()).create_rank_state(active, [])
+                    self.assertEqual((s.kv_capacity_tokens, s.pending_kv_tokens, s.evictable_kv_tokens),
+                                     (3200, want, None))
+        active = rows[-1][1]
+        for name, router in [
+            ("no KV report", T.DefaultADPRouter(F.Dist(), kv_cache_manager=kv)),
+            ("helix: a rank holds part of a request", T.DefaultADPRouter(
+                F.Dist(has_cp_helix=True), options={"capacity_aware": True}, kv_cache_manager=kv)),
+        ]:
+            with self.subTest(name):
+                self.assertIsNone(router.create_rank_state(active, []).pending_kv_tokens)
+
+    def test_pending_kv_unreported_for_requests_without_the_fields(self):
+        """An active request without the fields it is read from leaves the
+        pending KV unreported (None), with one warning."""
+        r = T.DefaultADPRouter(F.Dist(), options={"capacity_aware": True}, kv_cache_manager=F.KVCacheManager())
+        bare = F.LlmRequest([1] * 10)
+        del bare.py_max_new_tokens
+        with self.assertLogs("adprouter.trtllm", "WARNING") as cm:
+            for _ in range(3):
+                s = r.create_rank_state([F.LlmRequest([1] * 10), bare], [])
+                self.assertIsNone(s.pending_kv_tokens)
+        self.assertEqual(len(cm.records), 1)
+        self.assertIn("py_max_new_tokens", cm.output[0])
+        self.assertEqual(r.create_rank_state([F.LlmRequest([1] * 10)], []).pending_kv_tokens, 10)
+
+    def test_pending_kv_and_outputs_steer_capacity(self):
+        """The pending KV and each new request's max_tokens reach the
+        decision through the allgather, on the C path and the Python path
+        alike. The default router prefers rank 0 (fewer tokens); rank 0's
+        KV is taken by a request not started yet (pending), or the new
+        request's output does not fit its free KV: capacity_aware sends it
+        to rank 1."""
+        from adprouter import _accel
+        gen = F.LlmRequestState.GENERATION_IN_PROGRESS
+        decoding = [F.LlmRequest([1] * 32, state=gen, generated=1)]
+        short = [F.LlmRequest([1] * 10, state=gen, generated=1)]
+
+        def run(dist, rank0, used0, max_tokens):
+            kv = F.KVCacheManager(tokens_per_block=32, max_num_blocks=100)
+            kv.used_blocks = used0 if dist.tp_rank == 0 else 60
+            r = T.DefaultADPRouter(dist, options={"capacity_aware": True}, kv_cache_manager=kv)
+            states = r.gather_all_rank_states(rank0 if dist.tp_rank == 0 else decoding)
+            out, _ = r.route_requests(states, [F.item(1, [5] * 100, max_tokens=max_tokens)], 8)
+            return [s.pending_kv_tokens for s in states], ids(out)
+
+        for mod in (_accel.speedups, None):
+            self.addCleanup(_accel.use, _accel.speedups)
+            _accel.use(mod)
+            for name, rank0, used0, max_tokens, pending, placed in [
+                ("room on rank 0", [F.LlmRequest([1] * 10, max_tokens=1000)], 60, None, [1010, 0], 0),
+                ("rank 0's room pending", [F.LlmRequest([1] * 10, max_tokens=1200)], 60, None, [1210, 0], 1),
+                ("the output fits rank 0", short, 90, 200, [0, 0], 0),
+                ("the output does not fit rank 0", short, 90, 300, [0, 0], 1),
+            ]:
+                with self.subTest(name, c=mod is not None):
+                    got = F.ThreadGroup(2).run(lambda d: run(d, rank0, used0, max_tokens))
+                    self.assertEqual(got, [(pending, {placed: [1], 1 - placed: []})] * 2)
+
     def test_gather_wire_format(self):
         """TensorRT-LLM's wire format: [rank, requests, tokens, retiring] and
         the nine payload fields; retiring requests counted apart; the
@@ -201,6 +281,14 @@ class RankStateTest(unittest.TestCase):
              [0, 0, 0, 0, 1, 7, 2, 128, 16, 3, 1024, 1, 256]),
             ("KV fields follow", T.RankState(2, 1, 5, kv_capacity_tokens=3200, free_kv_tokens=2880),
              [2, 1, 5, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 3200, 2880, 0]),
+            ("under pressure", T.RankState(2, kv_capacity_tokens=3200, memory_pressure=True),
+             [2, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 3200, 0, 1]),
+            ("pending and evictable follow", T.RankState(2, 1, 5, kv_capacity_tokens=3200, free_kv_tokens=2880,
+                                                         pending_kv_tokens=270, evictable_kv_tokens=64),
+             [2, 1, 5, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 3200, 2880, 6, 270, 64]),
+            ("pending 0, no evictable", T.RankState(2, kv_capacity_tokens=3200, memory_pressure=True,
+                                                    pending_kv_tokens=0),
+             [2, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 3200, 0, 3, 0, 0]),
         ]:
             with self.subTest(name):
                 self.assertEqual(state.serialize(), wire)
@@ -208,9 +296,18 @@ class RankStateTest(unittest.TestCase):
         short = T.RankState.deserialize(data=[2, 3, 50])
         self.assertEqual((short.rank, short.num_active_requests, short.num_active_tokens,
                           short.num_retiring_requests, short.iter_stats), (2, 3, 50, 0, T.RankIterStatsPayload()))
-        for bad in ([], list(range(14)), list(range(17))):
+        for bad in ([], list(range(14)), list(range(17)), list(range(19))):
             with self.subTest(len(bad)), self.assertRaisesRegex(ValueError, "%d values" % len(bad)):
                 T.RankState.deserialize(bad)
+        head = [2, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 3200, 0]
+        for name, tail, msg in [
+            ("a pending flag without the values", [2], "flags are 2, want a combination of 1$"),
+            ("an unknown flag", [8, 0, 0], "flags are 8, want a combination of 1 | 2 | 4"),
+            ("pending without its flag", [4, 5, 0], "pending KV is 5 without its flag"),
+            ("evictable without its flag", [2, 5, 7], "evictable KV is 7 without its flag"),
+        ]:
+            with self.subTest(name), self.assertRaisesRegex(ValueError, msg):
+                T.RankState.deserialize(head + tail)
 
     def test_copy_iter_stats_from_copies(self):
         s = T.RankState(0)
@@ -1404,9 +1501,19 @@ class CPathTest(BareEnvCase):
                     it.request.cache_salt = rng.choice([None, 5, -7] + (["tenant", True] if odd else []))
                 if odd and it.request is not None and rng.random() < 0.1:
                     it.request.input_token_ids = tuple(it.request.input_token_ids)
+                if it.request is not None and rng.random() < 0.6:
+                    it.request.max_tokens = rng.choice([None, 0, 16, 300, 4000] + ([True] if odd else []))
             flat = [[x for it in batch for x in (it.id, rng.choice([0, 0, 32, 64]))] +
                     ([10 ** 9, 7] if rng.random() < 0.3 else []) for _ in range(dp)]
-            yield random_states(rng, dp, maxn), batch, maxn, flat
+            states = random_states(rng, dp, maxn)
+            if rng.random() < 0.5:  # the KV pools, pending and evictable KV the ttft score reads
+                for st in states:
+                    st.kv_capacity_tokens = cap = rng.choice([0, 4000, 20000])
+                    st.free_kv_tokens = free = rng.randrange(cap + 1)
+                    st.memory_pressure = rng.random() < 0.1
+                    st.pending_kv_tokens = rng.choice([None, 0, rng.randrange(8000)])
+                    st.evictable_kv_tokens = rng.choice([None, rng.randrange(free + 1)])
+            yield states, batch, maxn, flat
 
     def run_both(self, make, seed, dp=4, calls=40, odd=False):
         c, py = make(F.Dist(0, dp)), make(F.Dist(0, dp))
@@ -1523,6 +1630,28 @@ class CPathTest(BareEnvCase):
                         c_kind = kind
                     else:
                         self.assertIs(kind, c_kind)
+            self.accel.use(self.sp)
+
+    def test_same_errors_for_outputs(self):
+        """Where the ranks report KV, a new request's max_tokens is read: one
+        that is not an int or None, negative or past int64 is refused
+        either way, with a message that names it, and nothing changes."""
+        states = [T.RankState(k, kv_capacity_tokens=3200, free_kv_tokens=3200) for k in range(2)]
+        for name, value, msg in [
+            ("a float", 1.5, r"new_requests\[0\]\.request\.max_tokens = 1\.5, want an int or None"),
+            ("a str", "8", r"max_tokens = '8'"),
+            ("negative", -1, "max_new_tokens"),
+            ("past int64", 2 ** 63, r"requests\[0\]: argument out of range"),
+        ]:
+            for mod in (self.sp, None):
+                with self.subTest(name, c=mod is not None):
+                    self.accel.use(mod)
+                    r = T.DefaultADPRouter(F.Dist(0, 2), options={"capacity_aware": True},
+                                           kv_cache_manager=F.KVCacheManager())
+                    before = r.router.state_digest()
+                    with self.assertRaisesRegex(adprouter.InvalidArgumentError, msg):
+                        r.route_requests(states, [F.item(1, [1] * 8, max_tokens=value)], 8)
+                    self.assertEqual(r.router.state_digest(), before)
             self.accel.use(self.sp)
 
     def test_probe_loop_equal(self):

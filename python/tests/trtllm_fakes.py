@@ -61,8 +61,15 @@ class LlmRequest:
 
     def __init__(self, tokens, target=None, relax=None, conversation=None, lora=None,
                  cache_salt=None, cached_tokens=0, total_input_len_cp=None,
-                 state=LlmRequestState.CONTEXT_INIT):
+                 state=LlmRequestState.CONTEXT_INIT, max_tokens=None, context_position=0, generated=0):
         self.input_token_ids = tokens
+        # The output cap, under both names: the executor request's max_tokens
+        # (a new request; None: not given) and the LlmRequest's
+        # py_max_new_tokens (an active one).
+        self.max_tokens = max_tokens
+        self.py_max_new_tokens = max_tokens or 0
+        self.context_current_position = context_position
+        self._generated = generated
         self.state = state
         self.py_orig_prompt_len = len(tokens)
         self.total_input_len_cp = len(tokens) if total_input_len_cp is None else total_input_len_cp
@@ -73,6 +80,14 @@ class LlmRequest:
                                        if conversation is not None else None)
         self.lora_config = LoraConfig(lora) if lora is not None else None
         self.cache_salt = cache_salt
+
+    @property
+    def is_context_init_state(self):
+        return self.state == LlmRequestState.CONTEXT_INIT
+
+    def get_num_tokens(self, beam):
+        """The tokens the request holds: its prompt and what it generated."""
+        return len(self.input_token_ids) + self._generated
 
     @property
     def num_input_tokens(self):
