@@ -181,8 +181,9 @@ def workload(seed, it, next_id):
         conv = rng.choice(["c%d" % rng.randrange(12), rng.randrange(12), None])
         lora = 1 if rng.random() < 0.2 else None
         salt = "tenant" if rng.random() < 0.2 else None
+        out = rng.choice([None, 16, 256])  # max_tokens: the KV a rank reserves for the output
         batch.append(F.item(rid, tokens, target=target, relax=relax, conversation=conv,
-                            lora=lora, cache_salt=salt))
+                            lora=lora, cache_salt=salt, max_tokens=out))
     return batch
 
 
@@ -321,6 +322,9 @@ class FakeExecutor:
         if own.num_active_requests != len(self.active_requests) - retiring:
             self._error("rank %d reported num_active_requests=%d, it holds %d routable"
                         % (rank, own.num_active_requests, len(self.active_requests) - retiring))
+        # Where the ranks report KV (the recommended preset), what this
+        # rank's requests will still take: counted when some is pending.
+        self.counts["pending_kv"] += bool(own.pending_kv_tokens)
         if T.count_retiring_requests(self.active_requests) != retiring:
             self._error("count_retiring_requests says %d, the fake's states say %d"
                         % (T.count_retiring_requests(self.active_requests), retiring))
@@ -536,7 +540,9 @@ def run(dist, attention_dp_config, options=None, iters=40, seed=1, iter_stats=Fa
     rank, sorted; stats summed over the ranks where per rank: iterations,
     requests, routed, carried, requeued, digest, popped, popped_iters,
     probes, held_back, retiring, dummies, idle, canceled_waiting,
-    canceled_active, canceled_missed, requeued_after_shutdown, stopped)."""
+    canceled_active, canceled_missed, requeued_after_shutdown, stopped,
+    pending_kv: the gathers in which the rank's own state reported KV
+    pending)."""
     ex = FakeExecutor(dist, attention_dp_config, options=options,
                       max_num_active_requests=max_num_active_requests, iter_stats=iter_stats,
                       overcommit=overcommit, requeue=requeue, cancel=cancel)
@@ -604,7 +610,7 @@ def run(dist, attention_dp_config, options=None, iters=40, seed=1, iter_stats=Fa
         errors.append("probed on %d iterations without needs_prefix_matches" % ex.counts["probes"])
     gathered = dist.tp_allgather((errors, dict(ex.counts)))
     errors = sorted(set(e for errs, _ in gathered for e in errs), key=_natural)
-    per_rank = ("retiring", "dummies", "canceled_active")
+    per_rank = ("retiring", "dummies", "canceled_active", "pending_kv")
     stats = {k: (sum(c.get(k, 0) for _, c in gathered) if k in per_rank else ex.counts[k])
              for k in ("routed", "carried", "requeued", "requeued_after_shutdown", "popped", "popped_iters",
                        "probes", "held_back", "idle") + per_rank}

@@ -36,7 +36,8 @@ import trtllm_fakes as F  # noqa: E402
 RANKS = 4
 ITERS = 40
 
-NAMES = ["default", "kv_cache_aware", "kv_cache_aware+warmup", "kv_cache_aware+index", "conversation",
+NAMES = ["default", "default+capacity", "kv_cache_aware", "kv_cache_aware+warmup", "kv_cache_aware+index",
+         "kv_cache_aware+preset=recommended", "conversation",
          "conversation+least_queued", "default+overcommit", "kv_cache_aware+overcommit",
          "conversation+overcommit", "default+overcommit+requeue", "kv_cache_aware+overcommit+requeue",
          "conversation+overcommit+requeue"]
@@ -75,6 +76,17 @@ class ExecutorTest(unittest.TestCase):
                 self.assertGreater(st["requests"], 0)
                 self.assertEqual(st["routed"], st["requests"])
                 self.assertGreater(st["retiring"], 0, "no retiring request was ever held")
+
+    def test_pending_kv_where_the_ranks_report_kv(self):
+        """Under capacity_aware and the recommended preset the ranks report
+        the KV their requests not yet started will take; under the
+        reference they report none."""
+        for (name, stats), (_, st) in self.results.items():
+            with self.subTest(name, iter_stats=stats):
+                if name.endswith(("preset=recommended", "+capacity")):
+                    self.assertGreater(st["pending_kv"], 0)
+                else:
+                    self.assertEqual(st["pending_kv"], 0)
 
     def test_probe_only_when_popped(self):
         for (name, stats), (_, st) in self.results.items():
