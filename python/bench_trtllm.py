@@ -5,7 +5,7 @@
     ... --quick      a few seconds (few runs)
     ... --runs N     N timed calls per row and size (default: 151 at 256 x 16, 51 at 1024 x 64)
     ... --size NxR   one size only (repeatable): 256x16, 1024x64
-    ... --row R      one row only (repeatable): 1, 2, 3, 4, 4f, 5 (see Rows)
+    ... --row R      one row only (repeatable): 1, 2, 3, 4, 4f, 5, 6 (see Rows)
     ... --profile    where ours' KV-aware route_requests spends its time (256 x 16, or each --size)
 
 PATH (or the environment variable ADPR_TRTLLM_SRC) is a folder holding
@@ -20,22 +20,25 @@ TensorRT-LLM's code), behind TensorRT-LLM's method names, with TensorRT-LLM's
 state and probe loops written out here. The header says which side ran.
 
 Both sides get the same RequestQueueItem/LlmRequest objects (trtllm_fakes),
-the same fake allgather and the same fake KV cache manager, and are called
-alternately, call by call, in one process (which goes first alternates too),
-with gc off while timing. Every timed call routes a batch of new objects,
-built untimed just before it, as an engine's new_requests are new objects
-every iteration (rows 1, 2, 4 and 4f: the same requests as new
-RequestQueueItem/LlmRequest objects sharing their prompt lists; rows 3 and 5:
-new requests), and the objects of the call before are freed untimed, before it
-(an engine frees its requests in its own code: a timed call that dropped the
-last reference to the previous batch would count freeing it; figures in
-docs/trtllm.md). Routing one batch of objects call after call would keep them
-in cache, which favours ours. Every timed call's decisions are compared: the
-same ids on the same ranks in the same order and the same expected, every
-request placed; any difference exits non-zero. Row 5's decisions differ by
-design (ours predicts matches from its own prefix index): ours is checked to
-be consistent instead (every request placed once, strict targets kept, no rank
-past expected, expected within max_num_active_requests).
+the same fake allgather and the same fake KV cache manager (row 6: ours its
+own allgather and KV cache manager, which also report the ranks' KV, with the
+same probes and matches), and are called alternately, call by call, in one
+process (which goes first alternates too), with gc off while timing. Every
+timed call routes a batch of new objects, built untimed just before it, as
+an engine's new_requests are new objects every iteration (rows 1, 2, 4 and
+4f: the same requests as new RequestQueueItem/LlmRequest objects sharing
+their prompt lists; rows 3, 5 and 6: new requests), and the objects of the
+call before are freed untimed, before it (an engine frees its requests in
+its own code: a timed call that dropped the last reference to the previous
+batch would count freeing it; figures in docs/trtllm.md). Routing one batch
+of objects call after call would keep them in cache, which favours ours.
+Every timed call's decisions are compared: the same ids on the same ranks in
+the same order and the same expected, every request placed; any difference
+exits non-zero. Rows 5 and 6's decisions differ by design (ours predicts
+matches from its own prefix index; row 6 also scores by predicted time to
+first token and heeds the ranks' KV room): ours is checked to be consistent
+instead (every request placed once, strict targets kept, no rank past
+expected, expected within max_num_active_requests).
 
 Workload per size (requests x ranks), built once, outside the timed region:
 
@@ -49,6 +52,18 @@ Workload per size (requests x ranks), built once, outside the timed region:
 * loaded ranks: 0..2n/r+4 active requests, 200..3000 uncached tokens each;
   rank 0 (the rank timed) also has two retiring requests
   (GENERATION_TO_COMPLETE), the other ranks' payloads carry iteration stats;
+  rank 0's active requests have prompts of 1536..2560 tokens, output caps
+  (py_max_new_tokens) of 128..2048, 9 in 10 decoding
+  (GENERATION_IN_PROGRESS, part of their output generated), 1 in 10 not
+  started (CONTEXT_INIT at position 0); every new request has an output cap
+  (max_tokens) of 128..2048;
+* KV state (row 6): each rank's pool holds 2..4 times what its active
+  requests take in all (prompts and output caps), or 32768 tokens where they
+  take less; 30..100% of what the blocks they hold leave is free; and each
+  rank reports the KV its active requests will still take: rank 0 through
+  get_kv_cache_stats() and its active requests, the others in their payloads
+  (ours' RankState with the KV fields, for requests drawn as rank 0's are);
+  drawn apart, so rows 1-5's workload is the same with or without it;
 * scheduling params on a few requests: ~3% strict attention_dp_rank
   targets, ~3% relaxed targets, ~2% attention_dp_relax=False without one;
 * conversations (row 3): each call's batch has the timed batch's prompts
@@ -80,7 +95,17 @@ read ratios more than absolutes):
    "index"}: no probes, no second allgather) against the other side's row-4
    iteration; every call brings fresh prompts (new blocks after the system
    prompts), ours' router lives across calls and is timed once its index is
-   full (ours alone until then, tests/index_fill.py, then 3 untimed calls).
+   full (ours alone until then, tests/index_fill.py, then 3 untimed calls);
+6. the same iteration with ours under the recommended preset
+   (options={"preset": "recommended"}: prefix_source probe+index, score
+   ttft, warmup quiet) on ranks that report their KV state (ours' states
+   carry each rank's KV pool and pending KV: rank 0's read from
+   get_kv_cache_stats() and its active requests, every new request's
+   max_tokens read too) against the other side's row-4 iteration; fresh
+   prompts each call, and, as row 5, ours' router is timed once its index is
+   full (its placements fill it, each rank's part bounded by the rank's
+   reported pool; a full index is the steady state, and slower than one
+   still filling), then 3 untimed calls.
 
 The KV-aware and default routers of rows 1, 2 and 4 live across calls, as in
 an engine (warmup off: nothing they keep changes a decision), after 2
@@ -121,14 +146,16 @@ ROUTER_FILE = os.path.join(*ROUTER_MODULE.split(".")) + ".py"
 VOCAB = 128_000
 BLOCK = 32
 SYSTEM_LENS = (384, 768, 1200, 1536)
+# Row 6: the least a rank's KV pool is sized for (2..4 times this), in tokens.
+POOL_FLOOR = 32768
 SIZES = ((256, 16), (1024, 64))
-ROWS = ("1", "2", "3", "4", "4f", "5")
+ROWS = ("1", "2", "3", "4", "4f", "5", "6")
 DEFAULT_RUNS = {(256, 16): 151, (1024, 64): 51}
 QUICK_RUNS = 3
 WARM = 2
 INDEX_WARM = 3
-# Row 5 times ours once its index is full (index_fill), or after this many
-# calls.
+# Rows 5 and 6 time ours once its index is full (index_fill), or after this
+# many calls.
 INDEX_FILL_MAX = 3000
 # Row 3 routes this many new conversations before timing (both sides' maps
 # then hold TensorRT-LLM's default max_sessions, 65536, and evict).
@@ -301,9 +328,10 @@ class OursSide:
 
 class BenchDist:
     """Rank 0 of dp ranks. tp_allgather answers as the other ranks would: a
-    rank state payload (at most 16 ints) with the other ranks' serialized
-    states, a prefix match list with their precomputed [id, match, ...]
-    lists; this rank's own object first, as it is."""
+    rank state payload (at most 18 ints: TensorRT-LLM's 13, ours' 18 with
+    the KV pool and pending KV) with the other ranks' serialized states, a
+    prefix match list (2 ints per request) with their precomputed [id,
+    match, ...] lists; this rank's own object first, as it is."""
 
     def __init__(self, dp, state_payloads, match_lists):
         self.tp_rank = 0
@@ -314,7 +342,7 @@ class BenchDist:
         self._matches = match_lists[1:]
 
     def tp_allgather(self, obj):
-        if len(obj) <= 16:
+        if len(obj) <= 18:
             return [obj] + self._states
         return [obj] + self._matches
 
@@ -332,6 +360,69 @@ class ProbeKV:
 
     def probe_prefix_match_length(self, input_tokens, lora_task_id=None, cache_salt=None):
         return self._by_key[input_tokens[-1]]
+
+
+class StatsProbeKV(ProbeKV):
+    """Row 6's KV cache manager, ours' only: ProbeKV's probe (the same
+    matches) and get_kv_cache_stats, rank 0's pool in blocks as
+    TensorRT-LLM's KV cache manager reports it (a new stats object per
+    call). The other side keeps ProbeKV, as in rows 1-5."""
+
+    def __init__(self, by_key, max_num_blocks, free_num_blocks):
+        super().__init__(by_key)
+        self._blocks = (max_num_blocks, free_num_blocks)
+
+    def get_kv_cache_stats(self):
+        return SimpleNamespace(max_num_blocks=self._blocks[0], free_num_blocks=self._blocks[1],
+                               tokens_per_block=BLOCK)
+
+
+class ActiveRequest(F.LlmRequest):
+    """An active request of the workload: trtllm_fakes.LlmRequest with a
+    prompt of n tokens (py_orig_prompt_len; its token list, which no router
+    reads, is one token), an output cap (py_max_new_tokens) and its
+    progress: not started (context-init, position 0) or decoding (prompt
+    computed, generated tokens generated; get_num_tokens(0) counts both).
+    is_context_init_state is an attribute set from the state's name, so
+    that it holds with TensorRT-LLM's LlmRequestState too (the fake's
+    property compares with trtllm_fakes' enum, whose values differ)."""
+
+    is_context_init_state = False  # shadows the fake's property: set per request
+
+    def __init__(self, n, state, max_tokens, generated):
+        started = state.name != "CONTEXT_INIT"
+        super().__init__([1], state=state, max_tokens=max_tokens, context_position=n if started else 0)
+        self.py_orig_prompt_len = n
+        self.generated = generated
+        self.is_context_init_state = not started
+
+    def get_num_tokens(self, beam):
+        return self.py_orig_prompt_len + self.generated
+
+
+def _progress(rng, S):
+    """A drawn active request's (state, max_tokens, generated tokens): 1 in
+    10 not started yet, the others decoding, part of their output made."""
+    cap = rng.randint(128, 2048)
+    if rng.random() < 0.1:
+        return S.CONTEXT_INIT, cap, 0
+    return S.GENERATION_IN_PROGRESS, cap, rng.randint(1, cap - 1)
+
+
+def _not_started(r):
+    return r.is_context_init_state and r.context_current_position == 0
+
+
+def pending_kv(active):
+    """The KV, in tokens, active requests will still take from the pool, as
+    ours reports it (docs/ROUTING.md, pending_kv_tokens): a request not
+    started yet its prompt and output cap, a started one the rest of its
+    output. Row 6 checks ours' report of rank 0 against it."""
+    total = 0
+    for r in active:
+        seq = r.py_orig_prompt_len + r.py_max_new_tokens
+        total += seq if _not_started(r) else max(seq - r.get_num_tokens(0), 0)
+    return total
 
 
 # ---- the workload -------------------------------------------------------------------------
@@ -357,6 +448,12 @@ class Workload:
                 convs.append("chat-%012x" % rng.getrandbits(48) if rng.random() < 0.8 else None)
         self.items, self.rows, self.sys_len = self._batch(rng, 2_000_000, convs, holders,
                                                           returning=returning)
+        # What the ranks' KV reports read (row 6), drawn from a generator of
+        # their own so that every other draw, and rows 1-5, stay as they were:
+        # each new request's output cap (max_tokens).
+        kv_rng = random.Random("kv %d %d %d" % (seed, nreq, dp))
+        for it in self.items:
+            it.request.max_tokens = it.request.py_max_new_tokens = kv_rng.randint(128, 2048)
         self.ids = [it.id for it in self.items]
         self.flat = []
         for row in self.rows:
@@ -374,9 +471,9 @@ class Workload:
         S = request_states
         self.active = []
         for _ in range(counts[0]):
-            r = F.LlmRequest([1], state=S.GENERATION_IN_PROGRESS)
-            r.py_orig_prompt_len = rng.randrange(1536, 2561)
-            r.cached_tokens = rng.choice((0, 0, r.py_orig_prompt_len // BLOCK * BLOCK // 2, 1024))
+            n = rng.randrange(1536, 2561)
+            r = ActiveRequest(n, *_progress(kv_rng, S))
+            r.cached_tokens = rng.choice((0, 0, n // BLOCK * BLOCK // 2, 1024))
             self.active.append(r)
         for _ in range(2):
             r = F.LlmRequest([1], state=S.GENERATION_TO_COMPLETE)
@@ -391,6 +488,33 @@ class Workload:
                                   rng.randrange(0, 4096), a, t, 0, 0])
         self.gathered = [tuple(p[:4]) for p in self.payloads]
         self.dist = BenchDist(dp, self.payloads, self.flat)
+        # Row 6's ranks report their KV state as well: each rank's pool (2..4
+        # times what its active requests take in all, or POOL_FLOOR tokens
+        # where they take less; 30..100% of what the blocks they hold leave
+        # free) and the KV its active requests will still take (pending_kv:
+        # rank 0's from self.active, the other ranks' from requests drawn
+        # alike). The other ranks' payloads are ours' RankState with those
+        # fields; rank 0's pool is its KV cache manager's stats (self.kv_stats,
+        # ours' only in row 6: the other side's KV object stays as rows 1-5
+        # have it).
+        self.kv_gathered = []
+        kv_payloads = []
+        for r in range(dp):
+            reqs = self.active[:counts[0]] if r == 0 else [
+                ActiveRequest(kv_rng.randrange(1536, 2561), *_progress(kv_rng, S)) for _ in range(counts[r])]
+            need = sum(q.py_orig_prompt_len + q.py_max_new_tokens for q in reqs)
+            held = sum(q.get_num_tokens(0) for q in reqs if not _not_started(q))
+            blocks = -(-int(max(need, POOL_FLOOR) * kv_rng.uniform(2.0, 4.0)) // BLOCK)
+            free = int((blocks - -(-held // BLOCK)) * kv_rng.uniform(0.3, 1.0))
+            pending = pending_kv(reqs)
+            self.kv_gathered.append(self.gathered[r] + (blocks * BLOCK, free * BLOCK, pending))
+            if r == 0:
+                self.kv_stats = StatsProbeKV(self.kv._by_key, blocks, free)
+            p = self.payloads[r]
+            kv_payloads.append(T.RankState(*p[:4], iter_stats=T.RankIterStatsPayload(*p[4:]),
+                                           kv_capacity_tokens=blocks * BLOCK, free_kv_tokens=free * BLOCK,
+                                           pending_kv_tokens=pending).serialize())
+        self.kv_dist = BenchDist(dp, kv_payloads, self.flat)
 
     def _batch(self, rng, first_id, convs, holders, returning=()):
         """nreq items and each rank's match for each of them."""
@@ -455,13 +579,13 @@ class Workload:
     def renewed(self):
         """The timed batch as new objects: new RequestQueueItem, LlmRequest,
         SchedulingParams and ConversationParams objects for the same requests
-        (ids, params, conversations, and the prompt lists themselves, which a
-        request keeps), as an engine's new_requests are new objects every
-        iteration."""
+        (ids, params, conversations, output caps, and the prompt lists
+        themselves, which a request keeps), as an engine's new_requests are
+        new objects every iteration."""
         out = []
         for it in self.items:
             req = it.request
-            new = F.LlmRequest(req.input_token_ids)
+            new = F.LlmRequest(req.input_token_ids, max_tokens=req.max_tokens)
             p = req.py_scheduling_params
             if p is not None:
                 new.py_scheduling_params = F.SchedulingParams(p.attention_dp_rank, p.attention_dp_relax)
@@ -609,7 +733,7 @@ def chosen(row, only):
 
 
 def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX, only=None):
-    """The six rows at one size, or those named in only (ROWS):
+    """The seven rows at one size, or those named in only (ROWS):
     [(label, ours times, theirs times)]."""
     def want(row):
         return chosen(row, only)
@@ -725,47 +849,77 @@ def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX, o
             return lambda: probe_loop(kv, batch), lambda: iteration(t_it, w.active, batch, maxn)
         rows.append((label,) + timed(runs, WARM, prepare_probes, lambda k, a, b: None))
 
-    # (5) ours in index mode against the other side's row-4 iteration, fresh prompts each call.
-    if want("5"):
+    def steady(row, key, label, make):
+        """Rows 5 and 6: ours' router from make(), which keeps a prefix index,
+        against the other side's row-4 iteration, fresh prompts each call;
+        ours alone until its index is full (an engine's steady state), then
+        INDEX_WARM untimed calls and the timed ones. Both sides' decisions
+        are checked for consistency (counter[key] counts the calls) and the
+        index's size goes to the notes, as row row's."""
         rss0 = resident_bytes()
-        o_ix = ours.kv(dist, kv, options={"prefix_source": "index"})
-        made.append(o_ix)
-        if o_ix.needs_prefix_matches:
-            raise Mismatch("prefix_source=index: needs_prefix_matches is still True")
-        label = "(5) index-mode iteration (ours)"
-        # Ours alone until its index is full (an engine's steady state).
+        router = make()
+        made.append(router)
         calls, filling = 0, index_fill.Filling()
-        full = filling.full(o_ix.stats())
+        full = filling.full(router.stats())
         while calls < fill_max and not full:
             fresh = w.fresh(calls)
             check_consistent("%s %s filling call %d" % (label, size, calls),
-                             iteration(o_ix, w.active, fresh, maxn), fresh, gathered_active, maxn)
+                             iteration(router, w.active, fresh, maxn), fresh, gathered_active, maxn)
             calls += 1
-            full = filling.full(o_ix.stats())
+            full = filling.full(router.stats())
         filled = calls
         batches = {}
 
         def prepare_index(k):
             batches[k] = fresh = w.fresh(filled + k)
             batches.pop(k - 1, None)
-            return (lambda: iteration(o_ix, w.active, fresh, maxn),
+            return (lambda: iteration(router, w.active, fresh, maxn),
                     lambda: iteration(t_it, w.active, fresh, maxn))
 
         def check_index(k, a, b):
             check_consistent("%s %s call %d, ours" % (label, size, k), a, batches[k], gathered_active, maxn)
             check_consistent("%s %s call %d, theirs" % (label, size, k), b, batches[k], gathered_active, maxn)
-            counter["index"] += 1
+            counter[key] += 1
         rows.append((label,) + timed(runs, INDEX_WARM, prepare_index, check_index))
-        st_ix = o_ix.stats()
+        st_ix = router.stats()
         # The last batch's prompt lists are the benchmark's, not the index's.
         batches.clear()
         rss1 = resident_bytes()
         counter["index_note"].append(
-            "%s: ours' index: full after %d untimed calls%s; after all %d: %d entries, %.0f MB (index_bytes; "
-            "the process grew by %s), %d blocks evicted"
-            % (size, filled, "" if full else " (NOT full: timed while filling)", filled + INDEX_WARM + runs,
-               st_ix.get("index_entries", -1), st_ix.get("index_bytes", 0) / 1e6,
-               "%.0f MB resident" % ((rss1 - rss0) / 1e6) if rss0 and rss1 else "an unknown amount", evicted(o_ix)))
+            "row %s, %s: ours' index: full after %d untimed calls%s; after all %d: %d entries, %.0f MB "
+            "(index_bytes; the process grew by %s), %d blocks evicted"
+            % (row, size, filled, "" if full else " (NOT full: timed while filling)",
+               filled + INDEX_WARM + runs, st_ix.get("index_entries", -1), st_ix.get("index_bytes", 0) / 1e6,
+               "%.0f MB resident" % ((rss1 - rss0) / 1e6) if rss0 and rss1 else "an unknown amount",
+               evicted(router)))
+
+    # (5) ours in index mode against the other side's row-4 iteration, fresh prompts each call.
+    if want("5"):
+        def index_mode():
+            o_ix = ours.kv(dist, kv, options={"prefix_source": "index"})
+            if o_ix.needs_prefix_matches:
+                o_ix.close()
+                raise Mismatch("prefix_source=index: needs_prefix_matches is still True")
+            return o_ix
+        steady("5", "index", "(5) index-mode iteration (ours)", index_mode)
+
+    # (6) ours under the recommended preset (probe+index, ttft score, quiet
+    # warmup), on ranks that report their KV pool and pending KV, against the
+    # other side's row-4 iteration, fresh prompts each call.
+    if want("6"):
+        def recommended():
+            # Its own allgather (the other ranks' states carry their KV) and
+            # KV cache manager (rank 0's pool); the same probes and matches.
+            o_rc = ours.kv(w.kv_dist, w.kv_stats, options={"preset": "recommended"})
+            got = [(s.rank, s.num_active_requests, s.num_active_tokens, s.num_retiring_requests,
+                    s.kv_capacity_tokens, s.free_kv_tokens, s.pending_kv_tokens)
+                   for s in o_rc.gather_all_rank_states(w.active, items)]
+            if not o_rc.needs_prefix_matches or got != w.kv_gathered:
+                o_rc.close()
+                raise Mismatch("%s: the recommended preset's rank states (probing: %s) differ:\n ours %s\n want %s"
+                               % (size, o_rc.needs_prefix_matches, got[:4], w.kv_gathered[:4]))
+            return o_rc
+        steady("6", "preset", "(6) recommended iteration (ours)", recommended)
     for r in [o_kv] + made:
         r.close()
     gc.unfreeze()
@@ -894,7 +1048,7 @@ def main():
     ap.add_argument("--trtllm", metavar="PATH", default=os.environ.get("ADPR_TRTLLM_SRC") or None,
                     help="folder holding %s (default: $ADPR_TRTLLM_SRC; none: the oracle)" % ROUTER_FILE)
     ap.add_argument("--quick", action="store_true",
-                    help="%d runs per row, row 5 timed while ours' index fills: a few seconds" % QUICK_RUNS)
+                    help="%d runs per row, rows 5 and 6 timed while ours' index fills: a few seconds" % QUICK_RUNS)
     ap.add_argument("--runs", type=int, help="timed calls per row and size")
     ap.add_argument("--size", action="append", choices=["%dx%d" % s for s in SIZES], help="one size (repeatable)")
     ap.add_argument("--row", action="append", choices=ROWS, help="one row (repeatable)")
@@ -921,11 +1075,11 @@ def main():
         print("NOTE: options from the environment apply to ours: %s" % ", ".join(env))
     sizes = [s for s in SIZES if not args.size or "%dx%d" % s in args.size]
     runs = {s: args.runs or (QUICK_RUNS if args.quick else DEFAULT_RUNS[s]) for s in sizes}
-    print("runs: %s per row (after %d untimed calls; row 5: ours alone until its index is full%s, then %d untimed), "
-          "interleaved call by call, gc off while timing"
+    print("runs: %s per row (after %d untimed calls; rows 5 and 6: ours alone until its index is full%s, then %d "
+          "untimed), interleaved call by call, gc off while timing"
           % (", ".join("%d x %d: %d" % (s + (runs[s],)) for s in sizes), WARM,
              " (not with --quick)" if args.quick else "", INDEX_WARM))
-    counter = {"same": 0, "index": 0, "index_note": []}
+    counter = {"same": 0, "index": 0, "preset": 0, "index_note": []}
     results = []
     try:
         for s in sizes:
@@ -955,6 +1109,10 @@ def main():
     if want("5"):
         print("row 5: ours (index mode) consistent in all %d calls (every request placed once, strict targets "
               "kept, no rank past expected); its decisions differ from %s's by design" % (counter["index"], other))
+    if want("6"):
+        print("row 6: ours (recommended preset, ranks reporting their KV) consistent in all %d calls (every request "
+              "placed once, strict targets kept, no rank past expected); its decisions differ from %s's by design"
+              % (counter["preset"], other))
     if want("4f"):
         print("row 4f: no router, only the probe loop both sides' gather_prefix_matches run (prompt[:-1] and one "
               "probe call per request), against %s's row-4 iteration: its speed-up is the most any router that "

@@ -1,8 +1,8 @@
 """python/bench_trtllm.py runs: --quick against the pure-Python oracle (no
 TensorRT-LLM in this repository) prints its table with every row and size,
-every compared decision agreeing, --row and --size choose what it times, and
---profile prints its breakdown (timings are not checked: they are
-benchmarks, not tests)."""
+every compared decision agreeing, --row and --size choose what it times,
+--profile prints its breakdown, and row 6's ranks report the KV state its
+workload holds (timings are not checked: they are benchmarks, not tests)."""
 
 import os
 import re
@@ -15,7 +15,8 @@ PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(PYTHON_DIR, "bench_trtllm.py")
 
 ROWS = ("(1) KV-aware route_requests", "(2) default route_requests", "(3) conversation route_requests",
-        "(4) KV-aware iteration", "(4f) row 4's probe loop alone", "(5) index-mode iteration (ours)")
+        "(4) KV-aware iteration", "(4f) row 4's probe loop alone", "(5) index-mode iteration (ours)",
+        "(6) recommended iteration (ours)")
 
 
 def bench(*args):
@@ -59,6 +60,11 @@ class BenchTrtllmTest(unittest.TestCase):
         # that fill the conversation routers (--quick: no fill to 65536).
         self.assertEqual(int(m.group(1)), 2 * (4 * 5 + 4))
         self.assertRegex(out, r"(?m)^row 5: ours \(index mode\) consistent in all 12 calls")
+        self.assertRegex(out, r"(?m)^row 6: ours \(recommended preset, ranks reporting their KV\) consistent in all "
+                              r"12 calls")
+        for row in ("5", "6"):
+            for size in ("256 x 16", "1024 x 64"):
+                self.assertRegex(out, r"(?m)^  row %s, %s: ours' index: " % (row, size))
         self.assertNotIn("FAIL", out)
 
     def test_rows_chosen(self):
@@ -73,6 +79,19 @@ class BenchTrtllmTest(unittest.TestCase):
         self.assertEqual(int(m.group(1)), 5 + 4)  # row 3: 2 warm-up + 3 timed, and 4 filling
         self.assertRegex(out, r"(?m)^row 4f: no router")
         self.assertNotRegex(out, r"(?m)^row 5:")
+        self.assertNotRegex(out, r"(?m)^row 6:")
+        self.assertNotIn("FAIL", out)
+
+    def test_row_6_alone(self):
+        # Row 6 runs on its own: no rows 1-4 to compare, its consistency
+        # line and its index's note.
+        out = bench("--quick", "--size", "256x16", "--row", "6")
+        printed = [row for row in ROWS if re.search(r"(?m)^%s\s+256 x 16\s" % re.escape(row), out)]
+        self.assertEqual(printed, [ROWS[6]], out)
+        self.assertNotRegex(out, r"(?m)^decisions: ")
+        self.assertRegex(out, r"(?m)^row 6: ours \(recommended preset, ranks reporting their KV\) consistent in all "
+                              r"6 calls")
+        self.assertRegex(out, r"(?m)^  row 6, 256 x 16: ours' index: ")
         self.assertNotIn("FAIL", out)
 
     def test_profile(self):
@@ -136,12 +155,53 @@ class BenchTrtllmTest(unittest.TestCase):
             for obj in (x, x.request):
                 self.assertNotIn(id(obj), {id(old), id(old.request), id(y), id(y.request)})
             self.assertIs(x.request.input_token_ids, old.request.input_token_ids)
+            self.assertEqual(x.request.max_tokens, old.request.max_tokens)
             p, q = old.request.py_scheduling_params, x.request.py_scheduling_params
             self.assertEqual(p is None, q is None)
             if p is not None:
                 self.assertIsNot(q, p)
                 self.assertEqual((q.attention_dp_rank, q.attention_dp_relax),
                                  (p.attention_dp_rank, p.attention_dp_relax))
+
+    def test_kv_reports(self):
+        # Row 6's workload: ranks report a pool and the KV their active
+        # requests will still take, rank 0's through its own KV cache
+        # manager (the other side's has no get_kv_cache_stats), every
+        # request carries what ours' report reads, and ours' states under
+        # the recommended preset say what the workload says.
+        B = bench_module()
+        import trtllm_fakes as F
+        from adprouter import trtllm as T
+        w = B.Workload(256, 16, F.LlmRequestState)
+        self.assertFalse(hasattr(w.kv, "get_kv_cache_stats"))
+        for it in w.items:
+            self.assertTrue(128 <= it.request.max_tokens <= 2048)
+        live = [r for r in w.active if not T.is_retiring_request(r)]
+        states = {r.state for r in live}
+        self.assertEqual(states, {F.LlmRequestState.GENERATION_IN_PROGRESS, F.LlmRequestState.CONTEXT_INIT})
+        for r in live:
+            self.assertTrue(128 <= r.py_max_new_tokens <= 2048)
+            if r.is_context_init_state:
+                self.assertEqual((r.context_current_position, r.get_num_tokens(0)), (0, r.py_orig_prompt_len))
+            else:
+                self.assertLess(r.py_orig_prompt_len, r.get_num_tokens(0))
+                self.assertLess(r.get_num_tokens(0), r.py_orig_prompt_len + r.py_max_new_tokens)
+        for g in w.kv_gathered:
+            capacity, free, pending = g[4:]
+            self.assertTrue(0 < free < capacity, g)
+            self.assertGreaterEqual(capacity, 2 * B.POOL_FLOOR)
+            self.assertEqual(pending == 0, g[1] == 0, g)
+        router = T.KVCacheAwareADPRouter(w.kv_dist, w.kv_stats, options={"preset": "recommended"})
+        try:
+            got = [(s.rank, s.num_active_requests, s.num_active_tokens, s.num_retiring_requests,
+                    s.kv_capacity_tokens, s.free_kv_tokens, s.pending_kv_tokens)
+                   for s in router.gather_all_rank_states(w.active, w.items)]
+        finally:
+            router.close()
+        self.assertEqual(got, w.kv_gathered)
+        self.assertEqual(got[0][6], sum(
+            r.py_orig_prompt_len + r.py_max_new_tokens if r.is_context_init_state
+            else r.py_orig_prompt_len + r.py_max_new_tokens - r.get_num_tokens(0) for r in live))
 
 
 if __name__ == "__main__":
