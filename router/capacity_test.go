@@ -175,6 +175,21 @@ func TestCapacityAware(t *testing.T) {
 			want:    assign(nil, []uint64{0}),
 			without: assign(nil, []uint64{0}),
 		},
+		{
+			// Neither rank's free KV holds the 2000-token prompt, and no
+			// rank reports its evictable tokens. Rank 0 caches 1920 of it
+			// with 500 tokens free: its evictable tokens are among those
+			// 500, so at least 1420 of the prefix is held by other
+			// requests and rank 0 must find 80 tokens past its free KV,
+			// where rank 1 (1500 free) must find 500: the room narrows to
+			// rank 0, the most headroom.
+			name:    "ttft prefix beyond the free tokens is held",
+			cfg:     ttft,
+			states:  withKV(st([2]int64{1, 100}, [2]int64{1, 100}), [2]int64{8000, 500}, [2]int64{8000, 1500}),
+			reqs:    []Request{req(0, 2000)},
+			matches: []int32{1920, 0},
+			want:    assign([]uint64{0}, nil),
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -116,7 +116,8 @@ import (
 //     needs is its whole prompt and the output it reserves for
 //     (MaxNewTokens; the free tokens count unreferenced cached blocks, its
 //     reused prefix perhaps among them) less the part of its prefix the
-//     rank's evictable tokens cannot hold (EvictableKVTokens: held by
+//     rank's evictable tokens cannot hold (EvictableKVTokens, or where the
+//     rank does not report them its free tokens, which hold them: held by
 //     other requests), and a rank whose active requests' uncached tokens
 //     exceed its pool has at least the excess queued (waitingAtLeast).
 //   - Past the KV memory the prediction is given up: in a decision where
@@ -205,9 +206,9 @@ type ttftState struct {
 	homeRanks  []int
 	inEligible []bool
 	// heldRow's scratch, and whether some rank of the decision reports
-	// its evictable KV (begin).
-	heldRow   []int
-	evictable bool
+	// its KV pool (begin).
+	heldRow []int
+	pools   bool
 }
 
 // waitingFamily counts the requests of one prompt family (its first
@@ -319,7 +320,7 @@ func (r *Router) recentHomes() []int {
 // it by what the rank reports active and raises it to what the rank's KV
 // pool shows must still wait (waitingAtLeast). Each change is folded into
 // the digest d: the bounds depend on the call's rank states. It also notes
-// whether some rank reports its evictable KV (heldRow).
+// whether some rank reports its KV pool (heldRow).
 func (t *ttftState) begin(cfg *Config, states []RankState, d *uint64) {
 	if len(t.queued) != cfg.DPSize {
 		t.queued = make([]int64, cfg.DPSize)
@@ -327,9 +328,9 @@ func (t *ttftState) begin(cfg *Config, states []RankState, d *uint64) {
 	}
 	clear(t.tails)
 	t.tailFam = 0
-	t.evictable = false
+	t.pools = false
 	for k := range states {
-		t.evictable = t.evictable || states[k].ReportsEvictableKV
+		t.pools = t.pools || states[k].KVCapacityTokens > 0
 	}
 	drain := int64(cfg.TTFTDrainTokens)
 	for k := range t.queued {
@@ -490,8 +491,8 @@ func (r *Router) routeTTFT(b *batch) {
 		// KV counts its unreferenced cached blocks, and the prefix the
 		// request would reuse may be among them (reusing it takes them out
 		// of the free pool). Only the part of the prefix a rank's
-		// evictable tokens cannot hold is surely held by other requests
-		// and needs no room (heldMatch).
+		// evictable tokens (at most its free tokens) cannot hold is surely
+		// held by other requests and needs no room (heldMatch).
 		allow := r.room.allow(eligible, q, r.heldRow(b, row))
 
 		k := -1
@@ -555,9 +556,9 @@ func (r *Router) routeTTFT(b *batch) {
 
 // heldRow returns, per rank, the tokens of row (a request's match) held by
 // other requests beyond doubt (RankState.heldMatch), or nil when no rank
-// reports its evictable tokens.
+// reports its KV pool.
 func (r *Router) heldRow(b *batch, row []int) []int {
-	if !r.ttft.evictable {
+	if !r.ttft.pools {
 		return nil
 	}
 	held := slices.Grow(r.ttft.heldRow[:0], len(row))[:len(row)]

@@ -49,7 +49,8 @@ type RankState struct {
 	// KVCapacityTokens > 0; 0..FreeKVTokens. Without it the ttft score
 	// cannot tell whether a request's cached prefix on a rank is held by
 	// other requests (its reuse then needs no room) or among the free
-	// tokens, and asks room for the whole prompt.
+	// tokens, and takes the most it can be, FreeKVTokens: only the part of
+	// the prefix beyond the free tokens is surely held.
 	EvictableKVTokens int64
 	// ReportsEvictableKV says EvictableKVTokens is filled.
 	ReportsEvictableKV bool
@@ -66,13 +67,18 @@ func (s *RankState) pendingKV() (int64, bool) {
 
 // heldMatch returns how many of the match cached prompt tokens on rank
 // state s are, beyond doubt, held by other requests rather than among its
-// free tokens: the match beyond the evictable tokens s reports; 0 when it
-// reports none (any of the match may be free).
+// free tokens: the match beyond the evictable tokens s reports, or, where
+// it reports none, beyond its free tokens (the evictable ones are among
+// them); 0 when s reports no KV pool.
 func (s *RankState) heldMatch(match int) int {
-	if !s.ReportsEvictableKV || s.KVCapacityTokens <= 0 {
+	if s.KVCapacityTokens <= 0 {
 		return 0
 	}
-	return int(max(int64(match)-s.EvictableKVTokens, 0))
+	evictable := s.FreeKVTokens
+	if s.ReportsEvictableKV {
+		evictable = s.EvictableKVTokens
+	}
+	return int(max(int64(match)-evictable, 0))
 }
 
 // NoTarget is the TargetRank of a request without a target rank.
