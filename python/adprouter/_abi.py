@@ -137,6 +137,20 @@ def _packer(layout):
 STATE = _packer(RankStateC)
 REQUEST = _packer(RequestC)
 
+_RANGES = {ctypes.c_int32: ("int32", -(1 << 31), (1 << 31) - 1), ctypes.c_uint32: ("uint32", 0, (1 << 32) - 1),
+           ctypes.c_int64: ("int64", -(1 << 63), (1 << 63) - 1), ctypes.c_uint64: ("uint64", 0, (1 << 64) - 1)}
+
+
+def out_of_range(layout, values):
+    """Why values (one record of layout, in field order) do not pack: the
+    first int field outside its C type's range, as "name = value is out of
+    the type range"; None when every int field is in range."""
+    for (name, t), v in zip(layout._fields_, values):
+        kind, lo, hi = _RANGES[t]
+        if isinstance(v, int) and not lo <= v <= hi:
+            return "%s = %d is out of the %s range" % (name, v, kind)
+    return None
+
 
 # --- the functions ----------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import struct
 from array import array
 
 from . import _accel, _consts
-from ._abi import NO_TARGET, REQUEST, STATE
+from ._abi import NO_TARGET, REQUEST, STATE, RankStateC, RequestC, out_of_range
 from ._errors import INVALID_ARGUMENT, InvalidArgumentError
 from ._types import RouteResult
 
@@ -32,6 +32,7 @@ def pack_states(states):
     sbuf = array("B", bytes(STATE.size * len(states)))
     pack = STATE.pack_into
     i = 0
+    vals = ()
     try:
         for i, s in enumerate(states):
             pending = getattr(s, "pending_kv_tokens", None)
@@ -39,11 +40,12 @@ def pack_states(states):
             flags = ((_consts.RANK_MEMORY_PRESSURE if getattr(s, "memory_pressure", False) else 0)
                      | (0 if pending is None else _consts.RANK_PENDING_KV)
                      | (0 if evictable is None else _consts.RANK_EVICTABLE_KV))
-            pack(sbuf, STATE.size * i, s.rank, s.num_active_requests, s.num_active_tokens,
-                 getattr(s, "kv_capacity_tokens", 0), getattr(s, "free_kv_tokens", 0), flags, 0,
-                 pending or 0, evictable or 0)
+            vals = (s.rank, s.num_active_requests, s.num_active_tokens, getattr(s, "kv_capacity_tokens", 0),
+                    getattr(s, "free_kv_tokens", 0), flags, 0, pending or 0, evictable or 0)
+            pack(sbuf, STATE.size * i, *vals)
     except (struct.error, TypeError, AttributeError) as e:
-        raise InvalidArgumentError("states[%d]: %s" % (i, e), INVALID_ARGUMENT) from None
+        why = isinstance(e, struct.error) and out_of_range(RankStateC, vals) or e
+        raise InvalidArgumentError("states[%d]: %s" % (i, why), INVALID_ARGUMENT) from None
     return sbuf
 
 
@@ -58,6 +60,7 @@ def pack_requests(requests, send_tokens):
     text_len = 0
     pack = REQUEST.pack_into
     i = 0
+    vals = ()
     try:
         for i, q in enumerate(requests):
             toks = q.tokens
@@ -97,11 +100,12 @@ def pack_requests(requests, send_tokens):
             t = q.target_rank
             if t is not None and t < 0:
                 raise ValueError("target_rank = %r, want None or 0..dp_size-1" % (t,))
-            pack(rbuf, REQ_SIZE * i, q.id, off, ntok - off, n, coff, clen,
-                 NO_TARGET if t is None else t, 1 if q.relax else 0,
-                 getattr(q, "lora_id", 0), getattr(q, "cache_salt", 0), getattr(q, "max_new_tokens", 0))
+            vals = (q.id, off, ntok - off, n, coff, clen, NO_TARGET if t is None else t, 1 if q.relax else 0,
+                    getattr(q, "lora_id", 0), getattr(q, "cache_salt", 0), getattr(q, "max_new_tokens", 0))
+            pack(rbuf, REQ_SIZE * i, *vals)
     except (struct.error, TypeError, OverflowError, ValueError, AttributeError, BufferError) as e:
-        raise InvalidArgumentError("requests[%d]: %s" % (i, e), INVALID_ARGUMENT) from None
+        why = isinstance(e, struct.error) and out_of_range(RequestC, vals) or e
+        raise InvalidArgumentError("requests[%d]: %s" % (i, why), INVALID_ARGUMENT) from None
     return rbuf, b"".join(chunks), ntok, b"".join(text)
 
 

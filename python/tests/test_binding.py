@@ -1022,6 +1022,35 @@ class CapacityTest(unittest.TestCase):
                     with self.assertRaisesRegex(InvalidArgumentError, word):
                         r.route(sts, reqs, 8)
 
+    def test_values_past_their_c_type_name_the_field(self):
+        """An int past its ABI field's C type is refused, with either packer,
+        by a message naming the record, the field, the value and the type,
+        and nothing changes."""
+        from adprouter import _accel
+        self.addCleanup(_accel.use, _accel.speedups)
+        ok = [Request(1, num_tokens=10)]
+        for sts, reqs, want in (
+                (idle(2), [Request(1, num_tokens=10, max_new_tokens=2 ** 63)],
+                 "requests[0]: max_new_tokens = 9223372036854775808 is out of the int64 range"),
+                (idle(2), [Request(1, num_tokens=1), Request(2 ** 64, num_tokens=10)],
+                 "requests[1]: id = 18446744073709551616 is out of the uint64 range"),
+                (idle(2), [Request(1, num_tokens=10, target_rank=2 ** 31)],
+                 "requests[0]: target_rank = 2147483648 is out of the int32 range"),
+                (idle(2), [Request(1, num_tokens=10, lora_id=-1)],
+                 "requests[0]: lora_id = -1 is out of the uint64 range"),
+                ([RankState(0), RankState(1, kv_capacity_tokens=100, pending_kv_tokens=2 ** 63)], ok,
+                 "states[1]: pending_kv_tokens = 9223372036854775808 is out of the int64 range"),
+                ([RankState(2 ** 31), RankState(1)], ok, "states[0]: rank = 2147483648 is out of the int32 range")):
+            for mod in (_accel.speedups, None):
+                with self.subTest(want, c=mod is not None):
+                    _accel.use(mod)
+                    with Router(preset="recommended", dp_size=2) as r:
+                        before = r.state_digest()
+                        with self.assertRaises(InvalidArgumentError) as cm:
+                            r.route(sts, reqs, 8)
+                        self.assertEqual(str(cm.exception), want)
+                        self.assertEqual(r.state_digest(), before)
+
     def test_memory_pressure_flag_accepted(self):
         with Router(policy="kv_cache_aware", dp_size=2, capacity_aware=True) as r:
             sts = [RankState(0, 0, 0, 1000, 500, memory_pressure=True), RankState(1, 0, 0, 1000, 1000, False)]
