@@ -153,8 +153,8 @@ func TestCapacityAware(t *testing.T) {
 			// Rank 0 caches 1920 tokens of a 2000-token prompt and has 500
 			// free, none of them evictable: the prefix is held by other
 			// requests, and the 80 tokens it computes fit. Without the
-			// report the prefix may be among the free tokens, the room
-			// must hold the whole prompt, and rank 1 computes it all.
+			// report all 500 free tokens may be prefix, the room must hold
+			// 580 tokens, and rank 1 computes it all.
 			name:    "ttft prefix held by others needs no room",
 			cfg:     ttft,
 			states:  evictable(withKV(st([2]int64{1, 100}, [2]int64{1, 100}), [2]int64{8000, 500}, [2]int64{8000, 8000}), 0, 0),

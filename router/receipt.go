@@ -355,7 +355,7 @@ func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible, cands []int, all
 	rc := &l.out[i]
 	rc.Reason, rc.Eligible, rc.Step = ReasonPredictedTTFT, len(cands), l.next()
 	// The room the score judged: the whole sequence, less the prefix held
-	// by other requests where ranks report it (routeTTFT).
+	// by other requests beyond doubt (heldRow, as routeTTFT).
 	rc.CapacityFallback = r.room.fallback(eligible, allow, &b.reqs[i], r.heldRow(b, row))
 	s := &l.spans[i]
 	s.cand, s.ncand = len(l.cands), len(row)

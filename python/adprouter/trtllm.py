@@ -370,7 +370,7 @@ class RankState:
         if len(values) > _WIRE:
             out.kv_capacity_tokens, out.free_kv_tokens, flags = values[_WIRE:_WIRE + _KV_FIELDS]
             known = _KV_PRESSURE | (_KV_PENDING | _KV_EVICTABLE if len(values) == kv_lengths[1] else 0)
-            if flags & ~known or flags < 0:
+            if flags & ~known:
                 raise ValueError("RankState payload's KV flags are %d, want a combination of %s" % (
                     flags, " | ".join(str(f) for f in (_KV_PRESSURE, _KV_PENDING, _KV_EVICTABLE) if f & known)))
             out.memory_pressure = bool(flags & _KV_PRESSURE)
