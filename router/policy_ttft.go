@@ -490,10 +490,11 @@ func (r *Router) routeTTFT(b *batch) {
 		// it reserves for), not only what it computes there: a rank's free
 		// KV counts its unreferenced cached blocks, and the prefix the
 		// request would reuse may be among them (reusing it takes them out
-		// of the free pool). Only the part of the prefix a rank's
-		// evictable tokens (at most its free tokens) cannot hold is surely
-		// held by other requests and needs no room (heldMatch).
-		allow := r.room.allow(eligible, q, r.heldRow(b, row))
+		// of the free pool). Only the part of the prefix in flight, and of
+		// the computed part what a rank's evictable tokens (at most its
+		// free tokens) cannot hold, is surely held by other requests and
+		// needs no room (heldRow).
+		allow := r.room.allow(eligible, q, r.heldRow(b, i, row))
 
 		k := -1
 		if quiet && !q.Strict {
@@ -554,17 +555,25 @@ func (r *Router) routeTTFT(b *batch) {
 	r.finish(b)
 }
 
-// heldRow returns, per rank, the tokens of row (a request's match) held by
-// other requests beyond doubt (RankState.heldMatch), or nil when no rank
-// reports its KV pool.
-func (r *Router) heldRow(b *batch, row []int) []int {
+// heldRow returns, per rank, the tokens of row (request i's match) held by
+// other requests beyond doubt, or nil when no rank reports its KV pool: the
+// part the probe does not show computed (in flight) is held by the request
+// computing it, which has its blocks reserved (or counted in the rank's
+// pending KV, or in the prefill queued there), and of the computed part
+// what RankState.heldMatch says. Without a probe all of it counts as
+// computed.
+func (r *Router) heldRow(b *batch, i int, row []int) []int {
 	if !r.ttft.pools {
 		return nil
 	}
 	held := slices.Grow(r.ttft.heldRow[:0], len(row))[:len(row)]
 	r.ttft.heldRow = held
 	for k, m := range row {
-		held[k] = b.states[k].heldMatch(m)
+		computed := m
+		if b.matches != nil {
+			computed = min(b.match(i, k, len(row)), m)
+		}
+		held[k] = b.states[k].heldMatch(computed) + m - computed
 	}
 	return held
 }
@@ -837,8 +846,10 @@ func (r *Router) referenceRank(b *batch, pos int, rest, eligible []int, allow []
 }
 
 // ttftRows fills row with request i's match on every rank as the index (and
-// probe) know it, and ready with the part known to be computed already: the
-// probed match when the caller probes; without a probe (prefix_source
+// probe) know it, and ready with the part the request finds computed when
+// it starts there: the probed match when the caller probes, and under
+// ReuseAfterIteration what the rank computes of the prefix in flight there
+// before the request starts (readyBehind); without a probe (prefix_source
 // "index") the index's match, which cannot tell in-flight prefixes from
 // computed ones.
 func (r *Router) ttftRows(b *batch, i int, row, ready []int) {
@@ -850,6 +861,42 @@ func (r *Router) ttftRows(b *batch, i int, row, ready []int) {
 		} else {
 			ready[k] = row[k]
 		}
+	}
+	if b.matches != nil && r.cfg.EngineReuse != ReuseOnSchedule {
+		r.readyBehind(b, i, row, ready)
+	}
+}
+
+// readyBehind adds to ready[k] the part of request i's prefix in flight on
+// rank k (known there, row[k], beyond what the probe shows computed,
+// ready[k]) that k computes before the request starts. A rank serves its
+// queue first come first served, the prefill queued on it (ttftState.queued)
+// before a request placed now, in lock-step iterations of ttft_drain_tokens
+// each; under ReuseAfterIteration a block is reusable once the iteration
+// that computed it ends. So the whole iterations the queue fills before the
+// request's first one compute that much of it, and the request reuses what
+// of the in-flight prefix they hold: taking the prefix to be at the queue's
+// end (the latest placement), the whole iterations' tokens beyond the rest
+// of the queue, in whole blocks, at most the prefix. Without it a request
+// placed beside the one computing its prefix is predicted to compute the
+// prefix again, and goes to another rank that does (a long shared prompt
+// computed twice for the same TTFT). A queue shorter than the prefix (the
+// index's record may outlive the blocks) counts only its whole iterations.
+// A request that computes at most a block beyond the prefix (a sample of
+// the same prompt) is left to stackedTails.
+func (r *Router) readyBehind(b *batch, i int, row, ready []int) {
+	drain := int64(r.cfg.TTFTDrainTokens)
+	block := r.cfg.TokensPerBlock
+	n := b.reqs[i].Len()
+	for k, known := range row {
+		flight := int64(known - ready[k])
+		if flight <= 0 || n-known <= block {
+			continue
+		}
+		queued := r.ttft.queued[k]
+		whole := queued / drain * drain
+		computed := min(max(whole-max(queued-flight, 0), 0), flight)
+		ready[k] += int(computed) / block * block
 	}
 }
 

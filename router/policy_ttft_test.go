@@ -32,7 +32,7 @@ func TestTTFTInFlightPrefix(t *testing.T) {
 		reuse  EngineReuse
 		drain  int
 		ready  bool // the probe reports the prefix computed on its rank
-		filler int  // tokens of a request sent to that rank just before
+		filler int  // tokens of a request sent to that rank just before; -1: the rank reports itself idle
 		home   bool // want the follow-up on the first request's rank
 	}{
 		{"in flight, after_iteration: computed again anyway, so anywhere else", ReuseAfterIteration, 0, false, 0, false},
@@ -41,6 +41,12 @@ func TestTTFTInFlightPrefix(t *testing.T) {
 		{"in flight, on_schedule, its rank's queue within a block of the prompt: reused behind it", ReuseOnSchedule, 1, false, 0, true},
 		{"in flight, on_schedule, its rank's queue longer than the prompt", ReuseOnSchedule, 1, false, 400, false},
 		{"ready, after_iteration, queue shorter than the saving", ReuseAfterIteration, 1, true, 0, true},
+		// 768 tokens of the prefix queued in whole iterations of 256
+		// before the follow-up's first: computed by then, so reused.
+		{"in flight for whole iterations, after_iteration: reused behind it", ReuseAfterIteration, 256, false, 0, true},
+		// The rank reports nothing active: the index's record outlived the
+		// blocks, and nothing queued there computes them.
+		{"in flight per the index, nothing queued, after_iteration", ReuseAfterIteration, 256, false, -1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ttftCfg(4, tc.reuse)
@@ -55,7 +61,9 @@ func TestTTFTInFlightPrefix(t *testing.T) {
 			// its 1024 tokens and adds 100 (drain 1: its whole prefill,
 			// 1024 tokens, is still queued there).
 			states := idle(4)
-			states[home] = RankState{Rank: home, NumActiveRequests: 1, NumActiveTokens: 1024}
+			if tc.filler >= 0 {
+				states[home] = RankState{Rank: home, NumActiveRequests: 1, NumActiveTokens: 1024}
+			}
 			m := make([]int32, 4)
 			if tc.ready {
 				m[home] = 992 // whole blocks of the prompt minus its last token
@@ -394,6 +402,37 @@ func TestTTFTHeedsKVRoom(t *testing.T) {
 				t.Errorf("request on rank %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// The part of a request's prefix in flight on a rank (placed there, not
+// computed yet) is held by the request computing it, whose blocks the
+// rank's room already counts: reusing it needs room for the rest of the
+// prompt only, under either reuse semantics.
+func TestTTFTInFlightPrefixNeedsNoRoom(t *testing.T) {
+	for _, reuse := range []EngineReuse{ReuseAfterIteration, ReuseOnSchedule} {
+		for _, tc := range []struct {
+			free int64 // rank 0's free KV tokens, 1000 of them queued prefill
+			want int
+		}{
+			{1500, 0}, // room 500 for the 400 tokens beyond the prefix
+			{1200, 1}, // room 200
+		} {
+			cfg := ttftCfg(2, reuse)
+			cfg.TTFTDrainTokens = 1 // the first request's prefill stays queued
+			r := mustNew(t, cfg)
+			states := []RankState{
+				{Rank: 0, NumActiveRequests: 1, NumActiveTokens: 1 << 20, KVCapacityTokens: 1 << 20, FreeKVTokens: tc.free},
+				{Rank: 1, NumActiveRequests: 1, NumActiveTokens: 1 << 20, KVCapacityTokens: 1 << 20, FreeKVTokens: 1 << 20},
+			}
+			first := targeted(8, 1000, 0, true)
+			mustRoute(t, r, states, []Request{first}, 8, make([]int32, 2))
+			q := extend(9, first.Tokens[:960], 400)
+			res := mustRoute(t, r, states, []Request{q}, 8, make([]int32, 2))
+			if got := res.Ranks[0]; got != tc.want {
+				t.Errorf("%s, %d tokens free beside 1000 queued: request on rank %d, want %d", reuse, tc.free, got, tc.want)
+			}
+		}
 	}
 }
 

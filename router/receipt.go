@@ -356,7 +356,7 @@ func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible, cands []int, all
 	rc.Reason, rc.Eligible, rc.Step = ReasonPredictedTTFT, len(cands), l.next()
 	// The room the score judged: the whole sequence, less the prefix held
 	// by other requests beyond doubt (heldRow, as routeTTFT).
-	rc.CapacityFallback = r.room.fallback(eligible, allow, &b.reqs[i], r.heldRow(b, row))
+	rc.CapacityFallback = r.room.fallback(eligible, allow, &b.reqs[i], r.heldRow(b, i, row))
 	s := &l.spans[i]
 	s.cand, s.ncand = len(l.cands), len(row)
 	predict := r.ttftCoster(b, i, cands, allow, row, ready, onSchedule)

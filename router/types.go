@@ -47,10 +47,12 @@ type RankState struct {
 	// when it needs the room), and a request that reuses one takes it out
 	// of the free pool. Read only when ReportsEvictableKV is set and
 	// KVCapacityTokens > 0; 0..FreeKVTokens. Without it the ttft score
-	// cannot tell whether a request's cached prefix on a rank is held by
+	// cannot tell whether a request's computed prefix on a rank is held by
 	// other requests (its reuse then needs no room) or among the free
 	// tokens, and takes the most it can be, FreeKVTokens: only the part of
-	// the prefix beyond the free tokens is surely held.
+	// the prefix beyond the free tokens is surely held. (A prefix still in
+	// flight there, placed and not computed, is held by the request
+	// computing it, whatever the report.)
 	EvictableKVTokens int64
 	// ReportsEvictableKV says EvictableKVTokens is filled.
 	ReportsEvictableKV bool
