@@ -367,72 +367,58 @@ func TestTTFTLockStepRaise(t *testing.T) {
 
 // The recommended score heeds the KV room ranks report (whatever
 // capacity_aware says): a request the best-predicted rank cannot hold would
-// wait there for memory, not for compute.
+// wait there for memory, not for compute. The part of its prefix still in
+// flight on a rank (placed there by an earlier call, not computed yet) is
+// held by the request computing it, whose blocks the rank's room already
+// counts: reusing it needs room for the rest of the prompt only, under
+// either reuse semantics.
 func TestTTFTHeedsKVRoom(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		free   int64 // free KV tokens reported by rank 0, which holds the prefix
-		queued int   // prefill placed on rank 0 by an earlier call, not yet computed
-		want   int
+		name     string
+		reuse    EngineReuse
+		free     int64 // free KV tokens reported by rank 0, which holds the prefix
+		queued   int   // prefill placed on rank 0 by an earlier call, not yet computed
+		inFlight bool  // that prefill is the request's 960-token prefix, not computed
+		want     int
 	}{
-		{"room on the holder", 1 << 20, 0, 0},
-		{"no room on the holder", 100, 0, 1},
-		{"room on the holder, but not beside its queued prefill", 2000, 1800, 1},
-		{"room on the holder beside its queued prefill", 4000, 1800, 0},
+		{"room on the holder", ReuseAfterIteration, 1 << 20, 0, false, 0},
+		{"no room on the holder", ReuseAfterIteration, 100, 0, false, 1},
+		{"room on the holder, but not beside its queued prefill", ReuseAfterIteration, 2000, 1800, false, 1},
+		{"room on the holder beside its queued prefill", ReuseAfterIteration, 4000, 1800, false, 0},
 		// Its 960 cached tokens may be among the free ones the holder
 		// reports (unreferenced cached blocks count as free).
-		{"room on the holder for what it computes there, not for its whole prompt", 1000, 0, 1},
+		{"room on the holder for what it computes there, not for its whole prompt", ReuseAfterIteration, 1000, 0, false, 1},
+		// 500 tokens of room beside the 1000 queued, for the 400 beyond
+		// the prefix.
+		{"prefix in flight, after_iteration: room for the rest", ReuseAfterIteration, 1500, 1000, true, 0},
+		{"prefix in flight, on_schedule: room for the rest", ReuseOnSchedule, 1500, 1000, true, 0},
+		{"prefix in flight, after_iteration: no room for the rest", ReuseAfterIteration, 1200, 1000, true, 1},
+		{"prefix in flight, on_schedule: no room for the rest", ReuseOnSchedule, 1200, 1000, true, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := ttftCfg(2, ReuseAfterIteration)
+			cfg := ttftCfg(2, tc.reuse)
 			cfg.TTFTDrainTokens = 1 // the earlier call's prefill stays queued
 			r := mustNew(t, cfg)
 			states := []RankState{
 				{Rank: 0, NumActiveRequests: 1, NumActiveTokens: 1 << 20, KVCapacityTokens: 1 << 20, FreeKVTokens: tc.free},
 				{Rank: 1, NumActiveRequests: 1, NumActiveTokens: 1 << 20, KVCapacityTokens: 1 << 20, FreeKVTokens: 1 << 20},
 			}
+			var base []int32
+			probed := []int32{960, 0}
+			if tc.inFlight {
+				base, probed = prompt(960), []int32{0, 0}
+			}
 			if tc.queued > 0 {
-				early := extend(8, nil, tc.queued)
+				early := extend(8, base, tc.queued-len(base))
 				early.TargetRank, early.Strict = 0, true
 				mustRoute(t, r, states, []Request{early}, 8, make([]int32, 2))
 			}
 			q := extend(9, prompt(960), 400)
-			res := mustRoute(t, r, states, []Request{q}, 8, []int32{960, 0})
+			res := mustRoute(t, r, states, []Request{q}, 8, probed)
 			if got := res.Ranks[0]; got != tc.want {
 				t.Errorf("request on rank %d, want %d", got, tc.want)
 			}
 		})
-	}
-}
-
-// The part of a request's prefix in flight on a rank (placed there, not
-// computed yet) is held by the request computing it, whose blocks the
-// rank's room already counts: reusing it needs room for the rest of the
-// prompt only, under either reuse semantics.
-func TestTTFTInFlightPrefixNeedsNoRoom(t *testing.T) {
-	for _, reuse := range []EngineReuse{ReuseAfterIteration, ReuseOnSchedule} {
-		for _, tc := range []struct {
-			free int64 // rank 0's free KV tokens, 1000 of them queued prefill
-			want int
-		}{
-			{1500, 0}, // room 500 for the 400 tokens beyond the prefix
-			{1200, 1}, // room 200
-		} {
-			cfg := ttftCfg(2, reuse)
-			cfg.TTFTDrainTokens = 1 // the first request's prefill stays queued
-			r := mustNew(t, cfg)
-			states := []RankState{
-				{Rank: 0, NumActiveRequests: 1, NumActiveTokens: 1 << 20, KVCapacityTokens: 1 << 20, FreeKVTokens: tc.free},
-				{Rank: 1, NumActiveRequests: 1, NumActiveTokens: 1 << 20, KVCapacityTokens: 1 << 20, FreeKVTokens: 1 << 20},
-			}
-			first := targeted(8, 1000, 0, true)
-			mustRoute(t, r, states, []Request{first}, 8, make([]int32, 2))
-			q := extend(9, first.Tokens[:960], 400)
-			res := mustRoute(t, r, states, []Request{q}, 8, make([]int32, 2))
-			if got := res.Ranks[0]; got != tc.want {
-				t.Errorf("%s, %d tokens free beside 1000 queued: request on rank %d, want %d", reuse, tc.free, got, tc.want)
-			}
-		}
 	}
 }
 
