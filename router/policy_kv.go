@@ -71,6 +71,9 @@ type kvLoop struct {
 	eligSum float64
 	lows    lowestLoads
 	initial []int // the eligible ranks when scoring began (invariants builds)
+	// held is the match the KV room was judged with where it is not row
+	// (the ttft score's heldRow), for the receipt; nil: row.
+	held []int
 }
 
 func (l *kvLoop) init(b *batch, rest, count []int, tokens []float64, row []int, expected int, eligible []int) {
@@ -189,7 +192,7 @@ func (l *kvLoop) choose(r *Router, b *batch, pos, i, rowMax int, allow []bool) i
 	// the room was judged over): it then places by its prediction, which
 	// records the receipt.
 	if r.rc != nil && best >= 0 {
-		r.rc.scored(r, b, i, eligible, allow, row, tokens, denom, gate, maxMatch, ties)
+		r.rc.scored(r, b, i, eligible, allow, row, l.held, tokens, denom, gate, maxMatch, ties)
 	}
 	if ties <= 1 {
 		return best

@@ -494,7 +494,8 @@ func (r *Router) routeTTFT(b *batch) {
 		// the computed part what a rank's evictable tokens (at most its
 		// free tokens) cannot hold, is surely held by other requests and
 		// needs no room (heldRow).
-		allow := r.room.allow(eligible, q, r.heldRow(b, i, row))
+		held := r.heldRow(b, i, row)
+		allow := r.room.allow(eligible, q, held)
 
 		k := -1
 		if quiet && !q.Strict {
@@ -519,7 +520,7 @@ func (r *Router) routeTTFT(b *batch) {
 			}
 		}
 		if k < 0 && pastMemory {
-			k = r.referenceRank(b, pos, rest, eligible, allow, expected, row, tokens)
+			k = r.referenceRank(b, pos, rest, eligible, allow, held, expected, row, tokens)
 		}
 		predicted := k < 0
 		if predicted {
@@ -780,7 +781,8 @@ const shortestFirstSlack = 8
 
 // referenceRank returns the rank the reference's KV-aware score picks for
 // the request at routing position pos of rest (match lengths row, token
-// loads tokens): among the ranks of eligible under the soft cap expected,
+// loads tokens; allow the KV room judged with the match roomMatch, which
+// the receipt repeats): among the ranks of eligible under the soft cap expected,
 // the lowest (score, tokens), a tie broken by random.Random(id).shuffle
 // (kvLoop.choose; the decision reset the seeds for rest). -1 when no rank
 // of eligible is under the soft cap (a home kept past it).
@@ -807,7 +809,7 @@ const shortestFirstSlack = 8
 // reuse, far past the memory, the room balanced what the load term does
 // not see (a conversation slice at 80 µs per prompt token: TTFT p99 0.75×
 // the best reference's heeding it, 1.06× not).
-func (r *Router) referenceRank(b *batch, pos int, rest, eligible []int, allow []bool, expected int, row []int, tokens []float64) int {
+func (r *Router) referenceRank(b *batch, pos int, rest, eligible []int, allow []bool, roomMatch []int, expected int, row []int, tokens []float64) int {
 	under := r.ttft.under[:0]
 	for _, k := range eligible {
 		if r.count[k] < expected {
@@ -841,7 +843,7 @@ func (r *Router) referenceRank(b *batch, pos int, rest, eligible []int, allow []
 	// A loop of one request: its sums are taken afresh (running false)
 	// and its lowest loads found afresh (lows zero), as the candidates and
 	// loads here change from one request to the next.
-	l := kvLoop{rest: rest, row: row, tokens: tokens, eligible: under}
+	l := kvLoop{rest: rest, row: row, tokens: tokens, eligible: under, held: roomMatch}
 	return l.choose(r, b, pos, rest[pos], rowMax, allow)
 }
 

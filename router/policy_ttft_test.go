@@ -1186,21 +1186,31 @@ func TestTTFTPastMemory(t *testing.T) {
 func TestTTFTPastMemoryRoom(t *testing.T) {
 	const prompt = 40_000
 	for _, tc := range []struct {
-		name     string
-		capacity int64 // rank 2's pool; it holds 2000 active uncached tokens
-		held     int32 // the prefix of the prompt rank 0 holds
-		want     int
-		reason   Reason
-		excluded Exclusion // rank 0's mark in the receipt
+		name         string
+		capacity     int64 // rank 2's pool; it holds 2000 active uncached tokens
+		held         int32 // the prefix of the prompt rank 0 holds
+		free0, free1 int64 // ranks 0 and 1's free KV tokens
+		want         int
+		reason       Reason
+		excluded     Exclusion // rank 0's mark in the receipt
+		fallback     bool      // the receipt's CapacityFallback
 	}{
-		{"within the memory", 100_000, 36_864, 1, ReasonPredictedTTFT, ExcludedNoRoom},
-		{"past the memory", 1_000, 36_864, 0, ReasonScored, Eligible},
-		{"past the memory, no prefix", 1_000, 0, 1, ReasonScored, ExcludedNoRoom},
+		{"within the memory", 100_000, 36_864, 30_000, 90_000, 1, ReasonPredictedTTFT, ExcludedNoRoom, false},
+		{"past the memory", 1_000, 36_864, 30_000, 90_000, 0, ReasonScored, Eligible, false},
+		{"past the memory, no prefix", 1_000, 0, 30_000, 90_000, 1, ReasonScored, ExcludedNoRoom, false},
+		// No rank has room for what it needs, but the room is unheeded: no
+		// fallback narrowed the candidates.
+		{"past the memory, no room anywhere", 1_000, 36_864, 30_000, 30_000, 0, ReasonScored, Eligible, false},
+		// A prefix under the reference's gate keeps the room heeded. Rank
+		// 0's 38,000 free tokens would hold the 36,992 it computes, but
+		// they may be that prefix's own blocks: no rank has room for the
+		// whole prompt, and the most headroom (rank 0) is allowed.
+		{"past the memory, a short prefix, no room", 1_000, 3_008, 38_000, 30_000, 0, ReasonScored, Eligible, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			states := []RankState{
-				{Rank: 0, NumActiveRequests: 2, NumActiveTokens: 4_000, KVCapacityTokens: 100_000, FreeKVTokens: 30_000},
-				{Rank: 1, NumActiveRequests: 2, NumActiveTokens: 4_000, KVCapacityTokens: 100_000, FreeKVTokens: 90_000},
+				{Rank: 0, NumActiveRequests: 2, NumActiveTokens: 4_000, KVCapacityTokens: 100_000, FreeKVTokens: tc.free0},
+				{Rank: 1, NumActiveRequests: 2, NumActiveTokens: 4_000, KVCapacityTokens: 100_000, FreeKVTokens: tc.free1},
 				{Rank: 2, NumActiveRequests: 1, NumActiveTokens: 2_000, KVCapacityTokens: tc.capacity, FreeKVTokens: 0},
 			}
 			if got := memoryBound(states); got != (tc.reason == ReasonScored) {
@@ -1217,8 +1227,11 @@ func TestTTFTPastMemoryRoom(t *testing.T) {
 			if c := rcs[0].Candidates[0]; c.Excluded != tc.excluded {
 				t.Errorf("rank 0 (free %d, the prompt %d): %s, want %s", states[0].FreeKVTokens, prompt, c.Excluded, tc.excluded)
 			}
-			if tc.reason != ReasonScored || tc.held == 0 {
-				return
+			if rcs[0].CapacityFallback != tc.fallback {
+				t.Errorf("CapacityFallback = %v, want %v:\n%s", rcs[0].CapacityFallback, tc.fallback, &rcs[0])
+			}
+			if tc.reason != ReasonScored || tc.held == 0 || tc.fallback {
+				return // the reference's own placement: a prefix to keep, the room unheeded
 			}
 			ref := DefaultConfig(PolicyKVCacheAware, 3)
 			ref.PrefixSource = SourceProbeIndex

@@ -274,12 +274,13 @@ func (l *receiptLog) next() int {
 // scored records a KV-aware scored placement of request i, once the policy
 // has found the lowest score and before it breaks a tie or places: every
 // rank's match, load and score as the decision computed them (row: match
-// lengths; tokens: loads; denom: the load normaliser; ties: ranks sharing
-// the lowest (score, tokens)). The soft cap is b.res.Expected.
+// lengths; held: the match the KV room was judged with, nil for row;
+// tokens: loads; denom: the load normaliser; ties: ranks sharing the
+// lowest (score, tokens)). The soft cap is b.res.Expected.
 //
 //go:noinline
 func (l *receiptLog) scored(r *Router, b *batch, i int, eligible []int, allow []bool,
-	row []int, tokens []float64, denom float64, gate bool, maxMatch, ties int) {
+	row, held []int, tokens []float64, denom float64, gate bool, maxMatch, ties int) {
 	expected := b.res.Expected
 	n := b.reqs[i].Len()
 	nf, beta := float64(n), r.cfg.LoadBalanceWeight
@@ -291,7 +292,10 @@ func (l *receiptLog) scored(r *Router, b *batch, i int, eligible []int, allow []
 		Threshold: r.cfg.MatchRateThreshold,
 		On:        gate,
 	}
-	rc.CapacityFallback = r.room.fallback(eligible, allow, &b.reqs[i], row)
+	if held == nil {
+		held = row
+	}
+	rc.CapacityFallback = r.room.fallback(eligible, allow, &b.reqs[i], held)
 	s := &l.spans[i]
 	s.cand, s.ncand = len(l.cands), len(row)
 	for k := range row {
@@ -379,9 +383,10 @@ func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible, cands []int, all
 
 // fallback reports whether capacity awareness found none of the candidate
 // ranks with room for request q (match[rank] of its prompt cached; nil:
-// none), so that only those with the most headroom were allowed.
+// none), so that only those with the most headroom were allowed; never
+// where nothing was filtered (allow nil: the room unheeded).
 func (k *kvRoom) fallback(cands []int, allow []bool, q *Request, match []int) bool {
-	if !k.on {
+	if !k.on || allow == nil {
 		return false
 	}
 	for _, r := range cands {
