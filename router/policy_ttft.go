@@ -526,7 +526,7 @@ func (r *Router) routeTTFT(b *batch) {
 		if predicted {
 			cands := r.stackedTails(b, i, rest[pos+1:], eligible, allow, row, ready, onSchedule)
 			if r.rc != nil {
-				r.rc.ttft(r, b, i, eligible, cands, allow, row, ready, tokens, onSchedule)
+				r.rc.ttft(r, b, i, eligible, cands, allow, row, ready, held, tokens, onSchedule)
 			}
 			k = r.ttftRank(b, i, cands, allow, row, ready, onSchedule)
 		}

@@ -350,17 +350,16 @@ func (l *receiptLog) leastLoaded(r *Router, i, expected int, allow []bool, token
 // would reuse (Match), the uncached prefill the router believes queued there
 // (LoadTerm) and the predicted cost (Score, as ttftCost.at gives it).
 // eligible includes the home ranks past the soft cap; cands is eligible less
-// the ranks stackedTails took out, over which the prediction is made.
+// the ranks stackedTails took out, over which the prediction is made; held
+// is the match the KV room was judged with (heldRow).
 //
 //go:noinline
 func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible, cands []int, allow []bool,
-	row, ready []int, tokens []float64, onSchedule bool) {
+	row, ready, held []int, tokens []float64, onSchedule bool) {
 	n := b.reqs[i].Len()
 	rc := &l.out[i]
 	rc.Reason, rc.Eligible, rc.Step = ReasonPredictedTTFT, len(cands), l.next()
-	// The room the score judged: the whole sequence, less the prefix held
-	// by other requests beyond doubt (heldRow, as routeTTFT).
-	rc.CapacityFallback = r.room.fallback(eligible, allow, &b.reqs[i], r.heldRow(b, i, row))
+	rc.CapacityFallback = r.room.fallback(eligible, allow, &b.reqs[i], held)
 	s := &l.spans[i]
 	s.cand, s.ncand = len(l.cands), len(row)
 	predict := r.ttftCoster(b, i, cands, allow, row, ready, onSchedule)
