@@ -227,6 +227,59 @@ func (r *Router) warmShare(b *batch) int {
 	return (len(b.states) + len(fams) - 1) / len(fams)
 }
 
+// quietDefers reports whether quiet warmup, in an idle decision, leaves
+// request i to the score instead of a pending rank: the decision brings it
+// alone, it is not of a conversation, its prompt family (first block) is held
+// by some rank already, and the traffic seen does not call for another
+// replica yet: the demand window holds fewer than quietSampleRequests
+// requests, or the family's share of them asks for no more ranks than hold
+// it (as demand warmup's target counts them, without its
+// WarmupMinRequests: on 32 ranks a quiet minute shows most tenants once or
+// twice, and each still warms a rank of its own).
+//
+// A request of a family no rank holds computes its whole prompt wherever it
+// goes, so warming a pending rank with it costs nothing. One whose family a
+// rank holds computes there the prefix a holder has ready: one more slow
+// first token and the prefix's prefill again, a bet that a spike will need
+// the replica. Taken with the first requests that come, that bet went to
+// the few families that came first: six tenants at Zipf 1.1 on 2 and 3
+// ranks put the most popular tenant on every rank and left the spike's
+// other tenants to share the ranks it did not need, and on 4 ranks
+// replicas no spike used cost up to 1.14 times the prefill. The share
+// decides instead, once a few requests show it; a family that is all the
+// traffic still warms every rank. Requests that arrive together warm side
+// by side as before (one stall), and a new conversation warms a pending
+// rank as before: its later turns follow it there. Without a prefix index
+// the router cannot tell families apart, and every idle request warms.
+// docs/routing-quality.md has the measurements.
+func (r *Router) quietDefers(b *batch, i int) bool {
+	p := r.prefix
+	if p == nil || p.window == nil || len(b.reqs) != 1 || b.reqs[i].ConversationID != "" {
+		return false
+	}
+	fam, ok := p.family(&r.cfg, b, i)
+	if !ok {
+		return false
+	}
+	have := p.idx.Replicas(fam)
+	if have == 0 {
+		return false
+	}
+	if p.wfill < quietSampleRequests {
+		return true
+	}
+	_, want := p.target(&r.cfg, p.counts[fam])
+	return have >= want
+}
+
+// quietSampleRequests is how many routed requests the demand window must
+// hold before quiet warmup lets a family's share of them warm another rank
+// for it (quietDefers). The first few requests of a workload of several
+// tenants are often of one tenant (its share then reads 1), and the ranks
+// they would warm are those the other tenants' first requests take at no
+// cost. Chosen on the simulator's tenant spikes (docs/routing-quality.md).
+const quietSampleRequests = 4
+
 // familyRanks returns how many ranks the prefix index says hold request i's
 // prompt family (its first block), or 0 for a prompt shorter than a block.
 func (r *Router) familyRanks(b *batch, i int) int {
@@ -248,6 +301,7 @@ func (r *Router) familyRanks(b *batch, i int) int {
 func (r *Router) explicitPass(b *batch, count []int, ttft bool, place func(i, k int)) []int {
 	rest := r.rest[:0]
 	warming, spread, light := r.warming(b)
+	idle := r.cfg.Warmup == WarmupQuiet && !spread && !light
 	share := 0
 	if spread {
 		share = r.warmShare(b)
@@ -258,6 +312,10 @@ func (r *Router) explicitPass(b *batch, count []int, ttft bool, place func(i, k 
 		target := q.TargetRank
 		warm := false
 		if !q.hasTarget() && warming && r.pendingCount > 0 && !(ttft && r.bound(q)) && !(light && q.ConversationID != "") {
+			if idle && r.quietDefers(b, i) {
+				rest = append(rest, i) // scored: its family needs no other rank yet
+				continue
+			}
 			if share > 0 && r.familyRanks(b, i) >= share {
 				held = append(held, i) // its family has its share: later
 			} else {

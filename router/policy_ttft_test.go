@@ -649,6 +649,76 @@ func TestTTFTHeldForHolder(t *testing.T) {
 	}
 }
 
+// In the quiet period quiet warmup warms a pending rank with each lone
+// request of a tenant no rank holds, but with a request of a held tenant only
+// once the demand window holds quietSampleRequests requests and the tenant's
+// share of them, times the ranks, exceeds the ranks holding it; until then
+// the score sends it to the holder. Requests that come together, and a conversation's,
+// warm as before.
+func TestWarmupQuietReplicas(t *testing.T) {
+	type step struct {
+		fams []uint64 // the tenants of one idle decision's requests
+		conv bool     // each request starts a conversation
+	}
+	lone := func(fams ...uint64) []step {
+		var s []step
+		for _, f := range fams {
+			s = append(s, step{fams: []uint64{f}})
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name    string
+		steps   []step
+		pending []int // after each step
+	}{
+		{"new tenants warm, a held one waits for its share",
+			lone(1, 1, 2, 1, 3), []int{3, 3, 2, 2, 1}},
+		{"one tenant is all the traffic: every rank, once the window shows it",
+			lone(1, 1, 1, 1, 1, 1, 1), []int{3, 3, 3, 3, 2, 1, 0}},
+		{"a tenant with a quarter of the window keeps its one rank of four",
+			lone(1, 2, 2, 2, 1, 2), []int{3, 2, 2, 2, 2, 1}},
+		{"a tenant with most of the requests: the ranks its share asks for",
+			lone(1, 2, 1, 1, 1, 1), []int{3, 2, 2, 2, 1, 0}},
+		{"requests that come together warm side by side",
+			[]step{{fams: []uint64{1}}, {fams: []uint64{1, 1}}}, []int{3, 1}},
+		{"a new conversation warms as before",
+			[]step{{fams: []uint64{1}, conv: true}, {fams: []uint64{1}, conv: true}}, []int{3, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ttftCfg(4, ReuseAfterIteration)
+			cfg.Warmup, cfg.Explain = WarmupQuiet, true
+			r := mustNew(t, cfg)
+			id := uint64(0)
+			holders := map[uint64][]int{}
+			for n, s := range tc.steps {
+				var reqs []Request
+				for _, f := range s.fams {
+					id++
+					q := family(f, id, 300)
+					if s.conv {
+						q.ConversationID = fmt.Sprint("c", id)
+					}
+					reqs = append(reqs, q)
+				}
+				res := mustRoute(t, r, idle(4), reqs, 8, nil)
+				// A request left to the score goes where its tenant is.
+				for j, f := range s.fams {
+					k := res.Ranks[j]
+					if warmed := r.Receipts()[j].Reason == ReasonColdStartWarmup; !warmed && !slices.Contains(holders[f], k) {
+						t.Errorf("step %d: tenant %d scored onto rank %d, which does not hold it (holders %v)", n+1, f, k, holders[f])
+					}
+					holders[f] = append(holders[f], k)
+				}
+				if got := len(r.PendingWarmup()); got != tc.pending[n] {
+					t.Fatalf("step %d (tenants %v): %d ranks pending, want %d (placed on %v)", n+1, s.fams, got, tc.pending[n], res.Ranks)
+				}
+				mustRoute(t, r, idle(4), nil, 8, nil) // an iteration apart
+			}
+		})
+	}
+}
+
 func TestTTFTHomeCap(t *testing.T) {
 	for _, tc := range []struct{ fair, total, maxn, want int }{
 		{4, 7, 8, 4},    // 4 ranks: half the requests is under the fair soft cap
@@ -697,8 +767,9 @@ func TestWarmupQuiet(t *testing.T) {
 		cfg.Warmup = tc.warmup
 		r := mustNew(t, cfg)
 		for i := range tc.warmed {
-			// Quiet-period arrivals, an (empty) iteration apart.
-			mustRoute(t, r, idle(4), []Request{extend(uint64(100+i), prompt(64), 10)}, 8, nil)
+			// Quiet-period arrivals, an (empty) iteration apart, each
+			// of a tenant no rank holds yet.
+			mustRoute(t, r, idle(4), []Request{family(uint64(10+i), uint64(100+i), 74)}, 8, nil)
 			mustRoute(t, r, idle(4), nil, 8, nil)
 		}
 		q := extend(1, base, 10)
@@ -839,13 +910,13 @@ func TestWarmupQuiet(t *testing.T) {
 		if err := r.SetPendingWarmup(tc.pending); err != nil {
 			t.Fatal(err)
 		}
-		mustRoute(t, r, idle(4), []Request{extend(100, prompt(64), 10)}, 8, nil)
+		mustRoute(t, r, idle(4), []Request{family(7, 100, 74)}, 8, nil)
 		if tc.gap {
 			mustRoute(t, r, idle(4), nil, 8, nil)
 		}
 		var next []Request
 		for i := range tc.next {
-			next = append(next, extend(uint64(110+i), prompt(64), 10))
+			next = append(next, family(7, uint64(110+i), 74))
 		}
 		mustRoute(t, r, busy, next, 8, nil)
 		if r.loaded != tc.loaded {
