@@ -204,8 +204,8 @@ typedef uint64_t adpr_router;
  *                         no rank has an active request (once some decision
  *                         has seen dp_size active requests, or a request
  *                         arriving while a rank warms, with two requests or
- *                         more), or while load starts on a cold engine; with
- *                         a prefix index, a lone idle request of a prompt
+ *                         more), or while load starts on a cold engine; under
+ *                         score "ttft", a lone idle request of a prompt
  *                         family some rank holds warms only once the family's
  *                         share of the traffic asks for another rank: see
  *                         docs/ROUTING.md) or "demand" (keep each hot prompt
@@ -216,8 +216,9 @@ typedef uint64_t adpr_router;
  *                         target, and quiet warmup's for a held prompt
  *                         family. Read by kv_cache_aware.
  *   warmup_window         [1024] 1..1048576 requests. Routed requests that
- *                         demand warmup, quiet warmup and score "ttft" count
- *                         prompt families over. Read by kv_cache_aware.
+ *                         demand warmup and score "ttft" (its quiet warmup
+ *                         too) count prompt families over. Read by
+ *                         kv_cache_aware.
  *   warmup_min_requests   [2] >= 1 requests. Requests of a family the window
  *                         must hold before demand warmup replicates it, or
  *                         score "ttft" counts it as demand (one-off prompts

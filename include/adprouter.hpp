@@ -283,8 +283,8 @@ struct options {
     // "once" (= cold_start_warmup), "quiet" ("once", only while no rank has
     // an active request (once some decision has seen dp_size active
     // requests, or a request arriving while a rank warms, with two requests
-    // or more), or while load starts on a cold engine; with a prefix index,
-    // a lone idle request of a prompt family some rank holds warms only once
+    // or more), or while load starts on a cold engine; under score "ttft", a
+    // lone idle request of a prompt family some rank holds warms only once
     // the family's share of the traffic asks for another rank: see
     // docs/ROUTING.md) or "demand" (keep each hot prompt family on about
     // ceil(share x dp_size x warmup_factor) ranks, replicating only while
@@ -293,8 +293,8 @@ struct options {
     // Scales demand warmup's replica target, and quiet warmup's for a held
     // prompt family.
     std::optional<double> warmup_factor;
-    // Routed requests that demand warmup, quiet warmup and score "ttft"
-    // count prompt families over.
+    // Routed requests that demand warmup and score "ttft" (its quiet warmup
+    // too) count prompt families over.
     std::optional<int32_t> warmup_window;
     // Requests of a family the window must hold before demand warmup
     // replicates it, or score "ttft" counts it as demand (one-off prompts

@@ -91,8 +91,8 @@ const (
 	// on the first rank; past that, while at most half the ranks are
 	// warmed, a decision that brings requests for three quarters of the
 	// ranks, none of a prompt family no rank holds and none longer than
-	// ttft_drain_tokens, still does (one stall warms several ranks). With
-	// the prefix index, an idle decision's lone request of a prompt family
+	// ttft_drain_tokens, still does (one stall warms several ranks). Under
+	// ScoreTTFT, an idle decision's lone request of a prompt family
 	// some rank holds warms only once the demand window holds four
 	// requests and the family's share of them asks for another rank: its
 	// holder has the prefix ready, and the pending rank is left to a family

@@ -32,7 +32,7 @@ type prefixState struct {
 
 func newPrefixState(cfg *Config) *prefixState {
 	p := &prefixState{idx: prefix.NewIndex(cfg.DPSize, cfg.IndexMaxBytes/prefix.EntryBytes)}
-	if cfg.Warmup == WarmupDemand || cfg.Warmup == WarmupQuiet || cfg.Score == ScoreTTFT {
+	if cfg.Warmup == WarmupDemand || cfg.Score == ScoreTTFT {
 		p.window = make([]uint64, cfg.WarmupWindow)
 		p.hasFam = make([]bool, cfg.WarmupWindow)
 		p.counts = make(map[uint64]int)

@@ -139,7 +139,7 @@ var optionSchema = []OptionSpec{
 		`"once" (= cold_start_warmup), "quiet" ("once", only while no rank has an active request `+
 			`(once some decision has seen dp_size active requests, or a request arriving while a rank warms, `+
 			`with two requests or more), or `+
-			`while load starts on a cold engine; with a prefix index, a lone idle request of a prompt family `+
+			`while load starts on a cold engine; under score "ttft", a lone idle request of a prompt family `+
 			`some rank holds warms only once the family's share of the traffic asks for another rank: `+
 			`see docs/ROUTING.md) or `+
 			`"demand" (keep each hot prompt family on about ceil(share x dp_size x warmup_factor) ranks, `+
@@ -147,7 +147,7 @@ var optionSchema = []OptionSpec{
 	withRange(floatOption("warmup_factor", func(c *Config) *float64 { return &c.WarmupFactor }, kvOnly,
 		"Scales demand warmup's replica target, and quiet warmup's for a held prompt family."), "> 0, finite", ""),
 	withRange(intOption("warmup_window", func(c *Config) *int { return &c.WarmupWindow }, kvOnly,
-		"Routed requests that demand warmup, quiet warmup and score \"ttft\" count prompt families over."),
+		"Routed requests that demand warmup and score \"ttft\" (its quiet warmup too) count prompt families over."),
 		fmt.Sprintf("1..%d", MaxWarmupWindow), "requests"),
 	withRange(intOption("warmup_min_requests", func(c *Config) *int { return &c.WarmupMinRequests }, kvOnly,
 		"Requests of a family the window must hold before demand warmup replicates it, or score \"ttft\" "+
