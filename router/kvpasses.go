@@ -248,10 +248,10 @@ func (r *Router) warmShare(b *batch) int {
 // replicas no spike used cost up to 1.14 times the prefill. The share
 // decides instead, once a few requests show it; a family that is all the
 // traffic still warms every rank. Requests that arrive together warm side
-// by side as before (one stall), and a new conversation warms a pending
-// rank as before: its later turns follow it there. Without the demand
-// window (score "ttft" keeps one; the reference score does not, and its
-// Stats report no hot groups) every idle request warms, as before.
+// by side (one stall), and a new conversation warms a pending rank: its
+// later turns follow it there. Without the demand window (score "ttft"
+// keeps one; the reference score does not, and its Stats report no hot
+// groups) every idle request warms.
 // docs/routing-quality.md has the measurements.
 func (r *Router) quietDefers(b *batch, i int) bool {
 	p := r.prefix
