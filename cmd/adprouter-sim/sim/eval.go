@@ -79,15 +79,22 @@ const (
 	// long (the rates are not scaled with the ranks). Held out, and judged
 	// by the cell goals, as EvalMixed.
 	EvalMixedTrace = "mixed-trace"
+	// EvalRandom is evalRandomCases cases drawn from a fixed seed over
+	// workloads, mixes, ranks (4-32), prompt families (2-64 at Zipf
+	// 0.6-1.4), system prompts (512-6144 tokens), Poisson and bursty
+	// arrivals, loads, spike timings, iteration budgets, KV pools, message
+	// lengths and think times (randomGrid). Held out: its shapes are drawn,
+	// not chosen. Judged by the cell goals, as EvalMixed.
+	EvalRandom = "random"
 )
 
 // EvalGrids lists the grids, the default first.
-var EvalGrids = []string{EvalFull, EvalQuick, EvalMixed, EvalHeavy, EvalMixedTrace}
+var EvalGrids = []string{EvalFull, EvalQuick, EvalMixed, EvalHeavy, EvalMixedTrace, EvalRandom}
 
 // CellGoalsOnly reports whether grid is judged by the cell goals alone
 // (EvalOptions.CellGoalsOnly): the family goals are EvalFull's.
 func CellGoalsOnly(grid string) bool {
-	return grid == EvalMixed || grid == EvalHeavy || grid == EvalMixedTrace
+	return grid == EvalMixed || grid == EvalHeavy || grid == EvalMixedTrace || grid == EvalRandom
 }
 
 // EvalCase is one workload on one engine.
@@ -773,8 +780,8 @@ func EvalTraceScales() []TraceScale { return slices.Clone(evalTraceScales) }
 
 // EvalGrid returns the cases of the named grid (one of EvalGrids). traces
 // are the traces replayed, each in its family ("trace-" + Family), at
-// EvalTraceScales; the mixed, heavy and mixed-trace grids replay none of
-// them.
+// EvalTraceScales; the mixed, heavy, mixed-trace and random grids replay
+// none of them.
 func EvalGrid(grid string, traces []EvalTrace) ([]EvalCase, error) {
 	return EvalGridScaled(grid, traces, evalTraceScales)
 }
@@ -802,6 +809,8 @@ func EvalGridScaled(grid string, traces []EvalTrace, scales []TraceScale) ([]Eva
 		return heavyGrid()
 	case EvalMixedTrace:
 		return mixTraceGrid()
+	case EvalRandom:
+		return randomGrid()
 	}
 	quick := grid == EvalQuick
 	var cases []EvalCase

@@ -685,3 +685,82 @@ func caseNames(t *testing.T, cases []EvalCase) map[string]bool {
 	}
 	return names
 }
+
+// The random grid: evalRandomCases valid cases of randomMinRequests
+// requests or more, the same on every build,
+// drawing every kind (or mix), rank count and the engine changes; a steady
+// part's rate and a spike's rate scale with the ranks, and each case's
+// name carries its number and ranks, so -eval-case selects it alone.
+func TestEvalGridRandom(t *testing.T) {
+	cases, err := EvalGrid(EvalRandom, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) != evalRandomCases {
+		t.Fatalf("%d cases, want %d", len(cases), evalRandomCases)
+	}
+	// The draws are pinned: the same cases on every build (the docs'
+	// figures name them).
+	for i, want := range map[int]string{
+		0:   "random-followup/#1 tenants=4 zipf=0.8 sys=3000 conv=1/s/rank for 30s think=1s dp32",
+		149: "random-tenantspike+conversation/#150 tenants=64 zipf=1 sys=1024 quiet=20s every 0.5s spike=2s at 200/s per 8 ranks conv=0.5/s/rank for 60s bursty(8) dp16",
+	} {
+		if got := cases[i].Family + "/" + cases[i].Name; got != want {
+			t.Errorf("case %d: %q, want %q", i+1, got, want)
+		}
+	}
+	caseNames(t, cases)
+	fams, dps := map[string]bool{}, map[int]bool{}
+	changed := map[string]int{}
+	for i, c := range cases {
+		if c.Workload.Seed != uint64(i+1) {
+			t.Errorf("case %s: seed %d, want %d", c.Name, c.Workload.Seed, i+1)
+		}
+		if !strings.HasPrefix(c.Name, fmt.Sprintf("#%d ", i+1)) || !strings.HasSuffix(c.Name, fmt.Sprintf(" dp%d", c.Engine.DPSize)) {
+			t.Errorf("case %q: want it named #%d ... dp%d", c.Name, i+1, c.Engine.DPSize)
+		}
+		fams[c.Family], dps[c.Engine.DPSize] = true, true
+		if c.Engine.MaxNumTokens != shapeDefault.budget {
+			changed["budget"]++
+		}
+		if c.Engine.KVBlocks != shapeDefault.blocks {
+			changed["pool"]++
+		}
+		if wl, err := Generate(c.Workload); err != nil || wl.NumRequests() < randomMinRequests {
+			t.Errorf("case %s: %v, want at least %d requests", c.Name, err, randomMinRequests)
+		}
+		parts := []WorkloadConfig{c.Workload}
+		if c.Workload.Kind == KindMix {
+			parts = c.Workload.Mix
+		}
+		for _, w := range parts {
+			per := w.Rate / float64(c.Engine.DPSize)
+			switch w.Kind {
+			case KindConversation, KindFollowUp:
+				if !oneOf(randomConvRates, per) {
+					t.Errorf("case %s: %s at %g new conversations/s per rank, want one of %v", c.Name, w.Kind, per, randomConvRates)
+				}
+			case KindTenantSpike, KindColdStart:
+				if r := w.SpikeFactor * 8 / float64(c.Engine.DPSize); !oneOf(randomSpikeRates, r) {
+					t.Errorf("case %s: spike factor %g on %d ranks, want one of %v per 8 ranks", c.Name, w.SpikeFactor, c.Engine.DPSize, randomSpikeRates)
+				}
+			default:
+				if !oneOf(randomRates, per) {
+					t.Errorf("case %s: %s at %g/s per rank, want one of %v", c.Name, w.Kind, per, randomRates)
+				}
+			}
+		}
+	}
+	if len(fams) != len(randomKinds) || len(dps) != len(randomDPs) || changed["budget"] == 0 || changed["pool"] == 0 {
+		t.Errorf("%d families of %d, %d rank counts of %d, engine changes %v: want every one drawn",
+			len(fams), len(randomKinds), len(dps), len(randomDPs), changed)
+	}
+	if !CellGoalsOnly(EvalRandom) {
+		t.Error("CellGoalsOnly(random) = false, want true: a held-out grid")
+	}
+}
+
+// oneOf reports whether v is one of xs up to rounding.
+func oneOf(xs []float64, v float64) bool {
+	return slices.ContainsFunc(xs, func(x float64) bool { return math.Abs(x-v) <= 1e-9*math.Abs(x) })
+}

@@ -33,6 +33,8 @@ const (
 	streamJitter
 	// streamMix's substream i draws the seed of a mix's part i.
 	streamMix
+	// streamShapes draws EvalRandom's cases.
+	streamShapes
 	// streamTraceTail + line is the stream of the tokens of a trace
 	// request that its hash ids do not cover.
 	streamTraceTail uint64 = 1 << 48
