@@ -77,7 +77,10 @@ const (
 	// decision has seen dp_size active requests or more, or a request that
 	// arrived while a rank warmed by the decision before computed its
 	// prompt, an idle decision warms only with two requests or more: a lone
-	// one starts a burst whose rest would wait for its whole prefill. Load that
+	// one starts a burst whose rest would wait for its whole prefill. With
+	// the prefix index, a burst whose prompt families some rank holds all
+	// is left to the score too (but for a new conversation's request), as
+	// the whole burst would wait for the pending ranks' prefill. Load that
 	// starts on a cold engine is the exception, while fewer requests are
 	// active than there are ranks. While at most one rank is warmed, a
 	// decision that brings a request for every pending rank, or (with the

@@ -33,7 +33,9 @@ func (r *Router) kvBegin(b *batch) (count []int, tokens []float64, row []int) {
 // Once a decision has seen the engine loaded (its ranks reporting at least
 // dp_size active requests in all, or requests arriving while a rank the
 // decision before warmed computes its prompt), an idle decision warms only
-// when it brings two requests or more. On an engine that has carried load,
+// when it brings two requests or more (and, of a burst whose prompt
+// families some rank holds, only a new conversation's warms: see
+// heldBurst). On an engine that has carried load,
 // an idle decision is a gap between bursts, and a lone request sent to a
 // pending rank computes its whole prompt there, where a rank holding its
 // prefix would compute a few blocks, while the rest of its burst, arriving
@@ -273,6 +275,29 @@ func (r *Router) quietDefers(b *batch, i int) bool {
 	return have >= want
 }
 
+// heldBurst reports whether quiet warmup, in an idle decision once a
+// decision has seen the engine loaded (see warming), leaves the requests of
+// this burst to the score instead of pending ranks, but for new
+// conversations': the decision brings two requests or more (a burst after a
+// gap), and the prefix index shows every untargeted request's prompt family
+// (first block) on some rank (no newFamily).
+//
+// Every rank steps in lock step with the ones that warm, so the whole burst
+// waits while its warming requests compute their prompts, where holders
+// would compute a few blocks each. A request of a family no rank holds
+// computes its whole prompt wherever it goes: that decision stalls the lock
+// step anyway, and its other requests warm pending ranks within the same
+// stall. A new conversation warms as before (its later turns follow it).
+// Without the index the router cannot tell, and the burst warms. On 16
+// ranks, a 6144-token prompt every request shares, in bursts of 8 at one
+// request per second per rank, one burst warmed the 7 ranks still pending,
+// 260 ms for each of its requests: 5.86 times the best reference's TTFT p99
+// and 1.19 times its prefill; 0.79 and 1.00 times with this
+// (docs/routing-quality.md).
+func (r *Router) heldBurst(b *batch) bool {
+	return r.loaded && r.prefix != nil && len(b.reqs) > 1 && !r.newFamily(b)
+}
+
 // quietSampleRequests is how many routed requests the demand window must
 // hold before quiet warmup lets a family's share of them warm another rank
 // for it (quietDefers). The first few requests of a workload of several
@@ -307,13 +332,14 @@ func (r *Router) explicitPass(b *batch, count []int, ttft bool, place func(i, k 
 	if spread {
 		share = r.warmShare(b)
 	}
+	burst := idle && warming && r.pendingCount > 0 && r.heldBurst(b) // left to the score, see heldBurst
 	held := r.held[:0]
 	for _, i := range r.relaxSort(b, isStrictTarget) {
 		q := &b.reqs[i]
 		target := q.TargetRank
 		warm := false
 		if !q.hasTarget() && warming && r.pendingCount > 0 && !(ttft && r.bound(q)) && !(light && q.ConversationID != "") {
-			if idle && r.quietDefers(b, i) {
+			if idle && (r.quietDefers(b, i) || burst && q.ConversationID == "") {
 				rest = append(rest, i) // scored: its family needs no other rank yet
 				continue
 			}

@@ -861,26 +861,54 @@ func TestWarmupQuiet(t *testing.T) {
 	}
 
 	// Once a decision has seen the engine loaded, an idle decision warms
-	// only with two requests or more: a lone request goes where its prefix
-	// is (a burst's first, whose rest would wait for its whole prefill on
-	// a pending rank), two warm the smallest pending ranks.
-	cfg = ttftCfg(4, ReuseAfterIteration)
-	cfg.Warmup = WarmupQuiet
-	r = mustNew(t, cfg)
-	full := st([2]int64{1, 100}, [2]int64{1, 100}, [2]int64{1, 100}, [2]int64{1, 100})
-	before := r.StateDigest()
-	mustRoute(t, r, full, []Request{extend(200, prompt(64), 10)}, 8, nil)
-	if len(r.PendingWarmup()) != 4 || r.StateDigest() == before {
-		t.Fatalf("loaded decision: pending %v, digest changed %v; want 4 pending and the load in the digest",
-			r.PendingWarmup(), r.StateDigest() != before)
-	}
-	res := mustRoute(t, r, idle(4), []Request{extend(1, base, 10)}, 8, []int32{0, 0, 0, 992})
-	if res.Ranks[0] != 3 || len(r.PendingWarmup()) != 4 {
-		t.Errorf("idle after load, one request: rank %d, pending %v; want rank 3, 4 pending", res.Ranks[0], r.PendingWarmup())
-	}
-	res = mustRoute(t, r, idle(4), []Request{extend(2, base, 10), extend(3, base, 10)}, 8, []int32{0, 0, 0, 992, 0, 0, 0, 992})
-	if !slices.Equal(res.Ranks, []int{0, 1}) || !slices.Equal(r.PendingWarmup(), []int{2, 3}) {
-		t.Errorf("idle after load, two requests: ranks %v, pending %v; want [0 1], [2 3]", res.Ranks, r.PendingWarmup())
+	// only with two requests or more, one of a prompt family no rank holds
+	// when the prefix index knows them: a lone request goes where its
+	// prefix is (a burst's first, whose rest would wait for its whole
+	// prefill on a pending rank), and so does a burst of a held family (it
+	// would wait for the pending ranks' prefill) but for new conversations;
+	// with a new family's request, which computes its prompt anyway, they
+	// warm the smallest pending ranks. Without the index two requests warm.
+	held := func(id uint64) Request { return extend(id, base, 10) }
+	fresh := func(id uint64) Request { return extend(id, prompt(2048)[1024:], 10) }
+	conv := func(q Request) Request { q.ConversationID = fmt.Sprint("c", q.ID); return q }
+	for _, tc := range []struct {
+		name    string
+		index   bool
+		reqs    []Request
+		ranks   []int
+		pending []int
+	}{
+		{"one request", true, []Request{held(2)}, []int{3}, []int{0, 1, 2, 3}},
+		{"two requests of the held family", true, []Request{held(2), held(3)}, []int{3, 3}, []int{0, 1, 2, 3}},
+		{"two requests, one of a new family", true, []Request{held(2), fresh(3)}, []int{0, 1}, []int{2, 3}},
+		{"two new conversations of the held family", true, []Request{conv(held(2)), conv(held(3))}, []int{0, 1}, []int{2, 3}},
+		{"two requests, no index", false, []Request{held(2), held(3)}, []int{0, 1}, []int{2, 3}},
+	} {
+		cfg := ttftCfg(4, ReuseAfterIteration)
+		cfg.Warmup = WarmupQuiet
+		if !tc.index {
+			cfg.Score, cfg.PrefixSource = ScoreReference, SourceProbe
+		}
+		r := mustNew(t, cfg)
+		full := st([2]int64{1, 100}, [2]int64{1, 100}, [2]int64{1, 100}, [2]int64{1, 100})
+		before := r.StateDigest()
+		mustRoute(t, r, full, []Request{extend(200, prompt(64), 10)}, 8, nil)
+		if len(r.PendingWarmup()) != 4 || r.StateDigest() == before {
+			t.Fatalf("%s: loaded decision: pending %v, digest changed %v; want 4 pending and the load in the digest",
+				tc.name, r.PendingWarmup(), r.StateDigest() != before)
+		}
+		// The prompt is cached on rank 3 (probe), and the index has seen it there.
+		mustRoute(t, r, idle(4), []Request{held(1)}, 8, []int32{0, 0, 0, 992})
+		matches := make([]int32, 4*len(tc.reqs))
+		for i, q := range tc.reqs {
+			if q.Tokens[0] == base[0] {
+				matches[4*i+3] = 992
+			}
+		}
+		res := mustRoute(t, r, idle(4), tc.reqs, 8, matches)
+		if !slices.Equal(res.Ranks, tc.ranks) || !slices.Equal(r.PendingWarmup(), tc.pending) {
+			t.Errorf("idle after load, %s: ranks %v, pending %v; want %v, %v", tc.name, res.Ranks, r.PendingWarmup(), tc.ranks, tc.pending)
+		}
 	}
 
 	// A request that arrives while a warmed rank computes its prompt (in

@@ -138,7 +138,7 @@ var optionSchema = []OptionSpec{
 		[]Warmup{WarmupOff, WarmupOnce, WarmupQuiet, WarmupDemand},
 		`"once" (= cold_start_warmup), "quiet" ("once", only while no rank has an active request `+
 			`(once some decision has seen dp_size active requests, or a request arriving while a rank warms, `+
-			`with two requests or more), or `+
+			`with two requests or more; with the prefix index, a burst of held prompt families warms only a new conversation's), or `+
 			`while load starts on a cold engine; under score "ttft", a lone idle request of a prompt family `+
 			`some rank holds warms only once the family's share of the traffic asks for another rank: `+
 			`see docs/ROUTING.md) or `+
