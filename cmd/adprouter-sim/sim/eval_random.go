@@ -119,7 +119,7 @@ func randomGrid() ([]EvalCase, error) {
 		} else if wl.NumRequests() < randomMinRequests {
 			continue // too few for a p99: drawn again
 		}
-		head := []string{fmt.Sprintf("#%d", n), fmt.Sprintf("tenants=%d zipf=%g sys=%d", groups, zipf, sys)}
+		head := []string{fmt.Sprintf("case=%d", n), fmt.Sprintf("tenants=%d zipf=%g sys=%d", groups, zipf, sys)}
 		for _, k := range kinds {
 			switch k {
 			case KindConversation, KindFollowUp:

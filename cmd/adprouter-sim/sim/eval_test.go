@@ -702,8 +702,8 @@ func TestEvalGridRandom(t *testing.T) {
 	// The draws are pinned: the same cases on every build (the docs'
 	// figures name them).
 	for i, want := range map[int]string{
-		0:   "random-followup/#1 tenants=4 zipf=0.8 sys=3000 conv=1/s/rank for 30s think=1s dp32",
-		149: "random-tenantspike+conversation/#150 tenants=64 zipf=1 sys=1024 quiet=20s every 0.5s spike=2s at 200/s per 8 ranks conv=0.5/s/rank for 60s bursty(8) dp16",
+		0:   "random-followup/case=1 tenants=4 zipf=0.8 sys=3000 conv=1/s/rank for 30s think=1s dp32",
+		149: "random-tenantspike+conversation/case=150 tenants=64 zipf=1 sys=1024 quiet=20s every 0.5s spike=2s at 200/s per 8 ranks conv=0.5/s/rank for 60s bursty(8) dp16",
 	} {
 		if got := cases[i].Family + "/" + cases[i].Name; got != want {
 			t.Errorf("case %d: %q, want %q", i+1, got, want)
@@ -716,8 +716,8 @@ func TestEvalGridRandom(t *testing.T) {
 		if c.Workload.Seed != uint64(i+1) {
 			t.Errorf("case %s: seed %d, want %d", c.Name, c.Workload.Seed, i+1)
 		}
-		if !strings.HasPrefix(c.Name, fmt.Sprintf("#%d ", i+1)) || !strings.HasSuffix(c.Name, fmt.Sprintf(" dp%d", c.Engine.DPSize)) {
-			t.Errorf("case %q: want it named #%d ... dp%d", c.Name, i+1, c.Engine.DPSize)
+		if !strings.HasPrefix(c.Name, fmt.Sprintf("case=%d ", i+1)) || !strings.HasSuffix(c.Name, fmt.Sprintf(" dp%d", c.Engine.DPSize)) {
+			t.Errorf("case %q: want it named case=%d ... dp%d", c.Name, i+1, c.Engine.DPSize)
 		}
 		fams[c.Family], dps[c.Engine.DPSize] = true, true
 		if c.Engine.MaxNumTokens != shapeDefault.budget {
