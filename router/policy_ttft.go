@@ -87,8 +87,8 @@ import (
 //   - A request's homes stay candidates past the soft cap: the soft cap
 //     counts requests, most of which only decode. Its conversation's rank
 //     does up to the hard cap; else every rank that computed the longest
-//     prefix of it does, up to twice the soft cap of a fair share and half
-//     the active requests, but at least three requests (ttftHomeCap),
+//     prefix of it does, up to twice the soft cap of a fair share and, past
+//     half its request slots, half the active requests (ttftHomeCap),
 //     unless a rank under the soft cap computed more. A rank under the
 //     soft cap that computed as much, often a replica just made, would
 //     otherwise take every request of a popular family that its other
@@ -248,41 +248,32 @@ const ttftRecentHomes = 4
 // holds it from then on. The factor was chosen on the simulator's
 // evaluation grid, its held-out seeds and steady traffic of one to four
 // tenants at two to four times the grid's rate (docs/routing-quality.md).
-// ttftHomeCap adds a bound of half the active requests and a floor of
-// ttftHomeFloor.
+// ttftHomeCap adds a bound of half the active requests past half the
+// request slots.
 const ttftHomeCaps = 2
-
-// ttftHomeFloor is the fewest requests the rank holding the longest prefix
-// of a request may hold and still take it past the soft cap (see
-// ttftHomeCap). Under light load half the active requests is two or fewer
-// (four active on 8 ranks), so a holder busy with two requests, often
-// decoding, was refused its prefix's next request, which then computed the
-// whole prompt on another rank: in 32 tenants' steady traffic on 4 ranks,
-// two 2048-token system prompts more than `kv_cache_aware` over the minute
-// (1.026 times its prefill; 0.987 times with the floor). Elsewhere on the
-// simulator's evaluation grid four cells moved, none by more than 0.022 of
-// the best reference's prefill or TTFT p99; a floor of four moved ten and
-// fixed no more. On the held-out checks it fixed cells with 16 and 32
-// request slots and under other iteration time models, and moved two
-// checks both ways: the mixes replayed as traces, and tenant spikes that
-// fill 4 ranks' slots, where a holder taking a third request during the
-// quiet minute leaves a family on fewer ranks when the spike comes
-// (docs/routing-quality.md).
-const ttftHomeFloor = 3
 
 // ttftHomeCap returns how many requests the rank holding the longest prefix
 // of a request may hold and still take it past the soft cap: ttftHomeCaps
-// times the fair soft cap fair, and no more than half the total active
-// requests (this decision's counted) where that is more than fair, but at
-// least ttftHomeFloor, never more than maxn. On four ranks twice the fair
-// soft cap is four fair shares, every request: without the half, a prompt
-// family carrying half the traffic stays on one rank until that rank
-// reaches maxn (64 requests against 7-11 on the others in the simulator's
-// tenant spike on 4 ranks, docs/routing-quality.md), and then the family's
-// next requests compute the prompt on every other rank at once. On eight
-// ranks and more the half is about twice the fair soft cap already.
+// times the fair soft cap fair, but no more than half the total active
+// requests (this decision's counted) where that is more than fair and more
+// than half of maxn; never more than maxn.
+//
+// On four ranks twice the fair soft cap is four fair shares, every request:
+// without the half, a prompt family carrying half the traffic stays on one
+// rank until that rank reaches maxn (64 requests against 7-11 on the others
+// in the simulator's tenant spike on 4 ranks, docs/routing-quality.md), and
+// then the family's next requests compute the prompt on every other rank at
+// once. A holder below half its request slots is in no such danger, and
+// refusing it the request costs the prompt computed again elsewhere, a
+// stall of every rank in lock step: on 4 ranks serving tenants' 6144-token
+// prompts beside conversations, a holder of 10 of the 20 active requests,
+// none of them prefilling, was refused one, which then took 250 ms (TTFT p99
+// 1.9 times the best reference's). Bounding by half the slots instead took
+// the simulator's drawn grid from 30 and 31 cells missing their goals to
+// 29 and 29 of 150, without a new miss on its evaluation grid
+// (docs/routing-quality.md).
 func ttftHomeCap(fair, total, maxn int) int {
-	return min(maxn, max(ttftHomeFloor, min(ttftHomeCaps*fair, max(fair, (total+1)/2))))
+	return min(maxn, ttftHomeCaps*fair, max(fair, (total+1)/2, maxn/2))
 }
 
 // ttftRampLoad is the load, in active requests per rank (this decision's

@@ -517,8 +517,8 @@ func TestTTFTNewConversationRecentHomes(t *testing.T) {
 
 // Without a conversation id, the rank that computed the longest prefix of a
 // request stays a candidate past the soft cap too, while it holds fewer
-// than ttftHomeCap requests (never fewer than three); the reference score
-// moves the request to an idle rank.
+// than ttftHomeCap requests; the reference score moves the request to an
+// idle rank.
 func TestTTFTCacheHomePastSoftCap(t *testing.T) {
 	base := prompt(2048)
 	// Eight ranks: rank 0 holds 6 of 21 active requests, at the soft cap
@@ -531,23 +531,30 @@ func TestTTFTCacheHomePastSoftCap(t *testing.T) {
 	busy4 := st([2]int64{6, 100}, [2]int64{0, 0}, [2]int64{0, 0}, [2]int64{0, 0})
 	// Light load: rank 0 holds 2 of 4 requests (the request counted), at
 	// the soft cap (fair share 1, fair soft cap 2) and at half the
-	// requests, under the floor of three.
+	// requests, under twice the fair soft cap.
 	light8 := st([2]int64{2, 100}, [2]int64{0, 0}, [2]int64{0, 0}, [2]int64{0, 0},
 		[2]int64{1, 0}, [2]int64{0, 0}, [2]int64{0, 0}, [2]int64{0, 0})
+	// Four ranks: rank 0 holds 10 of 20 requests (the request counted),
+	// at the fair soft cap (10) and half the requests: under half its
+	// slots with 64 of them, at half with 16.
+	half4 := st([2]int64{10, 100}, [2]int64{3, 0}, [2]int64{3, 0}, [2]int64{3, 0})
 	for _, tc := range []struct {
 		name    string
 		states  []RankState
+		maxn    int
 		matches []int32
 		want    int // -1: any rank but 0
 	}{
-		{"8 ranks, only the busy rank holds it", busy8, []int32{2016, 0, 0, 0, 0, 0, 0, 0}, 0},
-		{"8 ranks, an idle rank holds as much", busy8, []int32{2016, 0, 2016, 0, 0, 0, 0, 0}, 2},
-		{"4 ranks, the busy rank holds half the requests", busy4, []int32{2016, 0, 0, 0}, -1},
-		{"4 ranks, an idle rank holds as much", busy4, []int32{2016, 0, 2016, 0}, 2},
-		{"8 ranks, light load: the holder has two requests", light8, []int32{2016, 0, 0, 0, 0, 0, 0, 0}, 0},
+		{"8 ranks, only the busy rank holds it", busy8, 8, []int32{2016, 0, 0, 0, 0, 0, 0, 0}, 0},
+		{"8 ranks, an idle rank holds as much", busy8, 8, []int32{2016, 0, 2016, 0, 0, 0, 0, 0}, 2},
+		{"4 ranks, the busy rank holds half the requests", busy4, 8, []int32{2016, 0, 0, 0}, -1},
+		{"4 ranks, an idle rank holds as much", busy4, 8, []int32{2016, 0, 2016, 0}, 2},
+		{"8 ranks, light load: the holder has two requests", light8, 8, []int32{2016, 0, 0, 0, 0, 0, 0, 0}, 0},
+		{"4 ranks, half the requests, under half the slots", half4, 64, []int32{2016, 0, 0, 0}, 0},
+		{"4 ranks, half the requests, at half the slots", half4, 16, []int32{2016, 0, 0, 0}, -1},
 	} {
 		cfg := ttftCfg(len(tc.states), ReuseAfterIteration)
-		res := mustRoute(t, mustNew(t, cfg), tc.states, []Request{extend(1, base, 30)}, 8, tc.matches)
+		res := mustRoute(t, mustNew(t, cfg), tc.states, []Request{extend(1, base, 30)}, tc.maxn, tc.matches)
 		if got := res.Ranks[0]; got != tc.want && (tc.want >= 0 || got == 0) {
 			t.Errorf("%s: rank %d, want %d (-1: not rank 0)", tc.name, got, tc.want)
 		}
@@ -721,15 +728,18 @@ func TestWarmupQuietReplicas(t *testing.T) {
 
 func TestTTFTHomeCap(t *testing.T) {
 	for _, tc := range []struct{ fair, total, maxn, want int }{
-		{4, 7, 8, 4},    // 4 ranks: half the requests is under the fair soft cap
-		{8, 16, 64, 8},  // 4 ranks, 16 requests: fair soft cap 8, half 8
-		{6, 21, 8, 8},   // maxn bounds it
-		{6, 21, 64, 11}, // 8 ranks: half the requests, under twice the fair soft cap
-		{6, 40, 64, 12}, // twice the fair soft cap
-		{2, 1, 64, 3},   // never under three requests
-		{2, 4, 64, 3},   // light load: half the requests is two
-		{2, 4, 2, 2},    // maxn bounds the floor too
-		{4, 3, 64, 4},   // never under the fair soft cap
+		{4, 7, 8, 4},      // 4 ranks, half the slots: half the requests is under the fair soft cap
+		{8, 16, 16, 8},    // 4 ranks, 16 requests, half the slots taken: fair soft cap 8, half 8
+		{8, 16, 64, 16},   // the same with 64 slots: under half of them, twice the fair soft cap
+		{10, 20, 64, 20},  // 4 ranks, 20 requests: twice the fair soft cap, under half the slots
+		{30, 60, 64, 32},  // 4 ranks, 60 requests: half the slots, more than half the requests
+		{50, 100, 64, 50}, // 4 ranks, 100 requests: half the requests, past half the slots
+		{6, 21, 8, 8},     // maxn bounds it
+		{6, 21, 64, 12},   // 8 ranks: twice the fair soft cap, under half the slots
+		{6, 40, 64, 12},   // twice the fair soft cap
+		{2, 4, 64, 4},     // light load: twice the fair soft cap, though half the requests is two
+		{2, 4, 2, 2},      // maxn bounds it
+		{4, 3, 64, 8},     // twice the fair soft cap
 	} {
 		if got := ttftHomeCap(tc.fair, tc.total, tc.maxn); got != tc.want {
 			t.Errorf("ttftHomeCap(fair %d, total %d, maxn %d) = %d, want %d", tc.fair, tc.total, tc.maxn, got, tc.want)
