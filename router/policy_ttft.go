@@ -267,11 +267,12 @@ const ttftHomeCaps = 2
 // refusing it the request costs the prompt computed again elsewhere, a
 // stall of every rank in lock step: on 4 ranks serving tenants' 6144-token
 // prompts beside conversations, a holder of 10 of the 20 active requests,
-// none of them prefilling, was refused one, which then took 250 ms (TTFT p99
-// 1.9 times the best reference's). Bounding by half the slots instead took
-// the simulator's drawn grid from 30 and 31 cells missing their goals to
-// 29 and 29 of 150, without a new miss on its evaluation grid
-// (docs/routing-quality.md).
+// none of them prefilling, was refused one, which then took 250 ms, and the
+// TTFT p99 was 1.91 times the best reference's (1.70 without that refusal;
+// the rest is a new conversation's prompt computed beside the tenants).
+// Bounding by half the slots instead took the simulator's drawn grid from
+// 30 and 31 cells missing their goals to 29 and 29 of 150, without a new
+// miss on its evaluation grid (docs/routing-quality.md).
 func ttftHomeCap(fair, total, maxn int) int {
 	return min(maxn, ttftHomeCaps*fair, max(fair, (total+1)/2, maxn/2))
 }
