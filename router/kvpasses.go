@@ -50,14 +50,29 @@ func (r *Router) kvBegin(b *batch) (count []int, tokens []float64, row []int) {
 // engine with a 1 ms fixed iteration time: 1.22-1.30 times the best
 // reference's TTFT p99 without this, 0.98-1.02 with it).
 //
+// Before the engine has carried load, a decision while it carries a single
+// request warms too, as an idle one does (a family takes its share of the
+// ranks, see quietDefers), but not with a request of a conversation
+// (nearIdle is then true). Such an engine is as good as idle: a warming
+// stall delays the one request and what arrives during it, and an arrival
+// during it marks the engine loaded. A quiet period that brings a request
+// every half second, each running about as long, leaves the engine rarely
+// idle, and without this its ranks stayed cold until a spike (the drawn
+// grid's case=129, 32 ranks: 3.1-3.2 times the best reference's TTFT p99,
+// 1.08 with it). A conversation's first turn is left to the score, as in a
+// light start: on 4 ranks with a tenant spike beside conversations, its
+// warming stall drew an arrival that marked the engine loaded before the
+// tenants' first requests came, and none of them warmed a rank (0.36 times
+// the best reference's p99 became 1.82).
+//
 // Then spread is true when the decision warms every pending rank at once
 // (see coldStart: the pending ranks are shared out among the batch's prompt
 // families, see warmShare), and light is true when load builds up one
 // decision at a time (see lightStart: requests of a conversation are left
 // to the score).
-func (r *Router) warming(b *batch) (warming, spread, light bool) {
+func (r *Router) warming(b *batch) (warming, spread, light, nearIdle bool) {
 	if r.cfg.Warmup != WarmupQuiet {
-		return true, false, false
+		return true, false, false, false
 	}
 	stalled := r.warmedLast && len(b.reqs) > 0
 	r.setWarmedLast(false)
@@ -71,13 +86,15 @@ func (r *Router) warming(b *batch) (warming, spread, light bool) {
 	}
 	switch {
 	case active == 0:
-		return !r.loaded || len(b.reqs) >= 2, false, false
+		return !r.loaded || len(b.reqs) >= 2, false, false, false
+	case active == 1 && !r.loaded:
+		return true, false, false, true
 	case r.coldStart(b, active):
-		return true, true, false
+		return true, true, false, false
 	case r.lightStart(b, active):
-		return true, false, true
+		return true, false, true, false
 	}
-	return false, false, false
+	return false, false, false, false
 }
 
 // coldStart reports whether quiet warmup warms the pending ranks in this
@@ -319,15 +336,17 @@ func (r *Router) familyRanks(b *batch, i int) int {
 // in relax order, each request with a target goes there and, while the
 // cold-start warmup is warming, each untargeted one to the smallest rank
 // not warmed yet (with ttft, not a turn of a bound conversation; in a light
-// start, see lightStart, no request of a conversation), if that rank is
+// start, see lightStart, or a decision near idle, see warming, no request
+// of a conversation), if that rank is
 // under the hard cap; place does the placing. It returns the other
 // requests, grouped by prompt prefix, longer prompts first within a group;
 // the groups in the reference's order (by prefix) or, with ttft, the group
 // with the longest prompt first (see routeTTFT).
 func (r *Router) explicitPass(b *batch, count []int, ttft bool, place func(i, k int)) []int {
 	rest := r.rest[:0]
-	warming, spread, light := r.warming(b)
+	warming, spread, light, nearIdle := r.warming(b)
 	idle := r.cfg.Warmup == WarmupQuiet && !spread && !light
+	convs := !light && !nearIdle // a conversation's request may warm
 	share := 0
 	if spread {
 		share = r.warmShare(b)
@@ -338,7 +357,7 @@ func (r *Router) explicitPass(b *batch, count []int, ttft bool, place func(i, k 
 		q := &b.reqs[i]
 		target := q.TargetRank
 		warm := false
-		if !q.hasTarget() && warming && r.pendingCount > 0 && !(ttft && r.bound(q)) && !(light && q.ConversationID != "") {
+		if !q.hasTarget() && warming && r.pendingCount > 0 && !(ttft && r.bound(q)) && (convs || q.ConversationID == "") {
 			if idle && (r.quietDefers(b, i) || burst && q.ConversationID == "") {
 				rest = append(rest, i) // scored: its family needs no other rank yet
 				continue

@@ -754,24 +754,35 @@ func TestTTFTHomeCap(t *testing.T) {
 // "once" warms whatever the load.
 func TestWarmupQuiet(t *testing.T) {
 	base := prompt(1024)
-	light := st([2]int64{1, 100}, [2]int64{0, 0}, [2]int64{0, 0}, [2]int64{0, 0})
+	one := st([2]int64{1, 100}, [2]int64{0, 0}, [2]int64{0, 0}, [2]int64{0, 0})
+	light := st([2]int64{1, 100}, [2]int64{1, 100}, [2]int64{0, 0}, [2]int64{0, 0})
 	loaded := st([2]int64{2, 100}, [2]int64{1, 100}, [2]int64{1, 100}, [2]int64{0, 0})
+	// With one request active and no load seen yet, the engine is near
+	// idle: the request warms a rank as on an idle engine, but not a
+	// conversation's. With two active, a light start warms while fewer
+	// than half the ranks are warmed. Once the engine has carried load
+	// (four active requests), one active request is a light start too.
 	for _, tc := range []struct {
 		name    string
 		warmup  Warmup
-		warmed  int // ranks warmed first, by idle decisions of one request each
+		warmed  int  // ranks warmed first, by idle decisions of one request each
+		load    bool // then a decision with as many active requests as ranks
 		states  []RankState
 		conv    string
 		rank    int // where the request goes (its prefix is cached on rank 3)
 		pending int // ranks pending afterwards
 	}{
-		{"idle engine", WarmupQuiet, 0, idle(4), "", 0, 3},
-		{"light start", WarmupQuiet, 1, light, "", 1, 2},
-		{"light start, all ranks pending", WarmupQuiet, 0, light, "", 0, 3},
-		{"light start, a conversation's request", WarmupQuiet, 1, light, "c", 3, 3},
-		{"half the ranks warmed", WarmupQuiet, 2, light, "", 3, 2},
-		{"as many active requests as ranks", WarmupQuiet, 1, loaded, "", 3, 3},
-		{"once, under load", WarmupOnce, 1, loaded, "", 1, 2},
+		{"idle engine", WarmupQuiet, 0, false, idle(4), "", 0, 3},
+		{"one request active", WarmupQuiet, 1, false, one, "", 1, 2},
+		{"one request active, a conversation's request", WarmupQuiet, 1, false, one, "c", 3, 3},
+		{"one request active, half the ranks warmed", WarmupQuiet, 2, false, one, "", 2, 1},
+		{"one request active after load, half the ranks warmed", WarmupQuiet, 2, true, one, "", 3, 2},
+		{"light start", WarmupQuiet, 1, false, light, "", 1, 2},
+		{"light start, all ranks pending", WarmupQuiet, 0, false, light, "", 0, 3},
+		{"light start, a conversation's request", WarmupQuiet, 1, false, light, "c", 3, 3},
+		{"light start, half the ranks warmed", WarmupQuiet, 2, false, light, "", 3, 2},
+		{"as many active requests as ranks", WarmupQuiet, 1, false, loaded, "", 3, 3},
+		{"once, under load", WarmupOnce, 1, false, loaded, "", 1, 2},
 	} {
 		cfg := ttftCfg(4, ReuseAfterIteration)
 		cfg.Warmup = tc.warmup
@@ -781,6 +792,9 @@ func TestWarmupQuiet(t *testing.T) {
 			// of a tenant no rank holds yet.
 			mustRoute(t, r, idle(4), []Request{family(uint64(10+i), uint64(100+i), 74)}, 8, nil)
 			mustRoute(t, r, idle(4), nil, 8, nil)
+		}
+		if tc.load {
+			mustRoute(t, r, st([2]int64{1, 100}, [2]int64{1, 100}, [2]int64{1, 100}, [2]int64{1, 100}), nil, 8, nil)
 		}
 		q := extend(1, base, 10)
 		q.ConversationID = tc.conv
@@ -938,7 +952,9 @@ func TestWarmupQuiet(t *testing.T) {
 	}{
 		{"an arrival during the stall", []int{0, 1, 2, 3}, false, 1, true, 3},
 		{"two arrivals during the stall", []int{0, 1, 2, 3}, false, 2, true, 3},
-		{"no arrival during the stall", []int{0, 1, 2, 3}, true, 1, false, 2},
+		// Near idle, the next decision's request is of the family rank 0
+		// took, which has its share: it warms nothing.
+		{"no arrival during the stall", []int{0, 1, 2, 3}, true, 1, false, 1},
 		{"no arrival at all", []int{0, 1, 2, 3}, false, 0, false, 1},
 		{"nothing warmed", []int{}, false, 1, false, 3},
 	} {
