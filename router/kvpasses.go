@@ -63,7 +63,11 @@ func (r *Router) kvBegin(b *batch) (count []int, tokens []float64, row []int) {
 // light start: on 4 ranks with a tenant spike beside conversations, its
 // warming stall drew an arrival that marked the engine loaded before the
 // tenants' first requests came, and none of them warmed a rank (0.36 times
-// the best reference's p99 became 1.82).
+// the best reference's p99 became 1.82). A cold start (see coldStart)
+// comes first: on 2 ranks one active request is half the engine, the
+// family shares ask for one rank while a single prompt is all the traffic,
+// and the cold start is what warms the other (a shared prompt at 20 req/s:
+// 1.26 times the best reference's TTFT p99 with every request on one rank).
 //
 // Then spread is true when the decision warms every pending rank at once
 // (see coldStart: the pending ranks are shared out among the batch's prompt
@@ -87,10 +91,10 @@ func (r *Router) warming(b *batch) (warming, spread, light, nearIdle bool) {
 	switch {
 	case active == 0:
 		return !r.loaded || len(b.reqs) >= 2, false, false, false
-	case active == 1 && !r.loaded:
-		return true, false, false, true
 	case r.coldStart(b, active):
 		return true, true, false, false
+	case active == 1 && !r.loaded:
+		return true, false, false, true
 	case r.lightStart(b, active):
 		return true, false, true, false
 	}

@@ -803,13 +803,29 @@ func TestWarmupQuiet(t *testing.T) {
 			t.Errorf("%s: rank %d, pending %v; want rank %d, %d pending", tc.name, res.Ranks[0], r.PendingWarmup(), tc.rank, tc.pending)
 		}
 	}
+	// On 2 ranks one active request is half the engine: the cold start
+	// comes first and warms the other rank with the next request, where
+	// a near-idle decision would leave it to its family's share (one
+	// family, one rank) and the score would keep every request on rank 0.
+	{
+		cfg := ttftCfg(2, ReuseAfterIteration)
+		cfg.Warmup = WarmupQuiet
+		r := mustNew(t, cfg)
+		mustRoute(t, r, idle(2), []Request{family(7, 1, 300)}, 8, nil)
+		mustRoute(t, r, idle(2), nil, 8, nil)
+		res := mustRoute(t, r, st([2]int64{1, 300}, [2]int64{0, 0}), []Request{family(7, 2, 300)}, 8, []int32{256, 0})
+		if res.Ranks[0] != 1 || len(r.PendingWarmup()) != 0 {
+			t.Errorf("2 ranks, one request active: rank %d, pending %v; want rank 1, none pending", res.Ranks[0], r.PendingWarmup())
+		}
+	}
+
 	// On 16 ranks a light start warms lightStartRanks of them, one per
 	// decision of one request, however many decisions come.
 	cfg := ttftCfg(16, ReuseAfterIteration)
 	cfg.Warmup = WarmupQuiet
 	r := mustNew(t, cfg)
 	states := idle(16)
-	states[0].NumActiveRequests, states[0].NumActiveTokens = 1, 100
+	states[0].NumActiveRequests, states[0].NumActiveTokens = 2, 100
 	for i := range 10 {
 		mustRoute(t, r, states, []Request{extend(uint64(i+1), base, 10)}, 8, nil)
 	}
