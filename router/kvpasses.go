@@ -341,11 +341,11 @@ func (r *Router) familyRanks(b *batch, i int) int {
 // cold-start warmup is warming, each untargeted one to the smallest rank
 // not warmed yet (with ttft, not a turn of a bound conversation; in a light
 // start, see lightStart, or a decision near idle, see warming, no request
-// of a conversation), if that rank is
-// under the hard cap; place does the placing. It returns the other
-// requests, grouped by prompt prefix, longer prompts first within a group;
-// the groups in the reference's order (by prefix) or, with ttft, the group
-// with the longest prompt first (see routeTTFT).
+// of a conversation), if that rank is under the hard cap; place does the
+// placing. It returns the other requests, grouped by prompt prefix, longer
+// prompts first within a group; the groups in the reference's order (by
+// prefix) or, with ttft, the group with the longest prompt first (see
+// routeTTFT).
 func (r *Router) explicitPass(b *batch, count []int, ttft bool, place func(i, k int)) []int {
 	rest := r.rest[:0]
 	warming, spread, light, nearIdle := r.warming(b)
