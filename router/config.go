@@ -71,35 +71,35 @@ const (
 	// so replication belongs before a spike, not in it.
 	WarmupDemand Warmup = "demand"
 	// WarmupQuiet is WarmupOnce only in decisions where no rank reports an
-	// active request: every rank gets a request once, so
-	// that the first spike finds the shared prefix everywhere, but warming
-	// never costs a loaded engine a cold prefill it did not need. Once a
-	// decision has seen dp_size active requests or more, or a request that
-	// arrived while a rank warmed by the decision before computed its
-	// prompt, an idle decision warms only with two requests or more: a lone
-	// one starts a burst whose rest would wait for its whole prefill. With
-	// the prefix index, a burst whose prompt families some rank holds all
-	// is left to the score too (but for a new conversation's request), as
-	// the whole burst would wait for the pending ranks' prefill. Load that
-	// starts on a cold engine is the exception, while fewer requests are
-	// active than there are ranks. While at most one rank is warmed, a
-	// decision that brings a request for every pending rank, or (with the
-	// prefix index) two requests or more, one of a prompt family no rank
-	// holds (a stall anyway), warms pending ranks with its requests at
-	// once; with the prefix index a family takes at most
-	// ceil(dp_size / families) of them while another family's request
-	// waits. And until four ranks, and half of them, are warmed, any
-	// decision warms pending ranks with its requests that are not of a
-	// conversation (a light start), so that steady traffic does not stay
-	// on the first rank; past that, while at most half the ranks are
-	// warmed, a decision that brings requests for three quarters of the
-	// ranks, none of a prompt family no rank holds and none longer than
-	// ttft_drain_tokens, still does (one stall warms several ranks). Under
-	// ScoreTTFT, an idle decision's lone request of a prompt family
-	// some rank holds warms only once the demand window holds four
+	// active request: every rank gets a request once, so that the first spike
+	// finds the shared prefix everywhere, but warming never costs a loaded
+	// engine a cold prefill it did not need. On 8 ranks or more, before the
+	// first load, a decision while a single request is active counts as idle,
+	// but for a conversation's request. Once a decision has seen dp_size
+	// active requests or more, or a request that arrived while a rank warmed
+	// by the decision before computed its prompt, an idle decision warms only
+	// with two requests or more: a lone one starts a burst whose rest would
+	// wait for its whole prefill. With the prefix index, a burst whose prompt
+	// families some rank holds all is left to the score too (but for a new
+	// conversation's request), as the whole burst would wait for the pending
+	// ranks' prefill. Load that starts on a cold engine is the exception,
+	// while fewer requests are active than there are ranks. While at most one
+	// rank is warmed, a decision that brings a request for every pending rank,
+	// or (with the prefix index) two requests or more, one of a prompt family
+	// no rank holds (a stall anyway), warms pending ranks with its requests at
+	// once; with the prefix index a family takes at most ceil(dp_size /
+	// families) of them while another family's request waits. And until four
+	// ranks, and half of them, are warmed, any decision warms pending ranks
+	// with its requests that are not of a conversation (a light start), so
+	// that steady traffic does not stay on the first rank; past that, while at
+	// most half the ranks are warmed, a decision that brings requests for
+	// three quarters of the ranks, none of a prompt family no rank holds and
+	// none longer than ttft_drain_tokens, still does (one stall warms several
+	// ranks). Under ScoreTTFT, an idle decision's lone request of a prompt
+	// family some rank holds warms only once the demand window holds four
 	// requests and the family's share of them asks for another rank: its
-	// holder has the prefix ready, and the pending rank is left to a family
-	// no rank holds, which computes its prompt wherever it goes.
+	// holder has the prefix ready, and the pending rank is left to a family no
+	// rank holds, which computes its prompt wherever it goes.
 	WarmupQuiet Warmup = "quiet"
 )
 

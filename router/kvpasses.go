@@ -50,24 +50,26 @@ func (r *Router) kvBegin(b *batch) (count []int, tokens []float64, row []int) {
 // engine with a 1 ms fixed iteration time: 1.22-1.30 times the best
 // reference's TTFT p99 without this, 0.98-1.02 with it).
 //
-// Before the engine has carried load, a decision while it carries a single
-// request warms too, as an idle one does (a family takes its share of the
-// ranks, see quietDefers), but not with a request of a conversation
-// (nearIdle is then true). Such an engine is as good as idle: a warming
-// stall delays the one request and what arrives during it, and an arrival
-// during it marks the engine loaded. A quiet period that brings a request
-// every half second, each running about as long, leaves the engine rarely
-// idle, and without this its ranks stayed cold until a spike (the drawn
-// grid's case=129, 32 ranks: 3.1-3.2 times the best reference's TTFT p99,
-// 1.08 with it). A conversation's first turn is left to the score, as in a
-// light start: on 4 ranks with a tenant spike beside conversations, its
-// warming stall drew an arrival that marked the engine loaded before the
-// tenants' first requests came, and none of them warmed a rank (0.36 times
-// the best reference's p99 became 1.82). A cold start (see coldStart)
-// comes first: on 2 ranks one active request is half the engine, the
-// family shares ask for one rank while a single prompt is all the traffic,
-// and the cold start is what warms the other (a shared prompt at 20 req/s:
-// 1.26 times the best reference's TTFT p99 with every request on one rank).
+// Before the engine has carried load, on nearIdleRanks ranks or more, a
+// decision while it carries a single request warms too, as an idle one
+// does (a family takes its share of the ranks, see quietDefers), but not
+// with a request of a conversation (nearIdle is then true). Such an engine
+// is as good as idle: a warming stall delays the one request and what
+// arrives during it, and an arrival during it marks the engine loaded. A
+// quiet period that brings a request every half second, each running about
+// as long, leaves the engine rarely idle, and without this its ranks
+// stayed cold until a spike (the drawn grid's case=129, 32 ranks: 3.1-3.2
+// times the best reference's TTFT p99, 1.08 with it). A conversation's
+// first turn is left to the score, as in a light start: its warming stall
+// can draw an arrival that marks the engine loaded before the quiet
+// period's other prompts come, and then none of them warms a rank (a
+// tenant spike beside conversations: 0.36 times the best reference's p99
+// became 1.82). On fewer ranks one request is a larger part of the engine
+// and the light start (see lightStart) warms half of them anyway; on 2, a
+// single prompt family's share asks for the one rank that holds it, and
+// warming near idle kept every request there (a shared prompt at 20 req/s:
+// 1.26 times the best reference's TTFT p99). A cold start (see coldStart)
+// comes first.
 //
 // Then spread is true when the decision warms every pending rank at once
 // (see coldStart: the pending ranks are shared out among the batch's prompt
@@ -93,7 +95,7 @@ func (r *Router) warming(b *batch) (warming, spread, light, nearIdle bool) {
 		return !r.loaded || len(b.reqs) >= 2, false, false, false
 	case r.coldStart(b, active):
 		return true, true, false, false
-	case active == 1 && !r.loaded:
+	case active == 1 && !r.loaded && len(b.states) >= nearIdleRanks:
 		return true, false, false, true
 	case r.lightStart(b, active):
 		return true, false, true, false
@@ -193,6 +195,16 @@ func (r *Router) withinIteration(b *batch) bool {
 // stall. The value was chosen on the simulator's evaluation grid, three
 // shifts of its seeds and the held-out sweeps (docs/routing-quality.md).
 const lightStartRanks = 4
+
+// nearIdleRanks is the fewest ranks on which a decision while the engine
+// carries a single request, before its first load, warms as an idle one
+// does (see warming). On 4 ranks one request is a quarter of the engine,
+// a warming stall there meets load that is building, and the light start
+// already warms half the ranks one decision at a time: warming near idle
+// on 4 ranks too took a mixed trace's 4-rank cells from 0.66-0.71 times
+// the best reference's TTFT p99 to 0.84-0.90, and a tenant spike's beside
+// long outputs from 2.24 to 3.46.
+const nearIdleRanks = 8
 
 // lightStartBatch is how many requests a decision brings for a light start
 // to warm past lightStartRanks: three quarters of the ranks, rounded up.

@@ -754,14 +754,19 @@ func TestTTFTHomeCap(t *testing.T) {
 // "once" warms whatever the load.
 func TestWarmupQuiet(t *testing.T) {
 	base := prompt(1024)
-	one := st([2]int64{1, 100}, [2]int64{0, 0}, [2]int64{0, 0}, [2]int64{0, 0})
+	one := func(n int) []RankState { // one request active, on rank 0
+		s := idle(n)
+		s[0].NumActiveRequests, s[0].NumActiveTokens = 1, 100
+		return s
+	}
 	light := st([2]int64{1, 100}, [2]int64{1, 100}, [2]int64{0, 0}, [2]int64{0, 0})
 	loaded := st([2]int64{2, 100}, [2]int64{1, 100}, [2]int64{1, 100}, [2]int64{0, 0})
-	// With one request active and no load seen yet, the engine is near
-	// idle: the request warms a rank as on an idle engine, but not a
-	// conversation's. With two active, a light start warms while fewer
-	// than half the ranks are warmed. Once the engine has carried load
-	// (four active requests), one active request is a light start too.
+	// With one request active and no load seen yet, an engine of
+	// nearIdleRanks ranks or more is near idle: the request warms a rank
+	// as on an idle engine, but not a conversation's. With two active (or
+	// one on fewer ranks), a light start warms while fewer than half the
+	// ranks are warmed. Once the engine has carried load (as many active
+	// requests as ranks), one active request is a light start too.
 	for _, tc := range []struct {
 		name    string
 		warmup  Warmup
@@ -769,44 +774,55 @@ func TestWarmupQuiet(t *testing.T) {
 		load    bool // then a decision with as many active requests as ranks
 		states  []RankState
 		conv    string
-		rank    int // where the request goes (its prefix is cached on rank 3)
+		rank    int // where the request goes (its prefix is cached on the last rank)
 		pending int // ranks pending afterwards
 	}{
 		{"idle engine", WarmupQuiet, 0, false, idle(4), "", 0, 3},
-		{"one request active", WarmupQuiet, 1, false, one, "", 1, 2},
-		{"one request active, a conversation's request", WarmupQuiet, 1, false, one, "c", 3, 3},
-		{"one request active, half the ranks warmed", WarmupQuiet, 2, false, one, "", 2, 1},
-		{"one request active after load, half the ranks warmed", WarmupQuiet, 2, true, one, "", 3, 2},
 		{"light start", WarmupQuiet, 1, false, light, "", 1, 2},
 		{"light start, all ranks pending", WarmupQuiet, 0, false, light, "", 0, 3},
 		{"light start, a conversation's request", WarmupQuiet, 1, false, light, "c", 3, 3},
 		{"light start, half the ranks warmed", WarmupQuiet, 2, false, light, "", 3, 2},
 		{"as many active requests as ranks", WarmupQuiet, 1, false, loaded, "", 3, 3},
 		{"once, under load", WarmupOnce, 1, false, loaded, "", 1, 2},
+		{"4 ranks, one request active", WarmupQuiet, 1, false, one(4), "", 1, 2},
+		{"4 ranks, one request active, a conversation's request", WarmupQuiet, 1, false, one(4), "c", 3, 3},
+		{"4 ranks, one request active, half the ranks warmed", WarmupQuiet, 2, false, one(4), "", 3, 2},
+		{"8 ranks, one request active", WarmupQuiet, 1, false, one(8), "", 1, 6},
+		{"8 ranks, one request active, a conversation's request", WarmupQuiet, 1, false, one(8), "c", 7, 7},
+		{"8 ranks, one request active, half the ranks warmed", WarmupQuiet, 4, false, one(8), "", 4, 3},
+		{"8 ranks, one request active after load, half the ranks warmed", WarmupQuiet, 4, true, one(8), "", 7, 4},
 	} {
-		cfg := ttftCfg(4, ReuseAfterIteration)
+		n := len(tc.states)
+		cfg := ttftCfg(n, ReuseAfterIteration)
 		cfg.Warmup = tc.warmup
 		r := mustNew(t, cfg)
 		for i := range tc.warmed {
 			// Quiet-period arrivals, an (empty) iteration apart, each
 			// of a tenant no rank holds yet.
-			mustRoute(t, r, idle(4), []Request{family(uint64(10+i), uint64(100+i), 74)}, 8, nil)
-			mustRoute(t, r, idle(4), nil, 8, nil)
+			mustRoute(t, r, idle(n), []Request{family(uint64(10+i), uint64(100+i), 74)}, 8, nil)
+			mustRoute(t, r, idle(n), nil, 8, nil)
 		}
 		if tc.load {
-			mustRoute(t, r, st([2]int64{1, 100}, [2]int64{1, 100}, [2]int64{1, 100}, [2]int64{1, 100}), nil, 8, nil)
+			full := idle(n)
+			for k := range full {
+				full[k].NumActiveRequests, full[k].NumActiveTokens = 1, 100
+			}
+			mustRoute(t, r, full, nil, 8, nil)
 		}
 		q := extend(1, base, 10)
 		q.ConversationID = tc.conv
-		res := mustRoute(t, r, tc.states, []Request{q}, 8, []int32{0, 0, 0, 992})
+		matches := make([]int32, n)
+		matches[n-1] = 992
+		res := mustRoute(t, r, tc.states, []Request{q}, 8, matches)
 		if res.Ranks[0] != tc.rank || len(r.PendingWarmup()) != tc.pending {
 			t.Errorf("%s: rank %d, pending %v; want rank %d, %d pending", tc.name, res.Ranks[0], r.PendingWarmup(), tc.rank, tc.pending)
 		}
 	}
 	// On 2 ranks one active request is half the engine: the cold start
-	// comes first and warms the other rank with the next request, where
-	// a near-idle decision would leave it to its family's share (one
-	// family, one rank) and the score would keep every request on rank 0.
+	// warms the other rank with the next request, where a near-idle
+	// decision (as on nearIdleRanks ranks or more) would leave it to its
+	// family's share (one family, one rank) and the score would keep every
+	// request on rank 0.
 	{
 		cfg := ttftCfg(2, ReuseAfterIteration)
 		cfg.Warmup = WarmupQuiet
@@ -968,9 +984,9 @@ func TestWarmupQuiet(t *testing.T) {
 	}{
 		{"an arrival during the stall", []int{0, 1, 2, 3}, false, 1, true, 3},
 		{"two arrivals during the stall", []int{0, 1, 2, 3}, false, 2, true, 3},
-		// Near idle, the next decision's request is of the family rank 0
-		// took, which has its share: it warms nothing.
-		{"no arrival during the stall", []int{0, 1, 2, 3}, true, 1, false, 1},
+		// On 4 ranks the next decision, one request active, is a light
+		// start: its request warms rank 1.
+		{"no arrival during the stall", []int{0, 1, 2, 3}, true, 1, false, 2},
 		{"no arrival at all", []int{0, 1, 2, 3}, false, 0, false, 1},
 		{"nothing warmed", []int{}, false, 1, false, 3},
 	} {
