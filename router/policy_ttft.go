@@ -83,7 +83,9 @@ import (
 //     its own. The decision after one that made such a replica makes none
 //     when it brings more requests than there are ranks: those arrived
 //     during the stall (a burst), and a second stall in a row would double
-//     their wait.
+//     their wait. Nor does it when that replica's prompt is longer than
+//     ttft_drain_tokens: the replica is still computing, and a second
+//     would lengthen the iterations it computes in.
 //   - A request's homes stay candidates past the soft cap: the soft cap
 //     counts requests, most of which only decode. Its conversation's rank
 //     does up to the hard cap; else every rank that computed the longest
@@ -180,9 +182,10 @@ type ttftState struct {
 	// Per decision: the fair soft cap (fairCap) and the active requests
 	// counting the batch, for needsReplica.
 	fair, total int
-	// stalled: the last decision made a ramp replica (a prefix computed
-	// whole, which stalls the iteration after it).
-	stalled bool
+	// stall: whether the last decision made a ramp replica (a prefix
+	// computed whole, which stalls the iteration after it), and whether
+	// its prompt takes more than that iteration.
+	stall rampStall
 	// held, fresh: newFamiliesLast's buffers.
 	held, fresh []int
 	// tails: per rank, the tokens this decision's requests of the current
@@ -339,15 +342,27 @@ func (t *ttftState) begin(cfg *Config, states []RankState, d *uint64) {
 	}
 }
 
-// setStalled records whether this decision made a ramp replica.
-func (r *Router) setStalled(v bool) {
-	if r.ttft.stalled != v {
-		r.ttft.stalled = v
-		bit := uint64(0)
-		if v {
-			bit = 1
-		}
-		r.digest = fold(r.digest, tagRampStall, bit, 0)
+// A rampStall says whether a decision made a ramp replica, and how long
+// the replica's prompt takes to compute.
+type rampStall uint8
+
+const (
+	// stallNone: the decision made no ramp replica.
+	stallNone rampStall = iota
+	// stallOne: it made one whose prompt one iteration computes
+	// (ttft_drain_tokens or fewer tokens).
+	stallOne
+	// stallLong: it made one whose prompt is longer: the next iteration
+	// still computes it.
+	stallLong
+)
+
+// setStalled records whether this decision made a ramp replica, and how
+// long its prompt is.
+func (r *Router) setStalled(v rampStall) {
+	if r.ttft.stall != v {
+		r.ttft.stall = v
+		r.digest = fold(r.digest, tagRampStall, uint64(v), 0)
 	}
 }
 
@@ -432,13 +447,15 @@ func (r *Router) routeTTFT(b *batch) {
 	homeCap := ttftHomeCap(r.ttft.fair, r.ttft.total, b.maxn)
 	// Ramping under load: one replica of a family that needs it may be made
 	// at once in this decision (see ttftRampLoad), but not right after one
-	// when the decision brings more requests than there are ranks: they
+	// when the decision brings more requests than there are ranks (they
 	// arrived during that replica's stall, and a second would stall them
-	// again.
+	// again), or when that replica's prompt is longer than an iteration
+	// computes: a second would lengthen the iterations that one is still
+	// computing in.
 	ramp := r.prefix.wfill < min(len(r.prefix.window), ttftRampRequests*len(count)) &&
 		r.ttft.total > ttftRampLoad*len(count) &&
-		!(r.ttft.stalled && len(rest) > len(count))
-	r.setStalled(false)
+		!(r.ttft.stall == stallLong || (r.ttft.stall == stallOne && len(rest) > len(count)))
+	r.setStalled(stallNone)
 	// Past the KV memory the reference's score places (memoryBound); its
 	// tie-break draws the reference's shuffles.
 	pastMemory := memoryBound(b.states)
@@ -496,7 +513,11 @@ func (r *Router) routeTTFT(b *batch) {
 		if k < 0 && ramp && !q.Strict && r.needsReplica(b, i) {
 			if k = r.rampRank(b, i, eligible, allow); k >= 0 {
 				ramp = false // one stall per decision
-				r.setStalled(true)
+				if q.Len() > r.cfg.TTFTDrainTokens {
+					r.setStalled(stallLong)
+				} else {
+					r.setStalled(stallOne)
+				}
 			}
 		}
 		if k < 0 && roomOnce && !q.Strict && !r.bound(q) {

@@ -1444,29 +1444,35 @@ func demandPlacements(r *Router) (n int) {
 // TestTTFTRampNotTwiceOverABurst: while ramping under load, a decision that
 // makes a family's replica stalls the next iteration; the decision after it
 // makes no replica when it brings more requests than there are ranks (they
-// arrived during the stall), but does with fewer, or after a decision
-// without one.
+// arrived during the stall), or when the replica's prompt is longer than an
+// iteration computes (ttft_drain_tokens: it is still computing), but does
+// with fewer requests, or after a decision without one.
 func TestTTFTRampNotTwiceOverABurst(t *testing.T) {
-	// Prompt families on 8 ranks with 5 active requests each.
+	// Prompt families (2080-token prompts) on 8 ranks with 5 active
+	// requests each.
 	var fams rampFamilies
 	family := func(f, n int) []Request { return fams.requests(f, n, NoTarget) }
 	states := loadedStates(8)
 	replicas := demandPlacements
 	for _, tc := range []struct {
 		name    string
+		drain   int  // ttft_drain_tokens
 		between bool // an empty decision after the first replica
 		burst   int  // requests of the second family
 		want    int  // replicas the last decision makes
 	}{
-		{"a burst right after a replica", false, 10, 0},
-		{"a burst after an iteration without one", true, 10, 1},
-		{"no more requests than ranks", false, 8, 1},
+		{"a burst right after a replica", 8192, false, 10, 0},
+		{"a burst after an iteration without one", 8192, true, 10, 1},
+		{"no more requests than ranks", 8192, false, 8, 1},
+		{"no more requests than ranks, a replica longer than an iteration", 2048, false, 8, 0},
+		{"a replica longer than an iteration, then an iteration without one", 2048, true, 8, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig(PolicyKVCacheAware, len(states))
 			if err := ApplyPreset(&cfg, PresetRecommended); err != nil {
 				t.Fatal(err)
 			}
+			cfg.TTFTDrainTokens = tc.drain
 			cfg.Explain = true
 			r := mustNew(t, cfg)
 			route := func(reqs []Request) {
