@@ -23,7 +23,9 @@
 package main
 
 import (
+	"bufio"
 	"embed"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -55,7 +57,7 @@ type command struct {
 	w   sim.WorkloadConfig // the workload flags (copied into each workload when given)
 
 	workloads, policies, reuse, traces, genTrace, svgFile, jsonFile, plotFile *string
-	evalBaseline                                                              *string
+	evalBaseline, evalRequests                                                *string
 	seeds, dps, evalGrid, evalCase, ranks                                     *string
 	sweep, listPolicies, timing, quiet, eval                                  *bool
 	traceTime, traceLen                                                       *float64
@@ -99,6 +101,7 @@ func newCommand(stdout, stderr io.Writer) *command {
 	c.evalJitter = fs.Float64("eval-jitter", 0, "-eval: delay every session of a generated case by a uniform draw from [0, this) ms (trace slices unchanged): a burst arrives over a few ms instead of at one instant, and results owed to exact arrival times are drawn again")
 	c.evalJitterSeed = fs.Uint64("eval-jitter-seed", 1, "-eval: which draw of -eval-jitter")
 	c.evalBaseline = fs.String("eval-baseline", "", "-eval: compare with the evaluation saved in `FILE` (-eval -json of the same grid and seed offset, judged the same way): the misses before and after, every cell that starts or stops missing, and the -eval-worst cells that moved most otherwise")
+	c.evalRequests = fs.String("eval-requests", "", "-eval: write every simulated request to `FILE` (- for stdout, with -q) as JSON Lines, case by case, then by reuse semantics and policy, each simulation's requests by arrival: family, case, reuse, policy, id, conversation, group, rank, arrival_ms, ttft_ms, prompt_tokens, cached_tokens (use with -eval-case: a whole grid writes millions)")
 	c.evalTraces = fs.String("eval-traces", "", "-eval: replay the trace slices in `DIR` (its *.jsonl files, each in the family named by its file name up to the first '-') instead of the bundled Mooncake slices")
 	c.evalTraceScales = fs.String("eval-trace-scales", formatTraceScales(sim.EvalTraceScales()), "-eval: replay every trace slice at these `time:length` scales (comma-separated; a time scale below 1 replays it faster) on the default engine, the first also on the other engine shapes")
 	c.evalDraws = fs.Int("eval-draws", 0, "-eval: judge over this many draws of -eval-jitter (2 ms when not given), from -eval-jitter-seed on: a cell misses when the median of its ratios over the draws does (0: one run)")
@@ -236,7 +239,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			shift.maxActive = &c.eng.MaxActive
 		}
 		return evaluate(*c.evalGrid, shift, *c.policies, c.set["policies"], modes, c.set["reuse"] || c.set["eager-reuse"],
-			*c.evalWorst, *c.parallel, *c.jsonFile, *c.evalBaseline, *c.quiet, stdout, stderr)
+			*c.evalWorst, *c.parallel, *c.jsonFile, *c.evalBaseline, *c.evalRequests, *c.quiet, stdout, stderr)
 	case !*c.sweep && (*c.seeds != "" || *c.dps != ""):
 		return c.fail(fmt.Errorf("-seeds and -dps run a robustness matrix and need -sweep"))
 	case *c.sweep:
@@ -460,10 +463,16 @@ type evalShifts struct {
 // with the evaluation in the file baseline when one is named; it returns 3
 // when a goal is missed.
 func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, modes []string, setReuse bool, worst, parallel int,
-	jsonFile, baseline string, quiet bool, stdout, stderr io.Writer) int {
+	jsonFile, baseline, requestsFile string, quiet bool, stdout, stderr io.Writer) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "adprouter-sim: %v\n", err)
 		return 1
+	}
+	if requestsFile == "-" && (!quiet || jsonFile == "-") {
+		return fail(errors.New("-eval-requests -: stdout carries the report; add -q and write -json to a file"))
+	}
+	if requestsFile != "" && shift.draws > 0 {
+		return fail(errors.New("-eval-requests records one run; -eval-draws runs several"))
 	}
 	// The baseline is read first: a bad file fails before the grid runs.
 	var base *sim.Judged
@@ -570,7 +579,20 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 			}
 			label += fmt.Sprintf(" (arrivals jittered up to %g ms, draw %d)", shift.jitter, shift.jitterSeed)
 		}
-		ev, err := sim.RunEval(sim.EvalOptions{Grid: label, Cases: cases, Variant: vs[0], Reuse: modes, Parallel: parallel, CellGoalsOnly: cellsOnly})
+		o := sim.EvalOptions{Grid: label, Cases: cases, Variant: vs[0], Reuse: modes, Parallel: parallel, CellGoalsOnly: cellsOnly}
+		var reqs *requestsOut
+		if requestsFile != "" {
+			if reqs, err = createRequestsOut(requestsFile, stdout); err != nil {
+				return fail(fmt.Errorf("-eval-requests: %w", err))
+			}
+			o.Requests = reqs.write
+		}
+		ev, err := sim.RunEval(o)
+		if reqs != nil {
+			if cerr := reqs.close(); err == nil && cerr != nil {
+				err = fmt.Errorf("-eval-requests: %w", cerr)
+			}
+		}
 		if err != nil {
 			return fail(err)
 		}
@@ -751,6 +773,36 @@ func writeFile(name string, stdout io.Writer, write func(io.Writer) error) error
 		return err
 	}
 	return f.Close()
+}
+
+// requestsOut is where -eval-requests writes: a file or stdout, buffered.
+type requestsOut struct {
+	f *os.File // nil for stdout
+	w *bufio.Writer
+}
+
+func createRequestsOut(name string, stdout io.Writer) (*requestsOut, error) {
+	if name == "-" {
+		return &requestsOut{w: bufio.NewWriter(stdout)}, nil
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	return &requestsOut{f: f, w: bufio.NewWriter(f)}, nil
+}
+
+func (o *requestsOut) write(r sim.EvalRequests) error { return sim.WriteEvalRequests(o.w, r) }
+
+// close flushes and closes the file; the first error wins.
+func (o *requestsOut) close() error {
+	err := o.w.Flush()
+	if o.f != nil {
+		if cerr := o.f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
 }
 
 // parseTraceScales parses -eval-trace-scales: time:length pairs,

@@ -515,3 +515,70 @@ func TestEvalDrawsCommand(t *testing.T) {
 		t.Errorf("-json: %d draws, %d cells, want 2 draws and every cell's two ratios", len(d.Draws), len(d.Cells))
 	}
 }
+
+// -eval-requests writes the simulations' requests, one JSON object a line,
+// and refuses what would mix them with the report or span several runs.
+func TestEvalRequestsCommand(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "requests.jsonl")
+	one := []string{"-eval", "-eval-grid", "quick", "-eval-case", "shared-spike/sys=4096 seed=1 dp8", "-reuse", "after-iteration"}
+	code, out, errs := runCmd(t, append(one, "-eval-requests", file)...)
+	if code != 0 && code != 3 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "verdict:") {
+		t.Errorf("the report is missing:\n%s", out)
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perPolicy := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n") {
+		var r struct {
+			Family, Case, Reuse, Policy string
+			Rank                        int
+			TTFT                        float64 `json:"ttft_ms"`
+			Prompt                      int     `json:"prompt_tokens"`
+			Cached                      int     `json:"cached_tokens"`
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		if r.Family != "shared-spike" || r.Case != "sys=4096 seed=1 dp8" || r.Reuse != sim.ReuseAfterIteration ||
+			r.Rank < 0 || r.Rank >= 8 || r.TTFT <= 0 || r.Cached > r.Prompt {
+			t.Fatalf("line %q", l)
+		}
+		perPolicy[r.Policy]++
+	}
+	want := append(slices.Clone(sim.References), sim.VariantRecommended)
+	for _, p := range want {
+		if perPolicy[p] == 0 || perPolicy[p] != perPolicy[want[0]] {
+			t.Errorf("requests per policy %v, want the same number for each of %v", perPolicy, want)
+			break
+		}
+	}
+	if len(perPolicy) != len(want) {
+		t.Errorf("policies %v, want %v", perPolicy, want)
+	}
+
+	// With -q, stdout carries the requests alone.
+	code, out, errs = runCmd(t, append(slices.Clone(one), "-q", "-eval-requests", "-")...)
+	if (code != 0 && code != 3) || out != string(raw) {
+		t.Errorf("-q -eval-requests -: exit %d (%s), %d bytes on stdout, want the file's %d", code, errs, len(out), len(raw))
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-eval-requests", "-"}, "add -q"},
+		{[]string{"-eval-requests", "-", "-q", "-json", "-"}, "add -q"},
+		{[]string{"-eval-requests", file, "-eval-draws", "2"}, "records one run"},
+		{[]string{"-eval-requests", filepath.Join(t.TempDir(), "no", "such", "dir", "r.jsonl")}, "-eval-requests"},
+	} {
+		code, _, errs := runCmd(t, append(slices.Clone(one), tc.args...)...)
+		if code != 1 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, %q; want 1 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+}

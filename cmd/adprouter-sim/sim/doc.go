@@ -139,7 +139,9 @@
 // every cell, and a p99 geometric mean at most GoalWin on EvalWinFamilies
 // families per semantics, a trace family among them. WriteEval prints the
 // families, the worst cells and the verdict. Simulator.Observe reports every
-// request's rank and first token, to trace a cell's decisions.
+// request's rank and first token, to trace a cell's decisions, and
+// EvalOptions.Requests passes on an evaluation's (WriteEvalRequests writes
+// them as JSON Lines).
 //
 // # Policies
 //

@@ -238,6 +238,24 @@ type EvalOptions struct {
 	// for the held-out grids (see CellGoalsOnly), which have no trace
 	// family, and for a part of a grid.
 	CellGoalsOnly bool
+	// Requests, if not nil, receives every simulation's requests (see
+	// EvalRequests), one call per simulation, in the order of the cases,
+	// then the reuse semantics, then the References and the variant,
+	// whatever the parallelism; calls never overlap. An error it returns
+	// ends the evaluation with that error. A simulation's requests are
+	// kept until those before it in that order have been passed on.
+	Requests func(EvalRequests) error
+}
+
+// EvalRequests is one simulation of an evaluation, request by request:
+// what its TTFT p99 and prefill are made of.
+type EvalRequests struct {
+	Family, Case string
+	Reuse        string
+	// Policy is the reference or variant simulated.
+	Policy string
+	// Events holds each request's first token, by arrival (then id).
+	Events []RequestEvent
 }
 
 // evalFigures is what the evaluation keeps of one simulation.
@@ -303,6 +321,7 @@ func RunEval(o EvalOptions) (*Evaluation, error) {
 	if par <= 0 {
 		par = runtime.GOMAXPROCS(0)
 	}
+	out := newRequestStream(o, len(errs), perCase, nv, modes, variants)
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	for range min(par, len(errs)) {
@@ -325,13 +344,27 @@ func RunEval(o EvalOptions) (*Evaluation, error) {
 					eng.Reuse = modes[m]
 					s, err := NewSimulator(eng, run.wl, variants[v], false)
 					var res *Result
+					evs := []RequestEvent{} // not nil: a simulation ran
 					if err == nil {
+						if out != nil {
+							s.Observe = func(e RequestEvent) { evs = append(evs, e) }
+						}
 						res, err = s.Run()
+					}
+					if err == nil && out != nil {
+						err = out.done(j, evs)
 					}
 					if err != nil {
 						errs[j] = fmt.Errorf("case %s/%s, reuse %s: %w", o.Cases[c].Family, o.Cases[c].Name, modes[m], err)
 					} else {
 						figs[c*nm*nv+k] = evalFigures{prefill: res.PrefillTokens, p99: res.TTFT.P99}
+					}
+				}
+				if out != nil && (run.err != nil || k == perCase-1) {
+					// No simulation's requests: the floor, or a case that
+					// failed to generate.
+					if err := out.done(j, nil); err != nil && errs[j] == nil {
+						errs[j] = err
 					}
 				}
 				if run.left.Add(-1) == 0 {

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -763,4 +765,90 @@ func TestEvalGridRandom(t *testing.T) {
 // oneOf reports whether v is one of xs up to rounding.
 func oneOf(xs []float64, v float64) bool {
 	return slices.ContainsFunc(xs, func(x float64) bool { return math.Abs(x-v) <= 1e-9*math.Abs(x) })
+}
+
+// EvalOptions.Requests receives every simulation, in the order of the
+// cases, the reuse semantics and the policies, whatever the parallelism,
+// and what it receives is what the cells are made of.
+func TestRunEvalRequests(t *testing.T) {
+	cases, err := EvalGrid(EvalQuick, evalTraces(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases = cases[:2]
+	v := mustVariants(t, VariantRecommended)[0]
+	policies := append(slices.Clone(References), v.Name)
+	var runs [2][]EvalRequests
+	var evs [2]*Evaluation
+	for n, par := range []int{1, 3} {
+		evs[n], err = RunEval(EvalOptions{Grid: "test", Cases: cases, Variant: v, Parallel: par,
+			Requests: func(r EvalRequests) error { runs[n] = append(runs[n], r); return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(runs[0], runs[1]) {
+		t.Error("the requests passed on differ with the parallelism")
+	}
+	if want := len(cases) * len(ReuseModes) * len(policies); len(runs[0]) != want {
+		t.Fatalf("%d simulations passed on, want %d", len(runs[0]), want)
+	}
+	for j, r := range runs[0] {
+		c, m, p := j/(len(ReuseModes)*len(policies)), j/len(policies)%len(ReuseModes), j%len(policies)
+		if r.Family != cases[c].Family || r.Case != cases[c].Name || r.Reuse != ReuseModes[m] || r.Policy != policies[p] {
+			t.Fatalf("simulation %d is %s/%s %s %s, want %s/%s %s %s", j, r.Family, r.Case, r.Reuse, r.Policy,
+				cases[c].Family, cases[c].Name, ReuseModes[m], policies[p])
+		}
+		wl, err := Generate(cases[c].Workload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, s := range wl.Sessions {
+			n += len(s.Turns)
+		}
+		if len(r.Events) != n {
+			t.Errorf("%s %s %s: %d requests, the workload has %d", r.Case, r.Reuse, r.Policy, len(r.Events), n)
+		}
+		if !slices.IsSortedFunc(r.Events, func(a, b RequestEvent) int { return cmp.Compare(a.Arrival, b.Arrival) }) {
+			t.Errorf("%s %s %s: requests not by arrival", r.Case, r.Reuse, r.Policy)
+		}
+		if p != len(policies)-1 {
+			continue
+		}
+		// The variant's cell: its p99 and prefill from these requests.
+		cell := evs[0].Cells[c*len(ReuseModes)+m]
+		ttft := make([]int64, len(r.Events))
+		var prefill int64
+		for i, e := range r.Events {
+			ttft[i] = e.FirstToken - e.Arrival
+			prefill += int64(e.Prompt - e.Cached)
+		}
+		slices.Sort(ttft)
+		if got := float64(quantile(ttft, 0.99)) / 1e6; math.Abs(got-cell.P99Ms) > 0.0005 { // the cell's is rounded to the µs
+			t.Errorf("%s %s: p99 of the requests %.3f ms, the cell's %.3f", r.Case, r.Reuse, got, cell.P99Ms)
+		}
+		if prefill != cell.PrefillTokens {
+			t.Errorf("%s %s: prefill of the requests %d, the cell's %d", r.Case, r.Reuse, prefill, cell.PrefillTokens)
+		}
+	}
+
+	// An error from Requests ends the evaluation with it.
+	stop := errors.New("disk full")
+	calls := 0
+	_, err = RunEval(EvalOptions{Cases: cases, Variant: v, Parallel: 2,
+		Requests: func(EvalRequests) error { calls++; return stop }})
+	if !errors.Is(err, stop) || calls != 1 || strings.Count(err.Error(), stop.Error()) != 1 {
+		t.Errorf("Requests failing: %v after %d calls, want %v after 1", err, calls, stop)
+	}
+}
+
+func ExampleWriteEvalRequests() {
+	r := EvalRequests{Family: "shared", Case: "dp2", Reuse: ReuseAfterIteration, Policy: VariantRecommended,
+		Events: []RequestEvent{{ID: 7, Group: 0, Rank: 1, Arrival: 2_000_000, FirstToken: 14_500_000, Prompt: 1100, Cached: 1024}}}
+	if err := WriteEvalRequests(os.Stdout, r); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// {"family":"shared","case":"dp2","reuse":"after-iteration","policy":"recommended","id":7,"group":0,"rank":1,"arrival_ms":2,"ttft_ms":12.5,"prompt_tokens":1100,"cached_tokens":1024}
 }
