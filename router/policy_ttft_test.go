@@ -851,19 +851,24 @@ func TestWarmupQuiet(t *testing.T) {
 
 	// Past that bound, on 8 ranks, a decision warms the pending ranks when
 	// it brings requests for lightStartBatch (6) of them, none of a family
-	// no rank holds, each within an iteration's prefill budget: one stall
-	// for several ranks.
+	// no rank holds, each within an iteration's prefill budget, while the
+	// ranks carry an active request per warmed rank (4) or the decision
+	// brings two requests per rank: one stall for several ranks.
 	for _, tc := range []struct {
 		name    string
 		n       int  // requests of the held prompt
 		other   bool // and one of a prompt no rank holds
 		drain   int  // TTFTDrainTokens, when not the default
+		active  int  // requests active on the ranks
 		pending int  // ranks pending afterwards
 	}{
-		{"five requests", 5, false, 0, 4},
-		{"six requests", 6, false, 0, 0},
-		{"six requests, one of a new family", 5, true, 0, 4},
-		{"six requests longer than an iteration's budget", 6, false, 1024, 4},
+		{"five requests", 5, false, 0, 4, 4},
+		{"six requests", 6, false, 0, 4, 0},
+		{"six requests, one of a new family", 5, true, 0, 4, 4},
+		{"six requests longer than an iteration's budget", 6, false, 1024, 4, 4},
+		{"six requests on holders carrying fewer requests than there are holders", 6, false, 0, 3, 4},
+		{"fifteen requests at that load", 15, false, 0, 3, 4},
+		{"sixteen requests at that load", 16, false, 0, 3, 0},
 	} {
 		cfg := ttftCfg(8, ReuseAfterIteration)
 		cfg.Warmup = WarmupQuiet
@@ -886,7 +891,11 @@ func TestWarmupQuiet(t *testing.T) {
 		if tc.other {
 			batch = append(batch, extend(200, prompt(2048)[1024:], 10))
 		}
-		res := mustRoute(t, r, states, batch, 8, nil)
+		loaded := idle(8)
+		for k := range tc.active {
+			loaded[k].NumActiveRequests, loaded[k].NumActiveTokens = 1, 100
+		}
+		res := mustRoute(t, r, loaded, batch, 8, nil)
 		if got := len(r.PendingWarmup()); got != tc.pending {
 			t.Errorf("%s: %d ranks pending after it (placed on %v), want %d", tc.name, got, res.Ranks, tc.pending)
 		}
