@@ -35,10 +35,11 @@ func newRequestStream(o EvalOptions, jobs, perCase, nv int, modes []string, vari
 }
 
 // done records job j's requests (nil for a job that simulates nothing, not
-// nil for a simulation, even one without requests) and
-// passes on every job now in order. It returns the error Requests returned
-// to the call that passed it on (once: the evaluation reports it once);
-// after that nothing more is passed on.
+// nil for a simulation, even one without requests) and passes on every job
+// now in order. It returns the error Requests returned to the call that
+// passed it on (once: the evaluation reports it once); after that nothing
+// more is passed on. A simulation that fails never calls it, and the jobs
+// after it are then held until the evaluation returns that failure.
 func (s *requestStream) done(j int, evs []RequestEvent) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
