@@ -150,44 +150,45 @@ func TestCapacityAware(t *testing.T) {
 			without: assign([]uint64{0}, nil),
 		},
 		{
-			// Rank 0 caches 1920 tokens of a 2000-token prompt and has 500
-			// free, none of them evictable: the prefix is held by other
-			// requests, and the 80 tokens it computes fit. Without the
-			// report all 500 free tokens may be prefix, the room must hold
-			// 580 tokens, and rank 1 computes it all.
+			// Rank 0 caches 960 tokens of a 2000-token prompt (under half:
+			// the room is heeded there, see TestTTFTKeepsHolders) and has
+			// 1100 free, none of them evictable: the prefix is held by
+			// other requests, and the 1040 tokens it computes fit. Without
+			// the report all 1100 free tokens may be prefix, the room must
+			// hold 2000 tokens, and rank 1 computes it all.
 			name:    "ttft prefix held by others needs no room",
 			cfg:     ttft,
-			states:  evictable(withKV(st([2]int64{1, 100}, [2]int64{1, 100}), [2]int64{8000, 500}, [2]int64{8000, 8000}), 0, 0),
+			states:  evictable(withKV(st([2]int64{1, 100}, [2]int64{1, 100}), [2]int64{8000, 1100}, [2]int64{8000, 8000}), 0, 0),
 			reqs:    []Request{req(0, 2000)},
-			matches: []int32{1920, 0},
+			matches: []int32{960, 0},
 			want:    assign([]uint64{0}, nil),
 			without: assign(nil, []uint64{0}),
 		},
 		{
 			// The same with 480 of rank 0's free tokens evictable: at
-			// least 1440 of the prefix is held, and the 560 tokens the
-			// room must hold do not fit in 500.
+			// least 480 of the prefix is held, and the 1520 tokens the
+			// room must hold do not fit in 1100.
 			name:    "ttft prefix perhaps free needs room",
 			cfg:     ttft,
-			states:  evictable(withKV(st([2]int64{1, 100}, [2]int64{1, 100}), [2]int64{8000, 500}, [2]int64{8000, 8000}), 480, 0),
+			states:  evictable(withKV(st([2]int64{1, 100}, [2]int64{1, 100}), [2]int64{8000, 1100}, [2]int64{8000, 8000}), 480, 0),
 			reqs:    []Request{req(0, 2000)},
-			matches: []int32{1920, 0},
+			matches: []int32{960, 0},
 			want:    assign(nil, []uint64{0}),
 			without: assign(nil, []uint64{0}),
 		},
 		{
 			// Neither rank's free KV holds the 2000-token prompt, and no
-			// rank reports its evictable tokens. Rank 0 caches 1920 of it
+			// rank reports its evictable tokens. Rank 0 caches 960 of it
 			// with 500 tokens free: its evictable tokens are among those
-			// 500, so at least 1420 of the prefix is held by other
-			// requests and rank 0 must find 80 tokens past its free KV,
-			// where rank 1 (1500 free) must find 500: the room narrows to
-			// rank 0, the most headroom.
+			// 500, so at least 460 of the prefix is held by other requests
+			// and rank 0 must find 1040 tokens past its free KV, where
+			// rank 1 (900 free) must find 1100: the room narrows to rank
+			// 0, the most headroom.
 			name:    "ttft prefix beyond the free tokens is held",
 			cfg:     ttft,
-			states:  withKV(st([2]int64{1, 100}, [2]int64{1, 100}), [2]int64{8000, 500}, [2]int64{8000, 1500}),
+			states:  withKV(st([2]int64{1, 100}, [2]int64{1, 100}), [2]int64{8000, 500}, [2]int64{8000, 900}),
 			reqs:    []Request{req(0, 2000)},
-			matches: []int32{1920, 0},
+			matches: []int32{960, 0},
 			want:    assign([]uint64{0}, nil),
 		},
 	}

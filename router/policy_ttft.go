@@ -122,6 +122,9 @@ import (
 //     rank does not report them its free tokens, which hold them: held by
 //     other requests), and a rank whose active requests' uncached tokens
 //     exceed its pool has at least the excess queued (waitingAtLeast).
+//     A rank that has computed half of the prompt and would compute at
+//     most an iteration of it stays a candidate without room (see
+//     keepHolders): elsewhere the prefix would be computed and held twice.
 //   - Past the KV memory the prediction is given up: in a decision where
 //     some rank reports that excess (see memoryBound), requests wait for
 //     the memory decoding requests free, which a prediction made of compute
@@ -505,6 +508,7 @@ func (r *Router) routeTTFT(b *batch) {
 		// needs no room (heldRow).
 		held := r.heldRow(b, i, row)
 		allow := r.room.allow(eligible, q, held)
+		r.keepHolders(allow, eligible, q, ready)
 
 		k := -1
 		if quiet && !q.Strict {
@@ -567,6 +571,37 @@ func (r *Router) routeTTFT(b *batch) {
 	}
 	r.coverPlaced(b)
 	r.finish(b)
+}
+
+// keepHolders allows request q, whatever their KV room, on the eligible
+// ranks that have computed at least half of its prompt (ready) and would
+// compute at most TTFTDrainTokens of it, one iteration: there it needs
+// room for little more than that, and the blocks decoding requests free
+// soon give it, while a rank with room computes its prefix again and holds
+// a second copy of the prefix's blocks. Where pools are short, such copies
+// multiply: every rank then holds several families' prefixes, fewer
+// requests share each pool, more wait for memory, and evicted prefixes are
+// computed again. In the drawn grid's cases with 1024-block pools (a 4096-
+// or 6144-token system prompt is an eighth to a fifth of such a pool) the
+// room sent tenants' requests off the ranks holding their prompts, eleven
+// replicas in two seconds in one case, and the engine fell behind its
+// memory for half a minute, TTFT p99 1.8-2.2 times the KV-aware
+// reference's, which leaves every request on its holders
+// (docs/routing-quality.md, "Drawn shapes").
+// A request that computes more than an iteration on the holder, or reuses
+// less than half of its prompt there, keeps the room check: it would take
+// much of the memory it waits for. allow nil (the room unheeded) is left
+// as it is.
+func (r *Router) keepHolders(allow []bool, eligible []int, q *Request, ready []int) {
+	if allow == nil {
+		return
+	}
+	n := q.Len()
+	for _, k := range eligible {
+		if 2*ready[k] >= n && n-ready[k] <= r.cfg.TTFTDrainTokens {
+			allow[k] = true
+		}
+	}
 }
 
 // heldRow returns, per rank, the tokens of row (request i's match) held by

@@ -1361,7 +1361,9 @@ func TestTTFTPastMemoryRoom(t *testing.T) {
 		excluded     Exclusion // rank 0's mark in the receipt
 		fallback     bool      // the receipt's CapacityFallback
 	}{
-		{"within the memory", 100_000, 36_864, 30_000, 90_000, 1, ReasonPredictedTTFT, ExcludedNoRoom, false},
+		// Rank 0 would compute 9280 tokens, more than an iteration: the
+		// room is heeded (TestTTFTKeepsHolders).
+		{"within the memory", 100_000, 30_720, 30_000, 90_000, 1, ReasonPredictedTTFT, ExcludedNoRoom, false},
 		{"past the memory", 1_000, 36_864, 30_000, 90_000, 0, ReasonScored, Eligible, false},
 		{"past the memory, no prefix", 1_000, 0, 30_000, 90_000, 1, ReasonScored, ExcludedNoRoom, false},
 		// No rank has room for what it needs, but the room is unheeded: no
@@ -1405,6 +1407,52 @@ func TestTTFTPastMemoryRoom(t *testing.T) {
 				t.Errorf("rank %d, the reference's %d", res.Ranks[0], want)
 			}
 		})
+	}
+}
+
+// TestTTFTKeepsHolders: a rank that has computed at least half of a prompt
+// and would compute at most ttft_drain_tokens of it keeps the request
+// whatever its KV room; elsewhere the request would compute the prefix
+// again and hold a second copy of it. A rank that holds less, or would
+// compute more, is left to the room check.
+func TestTTFTKeepsHolders(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		prompt int   // tokens; rank 0 has computed held of them
+		held   int32 // a whole number of 32-token blocks
+		drain  int   // ttft_drain_tokens
+		free0  int64 // rank 0's free KV tokens (rank 1's pool is empty)
+		want   int
+	}{
+		{"three quarters held, an iteration to compute, no room", 4032, 3008, 8192, 500, 0},
+		{"half held, no room", 4032, 2016, 8192, 500, 0},
+		{"under half held, no room", 4032, 1984, 8192, 500, 1},
+		{"computes exactly an iteration, no room", 4032, 3008, 1024, 500, 0},
+		{"computes more than an iteration, no room", 4032, 3008, 1000, 500, 1},
+		{"under half held, room", 4032, 1984, 8192, 32_768, 0},
+	} {
+		for _, reuse := range []EngineReuse{ReuseAfterIteration, ReuseOnSchedule} {
+			t.Run(tc.name+"/"+string(reuse), func(t *testing.T) {
+				cfg := ttftCfg(2, reuse)
+				cfg.TTFTDrainTokens = tc.drain
+				states := []RankState{
+					{Rank: 0, NumActiveRequests: 4, NumActiveTokens: 2000, KVCapacityTokens: 32_768, FreeKVTokens: tc.free0},
+					{Rank: 1, NumActiveRequests: 4, NumActiveTokens: 2000, KVCapacityTokens: 32_768, FreeKVTokens: 32_768},
+				}
+				reqs := []Request{extend(1, nil, tc.prompt)}
+				res, rcs := explained(t, cfg, states, reqs, 8, []int32{tc.held, 0})
+				if got := res.Ranks[0]; got != tc.want {
+					t.Fatalf("request on rank %d, want %d:\n%s", got, tc.want, &rcs[0])
+				}
+				want := Eligible
+				if tc.want == 1 {
+					want = ExcludedNoRoom
+				}
+				if c := rcs[0].Candidates[0]; c.Excluded != want {
+					t.Errorf("rank 0 in the receipt: %s, want %s", c.Excluded, want)
+				}
+			})
+		}
 	}
 }
 
