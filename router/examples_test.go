@@ -30,15 +30,12 @@ func ExampleRouter_Route() {
 
 // A host that knows its engine's KV state reports it: what the requests it
 // has not admitted yet will reserve, how many of its free tokens are cached
-// blocks no request holds, and each request's output. Rank 0 holds the first
-// 1984 tokens of the 4096-token prompt and has 3000 tokens free, none of
-// them evictable: the prefix is held by running requests, and the request
-// needs room only for what it computes and its output (2624 tokens).
-// Without the evictable count the prefix might be among the free tokens,
-// the whole prompt and its output (4608 tokens) do not fit in 3000, and
-// rank 1 computes the prompt again. (A rank holding at least half of a
-// prompt, and computing at most an iteration of it, would keep it without
-// room: see ROUTING.md, "KV room".)
+// blocks no request holds, and each request's output. Rank 0 holds all but
+// 32 tokens of the prompt and has 3000 tokens free, none of them evictable:
+// the prefix is held by running requests, and the request needs room only
+// for what it computes and its output. Without the evictable count the
+// prefix might be among the free tokens, the whole prompt and its output
+// (4608 tokens) do not fit in 3000, and rank 1 computes the prompt again.
 func ExampleRankState_kvState() {
 	cfg := DefaultConfig(PolicyKVCacheAware, 2)
 	if err := ApplyPreset(&cfg, PresetRecommended); err != nil {
@@ -51,7 +48,7 @@ func ExampleRankState_kvState() {
 			ReportsPendingKV: true, PendingKVTokens: 8000, ReportsEvictableKV: true, EvictableKVTokens: 0},
 	}
 	reqs := []Request{{ID: 1, NumTokens: 4096, MaxNewTokens: 512, TargetRank: NoTarget}}
-	matches := []int32{1984, 0}
+	matches := []int32{4064, 0}
 	for _, report := range []bool{true, false} {
 		r, err := New(cfg)
 		if err != nil {

@@ -1412,31 +1412,35 @@ func TestTTFTPastMemoryRoom(t *testing.T) {
 
 // TestTTFTKeepsHolders: a rank that has computed at least half of a prompt
 // and would compute at most ttft_drain_tokens of it keeps the request
-// whatever its KV room; elsewhere the request would compute the prefix
-// again and hold a second copy of it. A rank that holds less, or would
-// compute more, is left to the room check.
+// whatever its KV room, unless it reports its pending KV; elsewhere the
+// request would compute the prefix again and hold a second copy of it. A
+// rank that holds less, or would compute more, or whose room is the
+// engine's own account, is left to the room check.
 func TestTTFTKeepsHolders(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		prompt int   // tokens; rank 0 has computed held of them
-		held   int32 // a whole number of 32-token blocks
-		drain  int   // ttft_drain_tokens
-		free0  int64 // rank 0's free KV tokens (rank 1's pool is empty)
-		want   int
+		name    string
+		prompt  int   // tokens; rank 0 has computed held of them
+		held    int32 // a whole number of 32-token blocks
+		drain   int   // ttft_drain_tokens
+		free0   int64 // rank 0's free KV tokens (rank 1's pool is empty)
+		pending bool  // rank 0 reports its pending KV (none)
+		want    int
 	}{
-		{"three quarters held, an iteration to compute, no room", 4032, 3008, 8192, 500, 0},
-		{"half held, no room", 4032, 2016, 8192, 500, 0},
-		{"under half held, no room", 4032, 1984, 8192, 500, 1},
-		{"computes exactly an iteration, no room", 4032, 3008, 1024, 500, 0},
-		{"computes more than an iteration, no room", 4032, 3008, 1000, 500, 1},
-		{"under half held, room", 4032, 1984, 8192, 32_768, 0},
+		{"three quarters held, an iteration to compute, no room", 4032, 3008, 8192, 500, false, 0},
+		{"half held, no room", 4032, 2016, 8192, 500, false, 0},
+		{"under half held, no room", 4032, 1984, 8192, 500, false, 1},
+		{"computes exactly an iteration, no room", 4032, 3008, 1024, 500, false, 0},
+		{"computes more than an iteration, no room", 4032, 3008, 1000, 500, false, 1},
+		{"under half held, room", 4032, 1984, 8192, 32_768, false, 0},
+		{"three quarters held, no room, pending KV reported", 4032, 3008, 8192, 500, true, 1},
 	} {
 		for _, reuse := range []EngineReuse{ReuseAfterIteration, ReuseOnSchedule} {
 			t.Run(tc.name+"/"+string(reuse), func(t *testing.T) {
 				cfg := ttftCfg(2, reuse)
 				cfg.TTFTDrainTokens = tc.drain
 				states := []RankState{
-					{Rank: 0, NumActiveRequests: 4, NumActiveTokens: 2000, KVCapacityTokens: 32_768, FreeKVTokens: tc.free0},
+					{Rank: 0, NumActiveRequests: 4, NumActiveTokens: 2000, KVCapacityTokens: 32_768, FreeKVTokens: tc.free0,
+						ReportsPendingKV: tc.pending},
 					{Rank: 1, NumActiveRequests: 4, NumActiveTokens: 2000, KVCapacityTokens: 32_768, FreeKVTokens: 32_768},
 				}
 				reqs := []Request{extend(1, nil, tc.prompt)}

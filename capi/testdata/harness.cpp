@@ -954,10 +954,9 @@ struct ErrorCase {
 };
 
 // The engine's KV state beside the pool reaches the router: rank 0 holds
-// the first 1984 tokens of a 4096-token prompt with 3000 tokens free;
-// reported as none evictable, the prefix is held by running requests and
-// the rest of the prompt (512 tokens of output) fits there, else it goes to
-// rank 1, whose queued
+// all but 32 tokens of a 4096-token prompt with 3000 tokens free; reported
+// as none evictable, the prefix is held by running requests and the prompt
+// (512 tokens of output) fits there, else it goes to rank 1, whose queued
 // requests are reported to take 8000 of its 40000 free (router/examples_test.go
 // has the same case in Go).
 void check_kv_state() {
@@ -977,7 +976,7 @@ void check_kv_state() {
         q.num_tokens = 4096;
         Batch b(st, {q}, 8);
         b.reqs[0].max_new_tokens = 512;
-        b.set_match(0, 0, 1984);
+        b.set_match(0, 0, 4064);
         Out o;
         std::string msg;
         adpr_status s = route(h, b, o, &msg);

@@ -986,11 +986,10 @@ class CapacityTest(unittest.TestCase):
             self.assertEqual(r.route(sts, [Request(1, num_tokens=100)], 4).ranks, [1])
 
     def test_engine_kv_state(self):
-        # router/examples_test.go's case: rank 0 holds the first 1984 tokens
-        # of a 4096-token prompt with 3000 tokens free. Reported as none
-        # evictable, its prefix is held by running requests and the rest of
-        # the prompt (512 tokens of output) fits there; unreported, rank 1
-        # takes it.
+        # router/examples_test.go's case: rank 0 holds all but 32 tokens of a
+        # 4096-token prompt with 3000 tokens free. Reported as none
+        # evictable, its prefix is held by running requests and the prompt
+        # (512 tokens of output) fits there; unreported, rank 1 takes it.
         # Through both packers (the C one where it is built).
         from adprouter import _accel
         packers = [_accel.speedups, None] if _accel.speedups is not None else [None]
@@ -1006,7 +1005,7 @@ class CapacityTest(unittest.TestCase):
                                          pending_kv_tokens=8000, evictable_kv_tokens=evictable)]
                         with Router(preset="recommended", dp_size=2) as r:
                             got = r.route(sts, [Request(1, num_tokens=4096, max_new_tokens=512)], 8,
-                                          match_lens=[[1984], [0]])
+                                          match_lens=[[4064], [0]])
                         self.assertEqual(got.ranks, [want])
                     finally:
                         _accel.use(saved)

@@ -340,11 +340,9 @@ class PrefixMatchTest(unittest.TestCase):
     def test_recommended_reports_the_kv_pool(self):
         """The ttft score of the recommended preset reads each rank's KV
         pool, so its ranks report it as capacity_aware's do: rank 0 holds
-        the first 128 tokens of the 320-token prompt cached (under half of
-        it: a rank holding more would keep it, see docs/ROUTING.md, "KV
-        room") but its pool is full, so the preset sends the request to
-        rank 1, where it fits; the reference sends it to the cache. A KV
-        cache manager without get_kv_cache_stats, or whose
+        the whole prompt cached but its pool is full, so the preset sends
+        the request to rank 1, where it fits; the reference sends it to the
+        cache. A KV cache manager without get_kv_cache_stats, or whose
         stats are None (TensorRT-LLM has such managers), reports nothing,
         and the preset routes as if every pool had room. (Each
         rank has two requests decoding, so that no warmup rule applies.)"""
@@ -356,8 +354,7 @@ class PrefixMatchTest(unittest.TestCase):
         def run(dist, options, stats):
             kv = F.KVCacheManager(tokens_per_block=32, max_num_blocks=10)
             if dist.tp_rank == 0:
-                kv.add(prompt[:128])  # 4 blocks of the prompt
-                kv.add(list(range(1000, 1192)))  # and 6 of another: the pool is full
+                kv.add(prompt)  # 10 blocks: the pool is full
             if stats != "reported":
                 kv.get_kv_cache_stats = None if stats == "no method" else (lambda: None)
             r = T.ADPRouter.create(dist, kv, cfg, options=options)
