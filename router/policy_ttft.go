@@ -122,10 +122,10 @@ import (
 //     rank does not report them its free tokens, which hold them: held by
 //     other requests), and a rank whose active requests' uncached tokens
 //     exceed its pool has at least the excess queued (waitingAtLeast).
-//     A rank that has computed half of the prompt and would compute at
-//     most an iteration of it stays a candidate without room where it
-//     does not report its pending KV (see keepHolders): elsewhere the
-//     prefix would be computed and held twice.
+//     A rank that has computed half of the prompt (and a 64th of its
+//     pool) and would compute at most an iteration of it stays a candidate
+//     without room where it does not report its pending KV (see
+//     keepHolders): elsewhere the prefix would be computed and held twice.
 //   - Past the KV memory the prediction is given up: in a decision where
 //     some rank reports that excess (see memoryBound), requests wait for
 //     the memory decoding requests free, which a prediction made of compute
@@ -591,7 +591,13 @@ func (r *Router) routeTTFT(b *batch) {
 // (docs/routing-quality.md, "Drawn shapes").
 // A request that computes more than an iteration on the holder, or reuses
 // less than half of its prompt there, keeps the room check: it would take
-// much of the memory it waits for.
+// much of the memory it waits for. So does one whose reused prefix is
+// under a 64th of the holder's pool (ttftKeepShare): a copy of it costs
+// little, while the memory the holder lacks may be held by one long
+// request for seconds. On the Mooncake conversation traces, turns of a few
+// hundred tokens reusing a 256-512-token prefix, kept on a rank whose
+// 131k-token pool one request of 60k-120k tokens held, waited 4.5-7.6 s
+// for its blocks.
 //
 // Only on ranks that do not report their pending KV (RankState.
 // ReportsPendingKV): there the room is a guess, the free KV less the
@@ -611,11 +617,18 @@ func (r *Router) keepHolders(b *batch, allow []bool, eligible []int, q *Request,
 	}
 	n := q.Len()
 	for _, k := range eligible {
-		if _, reported := b.states[k].pendingKV(); !reported && 2*ready[k] >= n && n-ready[k] <= r.cfg.TTFTDrainTokens {
+		if _, reported := b.states[k].pendingKV(); !reported && 2*ready[k] >= n && n-ready[k] <= r.cfg.TTFTDrainTokens &&
+			int64(ready[k])*ttftKeepShare >= b.states[k].KVCapacityTokens {
 			allow[k] = true
 		}
 	}
 }
+
+// ttftKeepShare: keepHolders keeps a request on a rank without room only
+// when the part of its prompt the rank has computed is at least
+// 1/ttftKeepShare of the rank's KV pool (a 4096-token system prompt on a
+// 32k-token pool is an eighth; 512 tokens on a 131k-token pool, a 256th).
+const ttftKeepShare = 64
 
 // heldRow returns, per rank, the tokens of row (request i's match) held by
 // other requests beyond doubt, or nil when no rank reports its KV pool: the

@@ -1412,10 +1412,11 @@ func TestTTFTPastMemoryRoom(t *testing.T) {
 
 // TestTTFTKeepsHolders: a rank that has computed at least half of a prompt
 // and would compute at most ttft_drain_tokens of it keeps the request
-// whatever its KV room, unless it reports its pending KV; elsewhere the
-// request would compute the prefix again and hold a second copy of it. A
-// rank that holds less, or would compute more, or whose room is the
-// engine's own account, is left to the room check.
+// whatever its KV room, unless it reports its pending KV or the part held
+// is under a 64th of its pool; elsewhere the request would compute the
+// prefix again and hold a second copy of it. A rank that holds less, or
+// would compute more, or whose room is the engine's own account, is left
+// to the room check.
 func TestTTFTKeepsHolders(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -1433,6 +1434,9 @@ func TestTTFTKeepsHolders(t *testing.T) {
 		{"computes more than an iteration, no room", 4032, 3008, 1000, 500, false, 1},
 		{"under half held, room", 4032, 1984, 8192, 32_768, false, 0},
 		{"three quarters held, no room, pending KV reported", 4032, 3008, 8192, 500, true, 1},
+		// The pool is 32768 tokens: a 64th of it is 512.
+		{"a 64th of the pool held, no room", 1024, 512, 8192, 100, false, 0},
+		{"under a 64th of the pool held, no room", 960, 480, 8192, 100, false, 1},
 	} {
 		for _, reuse := range []EngineReuse{ReuseAfterIteration, ReuseOnSchedule} {
 			t.Run(tc.name+"/"+string(reuse), func(t *testing.T) {
