@@ -597,7 +597,7 @@ func (r *Router) routeTTFT(b *batch) {
 // request for seconds. On the Mooncake conversation traces, turns of a few
 // hundred tokens reusing a 256-512-token prefix, kept on a rank whose
 // 131k-token pool one request of 60k-120k tokens held, waited 4.5-7.6 s
-// for its blocks.
+// for that memory.
 //
 // Only on ranks that do not report their pending KV (RankState.
 // ReportsPendingKV): there the room is a guess, the free KV less the
