@@ -1464,6 +1464,47 @@ func TestTTFTKeepsHolders(t *testing.T) {
 	}
 }
 
+// TestTTFTTiesPreferRoom: of two ranks a request's prediction ties, one
+// with at least an eighth of its KV pool free goes before one with fewer
+// requests where some rank holds the request's prefix: the prediction
+// counts queued prefill, not the blocks the queue will wait for. A prompt
+// no rank holds is spread by request counts alone.
+func TestTTFTTiesPreferRoom(t *testing.T) {
+	const pool = 32_768 // tokens; an eighth is 4096
+	for _, tc := range []struct {
+		name  string
+		held  int32 // prompt tokens both ranks have computed
+		free0 int64 // rank 0's free KV tokens; it serves 2 requests, rank 1 4
+		conv  bool  // the request opens a conversation
+		want  int
+	}{
+		{"held, rank 0 short of an eighth", 512, 4095, false, 1},
+		{"held, rank 0 at an eighth", 512, 4096, false, 0},
+		{"held, both with room", 512, pool, false, 0},
+		{"not held, rank 0 short of an eighth", 0, 4095, false, 0},
+		{"new conversation, held, rank 0 short of an eighth", 512, 4095, true, 1},
+		{"new conversation, held, rank 0 at an eighth", 512, 4096, true, 0},
+		{"new conversation, not held, rank 0 short of an eighth", 0, 4095, true, 0},
+	} {
+		for _, reuse := range []EngineReuse{ReuseAfterIteration, ReuseOnSchedule} {
+			t.Run(tc.name+"/"+string(reuse), func(t *testing.T) {
+				states := []RankState{
+					{Rank: 0, NumActiveRequests: 2, NumActiveTokens: 2000, KVCapacityTokens: pool, FreeKVTokens: tc.free0},
+					{Rank: 1, NumActiveRequests: 4, NumActiveTokens: 2000, KVCapacityTokens: pool, FreeKVTokens: pool / 2},
+				}
+				req := extend(1, nil, 1024)
+				if tc.conv {
+					req.ConversationID = "c1"
+				}
+				res, rcs := explained(t, ttftCfg(2, reuse), states, []Request{req}, 8, []int32{tc.held, tc.held})
+				if got := res.Ranks[0]; got != tc.want {
+					t.Fatalf("request on rank %d, want %d:\n%s", got, tc.want, &rcs[0])
+				}
+			})
+		}
+	}
+}
+
 // rampFamilies makes the ramp tests' requests: family f's share a
 // 2048-token prefix, each request adds a 32-token tail of its own, and ids
 // count up from 1 across families.
