@@ -994,9 +994,9 @@ func usable(k int, row, ready []int, onSchedule bool) int {
 // idle rank, preferably to one whose queue with it ends within the
 // iteration the busiest rank fills anyway, then to the one with the fewest
 // requests, then the one home to the fewest recently active conversations,
-// then the lowest prediction. Among ties, where some rank holds the
-// request's prefix, a rank with KV room (see hasRoom) goes before one with
-// fewer requests.
+// then the lowest prediction. Among the ties of any other request whose
+// prefix some rank holds, a rank with KV room (see hasRoom) goes before one
+// with fewer requests.
 func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, ready []int, onSchedule bool) int {
 	q := &b.reqs[i]
 	home, fresh := -1, false
