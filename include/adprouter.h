@@ -463,9 +463,11 @@ typedef struct adpr_receipt {
                                   request's prompt family wants another rank,
                                   or its prefix is still being computed, so
                                   a rank whose queue with it ends within
-                                  the busiest rank's queued prefill was not
-                                  charged for computing the prefix again (its
-                                  score is its wait alone); 0 otherwise
+                                  the busiest rank's share of the next
+                                  iteration (its queued prefill, at most
+                                  ttft_drain_tokens) was not charged for
+                                  computing the prefix again (its score is
+                                  its wait alone); 0 otherwise
                                   (always 0, as a reserved field, in builds
                                   before it was named) */
     /* The cache-affinity gate (ADPR_REASON_SCORED; 0 otherwise): the match

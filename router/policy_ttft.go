@@ -67,10 +67,13 @@ import (
 //     requests, families of at least WarmupMinRequests), applied to the
 //     active requests, exceeds what the ranks holding it take at the fair
 //     soft cap, and the rank's queue with the request ends within the
-//     prefill the busiest rank has queued anyway, the recompute charge is
-//     waived there (see ttftCost.at), and among the ties a rank that
-//     would compute it again — a new holder — wins. Replicas are then made
-//     while the lock step waits anyway, not by a stall of their own.
+//     busiest rank's share of the next iteration anyway, the recompute
+//     charge is waived there (see ttftCost.at), and among the ties a rank
+//     that would compute it again — a new holder — wins. Replicas are
+//     then made while the lock step waits anyway, not by a stall of their
+//     own. So, once per decision, for a family that has outgrown holders
+//     which set the lock step (see outgrown): more than a fair share of
+//     the active requests per holder, not the soft cap's.
 //   - While the router ramps up (fewer than ttftRampRequests requests per
 //     rank routed, and its demand window not yet full) under load (more
 //     than ttftRampLoad active requests per rank), the first
@@ -184,8 +187,11 @@ type ttftState struct {
 	queued []int64
 	homes  []int
 	// Per decision: the fair soft cap (fairCap) and the active requests
-	// counting the batch, for needsReplica.
+	// counting the batch, for needsReplica; and whether a replica was made
+	// for a family that outgrew its holders (see outgrown), one per
+	// decision.
 	fair, total int
+	outgrew     bool
 	// stall: whether the last decision made a ramp replica (a prefix
 	// computed whole, which stalls the iteration after it), and whether
 	// its prompt takes more than that iteration.
@@ -460,6 +466,7 @@ func (r *Router) routeTTFT(b *batch) {
 		r.ttft.total > ttftRampLoad*len(count) &&
 		!(r.ttft.stall == stallLong || (r.ttft.stall == stallOne && len(rest) > len(count)))
 	r.setStalled(stallNone)
+	r.ttft.outgrew = false
 	// Past the KV memory the reference's score places (memoryBound); its
 	// tie-break draws the reference's shuffles.
 	pastMemory := memoryBound(b.states)
@@ -1105,6 +1112,9 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 			best, bestCost, bestUnc = k, c, unc
 		}
 	}
+	if pred.outgrown && best >= 0 && bestUnc > pred.least+int64(r.cfg.TokensPerBlock) {
+		r.ttft.outgrew = true
+	}
 	return best
 }
 
@@ -1126,10 +1136,18 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 // otherwise do, which takes GPU time and, in lock step, lengthens other
 // ranks' iterations too. A rank that computes more wins only when its wait
 // is shorter by more than that. The charge is waived when the request's
-// family needs another rank (needsReplica) or its prefix is still in
-// flight (prefixInFlight), and the rank's queue with the request ends
-// within the prefill the busiest rank has queued: the lock step lasts that
-// long anyway, and the new holder serves the family's later requests.
+// family needs another rank (needsReplica), has outgrown holders that set
+// the lock step (outgrown), or its prefix is still in flight
+// (prefixInFlight), and the rank's queue with the request ends within the
+// busiest rank's share of the next iteration (its queued prefill, at most
+// TTFTDrainTokens): that iteration lasts as long anyway, and the new holder
+// serves the family's later requests. Past the next iteration the rank's
+// queue would hold the prefix's rest when the next decision's requests
+// arrive: a 64-tenant spike with 6144-token prompts on a 4096-token
+// budget, each replica's second iteration in the way of later requests,
+// went from 0.36 to 0.86 times the KV-aware reference's TTFT p99 with the
+// waiver reaching as far as the busiest rank's whole queue (the drawn
+// grid's case=32, under ReuseOnSchedule; docs/routing-quality.md).
 //
 // The prediction also adds a share (1/ttftRaiseShare) of what the request
 // raises the next iteration beyond the busiest rank's share of it: in lock
@@ -1145,8 +1163,9 @@ type ttftCost struct {
 	i          int
 	row, ready []int
 	onSchedule bool
-	// replicate: needsReplica or prefixInFlight for the request.
-	replicate bool
+	// replicate: needsReplica, outgrown or prefixInFlight for the
+	// request; outgrown: by outgrown alone.
+	replicate, outgrown bool
 	// least is the fewest tokens any eligible, allowed rank computes for
 	// the request; busiest the most prefill queued on any rank.
 	least, busiest int64
@@ -1167,6 +1186,10 @@ func (r *Router) ttftCoster(b *batch, i int, eligible []int, allow []bool, row, 
 	c.least = max(c.least, 0)
 	for _, v := range r.ttft.queued {
 		c.busiest = max(c.busiest, v)
+	}
+	if !c.replicate {
+		c.outgrown = r.outgrown(b, i, eligible, allow, c)
+		c.replicate = c.outgrown
 	}
 	return c
 }
@@ -1197,7 +1220,7 @@ func (c ttftCost) at(k int) (cost, wait, unc int64) {
 	unc = c.unc(k)
 	t := c.r.ttft.queued[k] + unc
 	wait = c.wait(t)
-	if c.replicate && t <= c.busiest {
+	if c.replicate && t <= min(c.busiest, int64(c.r.cfg.TTFTDrainTokens)) {
 		return wait, wait, unc
 	}
 	return wait + c.raise(t)/ttftRaiseShare + max(unc-c.least-int64(c.r.cfg.TokensPerBlock), 0), wait, unc
@@ -1224,6 +1247,14 @@ const ttftRaiseShare = 2
 // the active requests (this batch's counted), exceeds what the ranks the
 // index expects to hold it take at the fair soft cap.
 func (r *Router) needsReplica(b *batch, i int) bool {
+	return r.familyExceeds(b, i, r.ttft.fair)
+}
+
+// familyExceeds reports whether request i's prompt family, a family of the
+// demand window, takes more of the active requests (this batch's counted)
+// by its share of the window than perRank for each rank the index expects
+// to hold it.
+func (r *Router) familyExceeds(b *batch, i, perRank int) bool {
 	p := r.prefix
 	if p.wfill == 0 {
 		return false
@@ -1233,7 +1264,52 @@ func (r *Router) needsReplica(b *batch, i int) bool {
 		return false
 	}
 	share := float64(c) / float64(p.wfill)
-	return share*float64(r.ttft.total) > float64(p.idx.Replicas(fam))*float64(r.ttft.fair)
+	return share*float64(r.ttft.total) > float64(p.idx.Replicas(fam))*float64(perRank)
+}
+
+// outgrown reports whether request i, not a conversation's turn, belongs
+// to a prompt family that has outgrown its holders while they set the lock
+// step: its share of the demand window, applied to the active requests,
+// exceeds a fair share of them (not the soft cap, as needsReplica's: a
+// multiple of it) for each rank holding it, every rank that would compute
+// least for it would take its queue past the busiest rank's, and this
+// decision has not yet made a replica for that reason.
+//
+// Such a family's requests stack on its holders: each rank computes what
+// its own families bring, and the holders' iteration is every rank's. A
+// 512-token prompt with two fifths of the traffic, held by one of four
+// ranks, took eight of a burst's seventeen requests there, and the next
+// burst's six: 1.51 times the TTFT p99 of the conversation policy, which
+// spreads by requests (the drawn grid's case=61). A replica on a rank whose
+// queue with it ends within the next iteration costs no one time (see
+// ttftCost); one is 1.12 times. One per decision: each replica is free
+// when it is made, but the decision's later requests fill the ranks
+// anyway, and every replica adds a prompt to what they compute (two tenants
+// on six ranks, bursts of 118 requests: three replicas in one took the
+// TTFT p99 from 1.12 to 1.26 times the best reference's, case=114).
+// A conversation's turn is left out: its family is its system prompt, but
+// what its home holds is its whole context, which a replica would compute
+// again for that one conversation, not for the family's later requests.
+// Samples of one prompt, each a block or less beyond it, are left to
+// stackedTails.
+func (r *Router) outgrown(b *batch, i int, eligible []int, allow []bool, c ttftCost) bool {
+	if r.ttft.outgrew || b.reqs[i].ConversationID != "" || c.least <= int64(r.cfg.TokensPerBlock) {
+		return false
+	}
+	n := len(b.states)
+	if !r.familyExceeds(b, i, (r.ttft.total+n-1)/n) {
+		return false
+	}
+	holders := false
+	for _, k := range eligible {
+		if allowed(allow, k) && c.unc(k) == c.least {
+			if r.ttft.queued[k]+c.least <= c.busiest {
+				return false
+			}
+			holders = true
+		}
+	}
+	return holders
 }
 
 // prefixInFlight reports whether request i's prefix is still being

@@ -1791,3 +1791,120 @@ func TestTTFTRoomReplica(t *testing.T) {
 		})
 	}
 }
+
+// TestTTFTOutgrownFamily: a prompt family with more than a fair share of the
+// traffic per rank holding it, whose holders set the lock step, gets one
+// replica per decision on a rank whose queue with it ends within the next
+// iteration (see outgrown). Not past that iteration, not for a
+// conversation's turns, not for a family its holders serve at a fair share,
+// and not while another family's holder sets the lock step.
+func TestTTFTOutgrownFamily(t *testing.T) {
+	const dp, prefix = 4, 512
+	// A family: the ranks holding its 512-token prefix, its requests among
+	// the demand window's (placed on the holders by target, in turn), and
+	// its requests in the decision, each with tail tokens of its own.
+	type family struct {
+		holders       []int
+		warm, n, tail int
+	}
+	mk := func(id uint64, f, tail, target int, conv string) Request {
+		toks := make([]int32, prefix+tail)
+		for k := range toks {
+			toks[k] = int32(f*100_000 + k)
+			if k >= prefix {
+				toks[k] = int32(id*1000 + uint64(k))
+			}
+		}
+		return Request{ID: id, Tokens: toks, TargetRank: target, Strict: target != NoTarget, ConversationID: conv}
+	}
+	// Family 0 is held by the three ranks family 1 is not on; its share of
+	// the window is two thirds, within what its holders take. Family 1's
+	// share is a third: more than a fair share of the active requests for
+	// its one holder, less than the fair soft cap's (past which
+	// needsReplica wants another holder), through the decision.
+	three := func(n, tail int) family { return family{[]int{0, 1, 3}, 12, n, tail} }
+	one := family{[]int{2}, 6, 6, 200}
+	for _, tc := range []struct {
+		name    string
+		drain   int  // ttft_drain_tokens; 0 the default
+		conv    bool // the last family's requests are conversations' turns
+		fams    []family
+		wantOff int // requests of families 1.. placed off their holders
+	}{
+		{"one replica", 0, false, []family{three(4, 200), one}, 1},
+		{"a replica past the next iteration", 700, false, []family{three(4, 200), one}, 0},
+		{"conversations' turns", 0, true, []family{three(4, 200), one}, 0},
+		{"held at a fair share", 0, false, []family{{[]int{0, 3}, 12, 4, 200}, {[]int{1, 2}, 6, 6, 200}}, 0},
+		{"a family 0 holder sets the lock step", 0, false, []family{three(1, 3000), one}, 0},
+		// Two families outgrow one holder each; family 0 is at a fair
+		// share on its two. One replica in all.
+		{"one replica per decision", 0, false, []family{{[]int{0, 1}, 6, 2, 200},
+			{[]int{2}, 7, 6, 200}, {[]int{3}, 7, 6, 200}}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ttftCfg(dp, ReuseAfterIteration)
+			cfg.TTFTDrainTokens, cfg.Explain = tc.drain, true
+			r := mustNew(t, cfg)
+			last := len(tc.fams) - 1
+			conv := func(f int, id uint64) string {
+				if tc.conv && f == last {
+					return fmt.Sprintf("c%d", id)
+				}
+				return ""
+			}
+			var warm []Request
+			id := uint64(0)
+			for f, fam := range tc.fams {
+				for n := range fam.warm {
+					id++
+					warm = append(warm, mk(id, f, 200, fam.holders[n%len(fam.holders)], conv(f, id)))
+				}
+			}
+			mustRoute(t, r, idle(dp), warm, 32, make([]int32, dp*len(warm)))
+			// The decision, each prefix computed where its requests went
+			// (the ranks idle: no ramp replicas, see ttftRampLoad); the
+			// turns come back to the conversations opened above.
+			var reqs []Request
+			var matches []int32
+			var fams []int
+			for f, fam := range tc.fams {
+				for n := range fam.n {
+					q := mk(uint64(100+len(reqs)), f, fam.tail, NoTarget, "")
+					if conv(f, 0) != "" {
+						q.ConversationID = conv(f, id-uint64(n))
+					}
+					reqs, fams = append(reqs, q), append(fams, f)
+					for k := range dp {
+						var m int32
+						if slices.Contains(fam.holders, k) {
+							m = prefix
+						}
+						matches = append(matches, m)
+					}
+				}
+			}
+			states := idle(dp)
+			res := mustRoute(t, r, states, reqs, 32, matches)
+			rcs := r.Receipts()
+			if err := checkReceipts(cfg, states, reqs, res, rcs); err != nil {
+				t.Fatal(err)
+			}
+			off := 0
+			for i, k := range res.Ranks {
+				if f := fams[i]; f > 0 && !slices.Contains(tc.fams[f].holders, k) {
+					off++
+					if !rcs[i].ReplicaWanted {
+						t.Errorf("request %d left family %d's holders without ReplicaWanted:\n%s", reqs[i].ID, f, &rcs[i])
+					}
+				}
+			}
+			if off != tc.wantOff {
+				var sb strings.Builder
+				for n := range rcs {
+					fmt.Fprintf(&sb, "%s\n", &rcs[n])
+				}
+				t.Errorf("ranks %v: %d requests off their family's holders, want %d\n%s", res.Ranks, off, tc.wantOff, sb.String())
+			}
+		})
+	}
+}

@@ -183,11 +183,12 @@ type Receipt struct {
 	// competed.
 	CapacityFallback bool
 	// ReplicaWanted (ReasonPredictedTTFT): the request's prompt family
-	// needs another rank to hold it, or its prefix is still being computed
-	// (see prefixInFlight), so a rank whose queue with the request
-	// ends within the busiest rank's queued prefill was not charged for
-	// computing the prefix again (its Score is its wait alone). The C
-	// receipt's replica_wanted.
+	// needs another rank to hold it (needsReplica, outgrown), or its prefix
+	// is still being computed (see prefixInFlight), so a rank whose queue
+	// with the request ends within the busiest rank's share of the next
+	// iteration (its queued prefill, at most TTFTDrainTokens) was not
+	// charged for computing the prefix again (its Score is its wait
+	// alone). The C receipt's replica_wanted.
 	ReplicaWanted bool
 }
 
@@ -425,7 +426,7 @@ func (rc *Receipt) String() string {
 		sb.WriteString("; no rank had KV room: most headroom won")
 	}
 	if rc.ReplicaWanted {
-		sb.WriteString("; its family wants another rank or its prefix is in flight: no recompute charge within the busiest rank's queue")
+		sb.WriteString("; its family wants another rank or its prefix is in flight: no recompute charge within the busiest rank's next iteration")
 	}
 	if len(rc.Candidates) > 0 {
 		switch rc.Reason {

@@ -72,8 +72,9 @@ class Receipt:
     random.Random(id).shuffle order (rank is the first tied one);
     capacity_fallback: no rank had KV room, the most headroom won;
     replica_wanted (score "ttft"): the request's prompt family wants another
-    rank, or its prefix is still being computed, so a rank whose queue with it ends within the busiest rank's queued
-    prefill was not charged for computing the prefix again. str() gives the
+    rank, or its prefix is still being computed, so a rank whose queue with it ends within the busiest rank's share
+    of the next iteration (its queued prefill, at most ttft_drain_tokens) was not charged for computing the prefix
+    again. str() gives the
     library's explanation."""
 
     __slots__ = ("id", "rank", "reason", "num_tokens", "step", "expected", "eligible", "max_match",
