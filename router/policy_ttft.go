@@ -1282,11 +1282,12 @@ func (r *Router) familyExceeds(b *batch, i, perRank int) bool {
 // burst's six: 1.51 times the TTFT p99 of the conversation policy, which
 // spreads by requests (the drawn grid's case=61). A replica on a rank whose
 // queue with it ends within the next iteration costs no one time (see
-// ttftCost); one is 1.12 times. One per decision: each replica is free
-// when it is made, but the decision's later requests fill the ranks
-// anyway, and every replica adds a prompt to what they compute (two tenants
-// on six ranks, bursts of 118 requests: three replicas in one took the
-// TTFT p99 from 1.12 to 1.26 times the best reference's, case=114).
+// ttftCost); with one the cell is at 1.12 times. One per decision: each
+// replica is free when it is made, but the decision's later requests fill
+// the ranks anyway, and every replica adds a prompt to what they compute
+// (two tenants on six ranks, bursts of 118 requests: three replicas in one
+// took the TTFT p99 from 1.12 to 1.26 times the best reference's,
+// case=114).
 // A conversation's turn is left out: its family is its system prompt, but
 // what its home holds is its whole context, which a replica would compute
 // again for that one conversation, not for the family's later requests.
