@@ -39,8 +39,7 @@ const (
 	// tagPendingSet: SetPendingWarmup replaced the pending set.
 	tagPendingSet = 9
 	// tagRampStall: the ttft score's last decision made a ramp replica
-	// (1, or 2 when its prompt is longer than an iteration computes) or
-	// not (0).
+	// (1) or not (0).
 	tagRampStall = 10
 	// tagLoaded: quiet warmup saw the engine loaded for the first time.
 	tagLoaded = 11

@@ -76,8 +76,9 @@ import (
 //     the active requests per holder, not the soft cap's.
 //   - While the router ramps up (fewer than ttftRampRequests requests per
 //     rank routed, and its demand window not yet full) under load (more
-//     than ttftRampLoad active requests per rank), the first
-//     request of a decision whose family needs another rank goes to the
+//     than ttftRampLoad active requests per rank), the first request of a
+//     decision whose family needs another rank, and whose prompt one
+//     iteration computes (ttft_drain_tokens), goes to the
 //     eligible rank not holding it with the least prefill queued (a demand
 //     warmup placement): one stall, shared by the family's other requests
 //     of the decision, which the rule above lets follow onto further new
@@ -86,9 +87,7 @@ import (
 //     its own. The decision after one that made such a replica makes none
 //     when it brings more requests than there are ranks: those arrived
 //     during the stall (a burst), and a second stall in a row would double
-//     their wait. Nor does it when that replica's prompt is longer than
-//     ttft_drain_tokens: the replica is still computing, and a second
-//     would lengthen the iterations it computes in.
+//     their wait.
 //   - A request's homes stay candidates past the soft cap: the soft cap
 //     counts requests, most of which only decode. Its conversation's rank
 //     does up to the hard cap; else every rank that computed the longest
@@ -192,10 +191,9 @@ type ttftState struct {
 	// decision.
 	fair, total int
 	outgrew     bool
-	// stall: whether the last decision made a ramp replica (a prefix
-	// computed whole, which stalls the iteration after it), and whether
-	// its prompt takes more than that iteration.
-	stall rampStall
+	// stalled: whether the last decision made a ramp replica (a prefix
+	// computed whole, which stalls the iteration after it).
+	stalled bool
 	// held, fresh: newFamiliesLast's buffers.
 	held, fresh []int
 	// tails: per rank, the tokens this decision's requests of the current
@@ -296,6 +294,17 @@ func ttftHomeCap(fair, total, maxn int) int {
 // little, and the stall a replica makes would decide a p99 of its own. The
 // value was chosen on the simulator's evaluation grid and three shifts of
 // its seeds, judged with the held-out sweeps (docs/routing-quality.md).
+//
+// A prompt longer than ttft_drain_tokens makes no ramp replica: computed
+// whole, it stalls the lock step for two iterations or more, every request
+// in flight waiting with it, which one replica's share of the family's
+// traffic does not repay. One 4096-token system prompt on 16 ranks at 2
+// requests per second per rank, with a 4096-token iteration budget, had
+// replicas made this way (and for room, see roomRank) one by one at 7 to
+// 53 s, each some 210 ms for its request and 130-200 ms for those arriving
+// meanwhile: 1.84 times the KV-aware reference's TTFT p99; 0.82 times with
+// neither, its four first holders serving the whole traffic (the drawn
+// grid's case=25, docs/routing-quality.md).
 const ttftRampLoad = 4
 
 // ttftRampRequests is how many routed requests per rank the router counts
@@ -352,27 +361,15 @@ func (t *ttftState) begin(cfg *Config, states []RankState, d *uint64) {
 	}
 }
 
-// A rampStall says whether a decision made a ramp replica, and how long
-// the replica's prompt takes to compute.
-type rampStall uint8
-
-const (
-	// stallNone: the decision made no ramp replica.
-	stallNone rampStall = iota
-	// stallOne: it made one whose prompt one iteration computes
-	// (ttft_drain_tokens or fewer tokens).
-	stallOne
-	// stallLong: it made one whose prompt is longer: the next iteration
-	// still computes it.
-	stallLong
-)
-
-// setStalled records whether this decision made a ramp replica, and how
-// long its prompt is.
-func (r *Router) setStalled(v rampStall) {
-	if r.ttft.stall != v {
-		r.ttft.stall = v
-		r.digest = fold(r.digest, tagRampStall, uint64(v), 0)
+// setStalled records whether this decision made a ramp replica.
+func (r *Router) setStalled(v bool) {
+	if r.ttft.stalled != v {
+		r.ttft.stalled = v
+		bit := uint64(0)
+		if v {
+			bit = 1
+		}
+		r.digest = fold(r.digest, tagRampStall, bit, 0)
 	}
 }
 
@@ -457,15 +454,13 @@ func (r *Router) routeTTFT(b *batch) {
 	homeCap := ttftHomeCap(r.ttft.fair, r.ttft.total, b.maxn)
 	// Ramping under load: one replica of a family that needs it may be made
 	// at once in this decision (see ttftRampLoad), but not right after one
-	// when the decision brings more requests than there are ranks (they
+	// when the decision brings more requests than there are ranks: they
 	// arrived during that replica's stall, and a second would stall them
-	// again), or when that replica's prompt is longer than an iteration
-	// computes: a second would lengthen the iterations that one is still
-	// computing in.
+	// again.
 	ramp := r.prefix.wfill < min(len(r.prefix.window), ttftRampRequests*len(count)) &&
 		r.ttft.total > ttftRampLoad*len(count) &&
-		!(r.ttft.stall == stallLong || (r.ttft.stall == stallOne && len(rest) > len(count)))
-	r.setStalled(stallNone)
+		!(r.ttft.stalled && len(rest) > len(count))
+	r.setStalled(false)
 	r.ttft.outgrew = false
 	// Past the KV memory the reference's score places (memoryBound); its
 	// tie-break draws the reference's shuffles.
@@ -522,14 +517,13 @@ func (r *Router) routeTTFT(b *batch) {
 		if quiet && !q.Strict {
 			k = r.demandRank(b, i, eligible, allow, tokens)
 		}
-		if k < 0 && ramp && !q.Strict && r.needsReplica(b, i) {
+		// Not with a prompt longer than an iteration computes: that
+		// replica would stall the lock step for more than one (see
+		// ttftRampLoad).
+		if k < 0 && ramp && !q.Strict && q.Len() <= r.cfg.TTFTDrainTokens && r.needsReplica(b, i) {
 			if k = r.rampRank(b, i, eligible, allow); k >= 0 {
 				ramp = false // one stall per decision
-				if q.Len() > r.cfg.TTFTDrainTokens {
-					r.setStalled(stallLong)
-				} else {
-					r.setStalled(stallOne)
-				}
+				r.setStalled(true)
 			}
 		}
 		if k < 0 && roomOnce && !q.Strict && !r.bound(q) {
@@ -1367,9 +1361,10 @@ func (r *Router) rampRank(b *batch, i int, eligible []int, allow []bool) int {
 // at most half full, the least filled, then the one with least prefill
 // queued, then the lowest index; -1 when there is none, when some holder has
 // room for the request, when the family is not in demand (see
-// prefixState.demand), or when the request's computed prefix is its own
-// context rather than its family's (more than half its prompt, its last
-// block on a single rank).
+// prefixState.demand), when a holder has computed more than half an
+// iteration (ttft_drain_tokens) of the request's prompt, or when the
+// request's computed prefix is its own context rather than its family's
+// (more than half its prompt, its last block on a single rank).
 //
 // Fill is as the index knows it: the blocks placed on a rank against its
 // bound (the KV capacity the rank reports), so a full holder is one where
@@ -1384,6 +1379,19 @@ func (r *Router) rampRank(b *batch, i int, eligible []int, allow []bool) int {
 // worst TTFT p99 from 1.39 to 1.25 times the best reference's, and left
 // the evaluation grid's generated cases, where pools rarely fill while a
 // rank stays empty, as they were (docs/routing-quality.md).
+//
+// A prefix longer than half an iteration stays on its holders: computed
+// again at light load, where no other rank's queue fills the iteration, it
+// is a stall of the lock step of its own, and a holder's full index is
+// then mostly its requests' own tails, never reused, not the contexts and
+// prefixes the replica is for: each new holder's fills as the others' did,
+// and the replicas follow one another. One 4096-token system prompt with
+// 64-1024-token messages on 16 ranks at 2 requests per second per rank,
+// with a 4096-token iteration budget, made one every 10 s or so, each a
+// stall of some 210 ms (see ttftRampLoad). The Mooncake slices' replicas
+// for room move requests that reuse a few hundred tokens of prompts
+// thousands long; a 2048-token shared prompt beside follow-ups on an
+// 8192-token budget (the mixed traces) still gets its replica.
 func (r *Router) roomRank(b *batch, i int, eligible []int, allow []bool, ready []int) int {
 	p := r.prefix
 	fam, _, ok := p.demand(&r.cfg, b, i)
@@ -1405,6 +1413,9 @@ func (r *Router) roomRank(b *batch, i int, eligible []int, allow []bool, ready [
 		held = max(held, ready[k])
 	}
 	if holders == 0 {
+		return -1
+	}
+	if 2*held > r.cfg.TTFTDrainTokens {
 		return -1
 	}
 	if 2*held > n {

@@ -1549,9 +1549,8 @@ func demandPlacements(r *Router) (n int) {
 // TestTTFTRampNotTwiceOverABurst: while ramping under load, a decision that
 // makes a family's replica stalls the next iteration; the decision after it
 // makes no replica when it brings more requests than there are ranks (they
-// arrived during the stall), or when the replica's prompt is longer than an
-// iteration computes (ttft_drain_tokens: it is still computing), but does
-// with fewer requests, or after a decision without one.
+// arrived during the stall), but does with fewer requests, or after a
+// decision without one.
 func TestTTFTRampNotTwiceOverABurst(t *testing.T) {
 	// Prompt families (2080-token prompts) on 8 ranks with 5 active
 	// requests each.
@@ -1561,23 +1560,19 @@ func TestTTFTRampNotTwiceOverABurst(t *testing.T) {
 	replicas := demandPlacements
 	for _, tc := range []struct {
 		name    string
-		drain   int  // ttft_drain_tokens
 		between bool // an empty decision after the first replica
 		burst   int  // requests of the second family
 		want    int  // replicas the last decision makes
 	}{
-		{"a burst right after a replica", 8192, false, 10, 0},
-		{"a burst after an iteration without one", 8192, true, 10, 1},
-		{"no more requests than ranks", 8192, false, 8, 1},
-		{"no more requests than ranks, a replica longer than an iteration", 2048, false, 8, 0},
-		{"a replica longer than an iteration, then an iteration without one", 2048, true, 8, 1},
+		{"a burst right after a replica", false, 10, 0},
+		{"a burst after an iteration without one", true, 10, 1},
+		{"no more requests than ranks", false, 8, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig(PolicyKVCacheAware, len(states))
 			if err := ApplyPreset(&cfg, PresetRecommended); err != nil {
 				t.Fatal(err)
 			}
-			cfg.TTFTDrainTokens = tc.drain
 			cfg.Explain = true
 			r := mustNew(t, cfg)
 			route := func(reqs []Request) {
@@ -1598,6 +1593,34 @@ func TestTTFTRampNotTwiceOverABurst(t *testing.T) {
 				t.Errorf("the last decision made %d replicas, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestTTFTRampWithinAnIteration: a ramp replica is made only of a prompt one
+// iteration computes (ttft_drain_tokens): a longer one, computed whole,
+// would stall the lock step for two.
+func TestTTFTRampWithinAnIteration(t *testing.T) {
+	var fams rampFamilies
+	states := loadedStates(8)
+	for _, tc := range []struct {
+		drain int // ttft_drain_tokens; the prompts are 2080 tokens
+		want  int // replicas
+	}{
+		{8192, 1},
+		{2080, 1},
+		{2079, 0},
+	} {
+		cfg := DefaultConfig(PolicyKVCacheAware, len(states))
+		if err := ApplyPreset(&cfg, PresetRecommended); err != nil {
+			t.Fatal(err)
+		}
+		cfg.TTFTDrainTokens = tc.drain
+		cfg.Explain = true
+		r := mustNew(t, cfg)
+		mustRoute(t, r, states, fams.requests(1, 3, NoTarget), 64, nil)
+		if got := demandPlacements(r); got != tc.want {
+			t.Errorf("ttft_drain_tokens %d: %d replicas of 2080-token prompts, want %d", tc.drain, got, tc.want)
+		}
 	}
 }
 
@@ -1789,6 +1812,58 @@ func TestTTFTRoomReplica(t *testing.T) {
 				t.Errorf("demand-warmup receipt: %v, want %v", replica, tc.want != 0)
 			}
 		})
+	}
+}
+
+// TestTTFTRoomReplicaWithinHalfAnIteration: a replica for room is made only
+// of a prefix of at most half an iteration (ttft_drain_tokens): computed
+// again at light load, a longer one is a lock-step stall of its own. The
+// prompt's length beyond it does not matter where the prefix is its
+// family's (held on two ranks), not the request's own context.
+func TestTTFTRoomReplicaWithinHalfAnIteration(t *testing.T) {
+	// A family of 1024-token prompts (32 blocks) on ranks 0 and 1, each
+	// holding two requests that add 1024 tokens of their own: 96 of their
+	// 128 blocks (4096-token pools).
+	family := make([]int32, 1024)
+	for k := range family {
+		family[k] = int32(700_000 + k)
+	}
+	for _, tc := range []struct {
+		drain   int  // ttft_drain_tokens
+		own     int  // the last request's tokens beyond the family's
+		replica bool // it goes to rank 2 or 3
+	}{
+		{8192, 1024, true},
+		{2048, 1024, true},
+		{2047, 1024, false},
+		{8192, 256, true}, // mostly the family's prefix
+		{2047, 256, false},
+	} {
+		cfg := ttftCfg(4, ReuseAfterIteration)
+		cfg.TTFTDrainTokens = tc.drain
+		cfg.WarmupMinRequests, cfg.WarmupWindow = 2, 4
+		cfg.Explain = true
+		r := mustNew(t, cfg)
+		states := make([]RankState, 4)
+		for k := range states {
+			states[k] = RankState{Rank: k, KVCapacityTokens: 4096, FreeKVTokens: 4096}
+		}
+		for id, k := range []int{0, 0, 1, 1} {
+			q := extend(uint64(id+1), family, 1024)
+			q.TargetRank = k
+			mustRoute(t, r, states, []Request{q}, 8, nil)
+		}
+		last := extend(9, family, tc.own)
+		res := mustRoute(t, r, states, []Request{last}, 8, nil)
+		got := slices.Contains(res.Assignment[2], last.ID) || slices.Contains(res.Assignment[3], last.ID)
+		if got != tc.replica {
+			t.Errorf("ttft_drain_tokens %d, %d tokens beyond the 1024-token prefix: went to %v, want a replica %v",
+				tc.drain, tc.own, res.Assignment, tc.replica)
+		}
+		if receipt := demandPlacements(r) == 1; receipt != tc.replica {
+			t.Errorf("ttft_drain_tokens %d, %d tokens beyond the 1024-token prefix: demand-warmup receipt %v, want %v",
+				tc.drain, tc.own, receipt, tc.replica)
+		}
 	}
 }
 
