@@ -425,7 +425,13 @@ typedef struct adpr_stats {
 #define ADPR_REASON_SCORED 4              /* kv_cache_aware: the lowest score */
 #define ADPR_REASON_LEAST_LOADED 5        /* default: fewest tokens, then requests */
 #define ADPR_REASON_CONVERSATION_BOUND 6  /* the rank its conversation is bound to */
-#define ADPR_REASON_NEW_CONVERSATION 7    /* conversation: a new placement */
+#define ADPR_REASON_NEW_CONVERSATION 7    /* conversation: a new placement;
+                                             score "ttft": a conversation's
+                                             turn not yet bound, placed by
+                                             the fewest requests among the
+                                             ranks where it waits no longer
+                                             than on an idle one (candidates
+                                             as for PREDICTED_TTFT) */
 #define ADPR_REASON_PREDICTED_TTFT 8      /* score "ttft": the lowest predicted
                                              TTFT (candidates: match = prefix
                                              reused, load_term = prefill queued
@@ -485,8 +491,9 @@ typedef struct adpr_receipt {
                                   tie (adpr_candidate.shuffle_pos) */
     int32_t capacity_fallback; /* 1: capacity_aware found no rank with room,
                                   so the most headroom won */
-    int32_t num_candidates;    /* 0, or dp_size (scored and least-loaded
-                                  placements): candidates[candidate_offset
+    int32_t num_candidates;    /* 0, or dp_size (scored, least-loaded and
+                                  score "ttft" placements):
+                                  candidates[candidate_offset
                                   .. + num_candidates), in rank order */
     int64_t candidate_offset;
 } adpr_receipt;

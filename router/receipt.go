@@ -45,7 +45,12 @@ const (
 	// ReasonConversationBound: the rank its conversation is bound to.
 	ReasonConversationBound
 	// ReasonNewConversation: the conversation policy's placement of a new
-	// conversation (or of a request without one, or whose home was full).
+	// conversation (or of a request without one, or whose home was full);
+	// under Config.Score = ScoreTTFT, a request of a conversation not yet
+	// bound, placed by the new-conversation rule (the fewest requests among
+	// the ranks where it waits no longer than its whole prompt would take
+	// on an idle rank, not the lowest prediction: docs/ROUTING.md), with
+	// Candidates as for ReasonPredictedTTFT.
 	ReasonNewConversation
 	// ReasonPredictedTTFT: the KV-aware policy under Config.Score =
 	// ScoreTTFT: the lowest predicted time to first token (see Candidates:
@@ -360,6 +365,9 @@ func (l *receiptLog) ttft(r *Router, b *batch, i int, eligible, cands []int, all
 	n := b.reqs[i].Len()
 	rc := &l.out[i]
 	rc.Reason, rc.Eligible, rc.Step = ReasonPredictedTTFT, len(cands), l.next()
+	if q := &b.reqs[i]; q.ConversationID != "" && !r.bound(q) {
+		rc.Reason = ReasonNewConversation // ttftRank's fresh conversation
+	}
 	rc.CapacityFallback = r.room.fallback(eligible, allow, &b.reqs[i], held)
 	s := &l.spans[i]
 	s.cand, s.ncand = len(l.cands), len(row)
@@ -410,8 +418,12 @@ func (rc *Receipt) String() string {
 	default:
 		fmt.Fprintf(&sb, "rank %d: %s", rc.Rank, rc.Reason)
 	}
-	switch rc.Reason {
-	case ReasonScored, ReasonLeastLoaded, ReasonDemandWarmup, ReasonUnplaced, ReasonPredictedTTFT, ReasonHeld:
+	// The predicted-TTFT columns: a placement the ttft score recorded.
+	ttft := rc.Reason == ReasonPredictedTTFT || rc.Reason == ReasonHeld ||
+		rc.Reason == ReasonNewConversation && len(rc.Candidates) > 0
+	switch {
+	case ttft, rc.Reason == ReasonScored, rc.Reason == ReasonLeastLoaded, rc.Reason == ReasonDemandWarmup,
+		rc.Reason == ReasonUnplaced:
 		fmt.Fprintf(&sb, "; soft cap %d, %d eligible", rc.Expected, rc.Eligible)
 	}
 	if rc.Reason == ReasonScored {
@@ -429,17 +441,17 @@ func (rc *Receipt) String() string {
 		sb.WriteString("; its family wants another rank or its prefix is in flight: no recompute charge within the busiest rank's next iteration")
 	}
 	if len(rc.Candidates) > 0 {
-		switch rc.Reason {
-		case ReasonScored:
+		switch {
+		case rc.Reason == ReasonScored:
 			sb.WriteString("\n  rank  reqs      tokens   match   load term       score")
-		case ReasonPredictedTTFT, ReasonHeld:
+		case ttft:
 			sb.WriteString("\n  rank  reqs      tokens  reused      queued   predicted")
 		default:
 			sb.WriteString("\n  rank  reqs      tokens")
 		}
 		for _, c := range rc.Candidates {
 			fmt.Fprintf(&sb, "\n  %4d  %4d  %10.0f", c.Rank, c.Requests, c.Tokens)
-			if (rc.Reason == ReasonScored || rc.Reason == ReasonPredictedTTFT || rc.Reason == ReasonHeld) && c.Excluded == Eligible {
+			if (rc.Reason == ReasonScored || ttft) && c.Excluded == Eligible {
 				fmt.Fprintf(&sb, "  %6d  %10.4g  %10.6g", c.Match, c.LoadTerm, c.Score)
 			}
 			switch {

@@ -52,8 +52,12 @@ func checkReceipts(cfg Config, states []RankState, reqs []Request, res *Result, 
 			ok = cfg.Policy == PolicyKVCacheAware && cfg.Score == ScoreTTFT && !memoryBound(states) && !q.Strict
 		case ReasonLeastLoaded:
 			ok = cfg.Policy == PolicyDefault
-		case ReasonConversationBound, ReasonNewConversation:
+		case ReasonConversationBound:
 			ok = cfg.Policy == PolicyConversation
+		case ReasonNewConversation:
+			// Under the ttft score, a conversation's turn not yet bound.
+			ok = cfg.Policy == PolicyConversation ||
+				cfg.Policy == PolicyKVCacheAware && cfg.Score == ScoreTTFT && q.ConversationID != ""
 		}
 		if !ok {
 			return fmt.Errorf("receipt %d: reason %s for policy %s, target %d, rank %d", i, rc.Reason, cfg.Policy, q.TargetRank, rc.Rank)
@@ -70,6 +74,14 @@ func checkCandidates(cfg Config, q *Request, rc *Receipt) error {
 	case ReasonScored, ReasonLeastLoaded:
 	case ReasonPredictedTTFT:
 		return checkTTFTCandidates(cfg, q, rc)
+	case ReasonNewConversation:
+		if cfg.Policy == PolicyKVCacheAware {
+			return checkTTFTCandidates(cfg, q, rc)
+		}
+		if len(rc.Candidates) != 0 || rc.Tied > 1 {
+			return fmt.Errorf("%d candidates, %d tied for reason %s", len(rc.Candidates), rc.Tied, rc.Reason)
+		}
+		return nil
 	case ReasonHeld:
 		return checkHeldCandidates(cfg, rc)
 	default:
@@ -229,8 +241,9 @@ func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 				k, c.Score, c.LoadTerm, u, charge, raise, want, rc.ReplicaWanted)
 		}
 		// Predictions within a block of the lowest are ties, won by
-		// the rank that computes less.
-		if c.Excluded == Eligible && c.Score+float64(tpb) < chosen.Score && q.ConversationID == "" {
+		// the rank that computes less (or a bound turn's home); a new
+		// conversation goes by its own rule.
+		if c.Excluded == Eligible && c.Score+float64(tpb) < chosen.Score && rc.Reason == ReasonPredictedTTFT {
 			return fmt.Errorf("rank %d predicts %v, below the chosen rank's %v", k, c.Score, chosen.Score)
 		}
 	}
@@ -274,6 +287,53 @@ func TestReceiptPredictedTTFT(t *testing.T) {
 	}
 	if queued != 2 || !strings.Contains(rc.String(), "predicted") {
 		t.Errorf("want two ranks with queued prefill in the receipt:\n%s", &rc)
+	}
+}
+
+// TestReceiptNewConversationTTFT: under the ttft score a conversation's
+// first turn goes by the new-conversation rule (fewest requests among the
+// ranks where it waits no longer than on an idle one), and its receipt says
+// so, with the predictions that rule did not follow; its next turn, bound,
+// goes by the prediction.
+func TestReceiptNewConversationTTFT(t *testing.T) {
+	cfg, err := ParseOptions([][2]string{{"policy", "kv_cache_aware"}, {"dp_size", "2"}, {"preset", "recommended"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Explain = true
+	r := mustNew(t, cfg)
+	// Rank 0 holds a 1024-token system prompt and serves two requests;
+	// rank 1 serves one.
+	states := st([2]int64{2, 0}, [2]int64{1, 0})
+	system := extend(1, nil, 1024)
+	system.TargetRank = 0
+	mustRoute(t, r, states, []Request{system}, 8, nil)
+	first := extend(2, system.Tokens, 64)
+	first.ConversationID = "c"
+	reqs := []Request{first}
+	res := mustRoute(t, r, states, reqs, 8, nil)
+	if err := checkReceipts(cfg, states, reqs, res, r.Receipts()); err != nil {
+		t.Fatal(err)
+	}
+	rc := r.Receipts()[0]
+	if rc.Reason != ReasonNewConversation || rc.Rank != 1 {
+		t.Fatalf("want the new conversation on rank 1, the fewest requests, by the new-conversation rule:\n%s", &rc)
+	}
+	if c := rc.Candidates; len(c) != 2 || c[1].Score <= c[0].Score {
+		t.Errorf("want rank 0's prediction (its prompt cached) below the chosen rank's:\n%s", &rc)
+	}
+	if text := rc.String(); !strings.Contains(text, "new conversation placement; soft cap") || !strings.Contains(text, "predicted") {
+		t.Errorf("want the rule and the predictions in the text:\n%s", text)
+	}
+	next := extend(3, first.Tokens, 64)
+	next.ConversationID = "c"
+	reqs = []Request{next}
+	res = mustRoute(t, r, states, reqs, 8, nil)
+	if err := checkReceipts(cfg, states, reqs, res, r.Receipts()); err != nil {
+		t.Fatal(err)
+	}
+	if rc := r.Receipts()[0]; rc.Reason != ReasonPredictedTTFT || rc.Rank != 1 {
+		t.Errorf("want the bound turn on its rank by the prediction:\n%s", &rc)
 	}
 }
 

@@ -36,7 +36,8 @@ class Candidate:
     match: prompt tokens it caches; load_term: beta * tokens / max(eligible
     ranks' tokens, n) * n; score: (n - match if the affinity gate was on) +
     load_term (the default policy ranks by tokens: score = tokens; under
-    score="ttft", reason "predicted_ttft", match is the prefix the rank would
+    score="ttft", reason "predicted_ttft" (or "new_conversation", a turn of a
+    conversation not yet bound), match is the prefix the rank would
     reuse, load_term the prefill queued there and score the predicted cost in
     prefill tokens: the lock-step wait for load_term + n - match, plus the
     charges docs/ROUTING.md lists; in a call where some rank shows tokens
@@ -67,7 +68,7 @@ class Receipt:
     expected: the decision's soft cap per rank; eligible: ranks under it
     when the request was placed; the affinity gate: max_match, match_rate,
     threshold, affinity (True: the match counted); candidates: one per rank
-    for scored and least-loaded placements, else empty; ties: ranks sharing
+    for scored, least-loaded and score "ttft" placements, else empty; ties: ranks sharing
     the lowest (score, tokens); shuffle: when ties > 1, the ranks in
     random.Random(id).shuffle order (rank is the first tied one);
     capacity_fallback: no rank had KV room, the most headroom won;
