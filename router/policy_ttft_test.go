@@ -726,6 +726,54 @@ func TestWarmupQuietReplicas(t *testing.T) {
 	}
 }
 
+// Before any load, a burst of a prompt family some rank holds, in an idle
+// decision, warms pending ranks only while fewer than half the ranks are
+// warmed; from half on it is scored onto the family's holder, unless its
+// prompts are long beside what the holder has (warming them costs little).
+// A burst with a family no rank holds warms as before.
+func TestWarmupQuietHeldBurstHalfWarmed(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		warmed  []uint64 // tenants of lone idle requests first, each warming a rank
+		burst   []uint64 // tenants of the idle burst after them
+		n       int      // its prompts' tokens; each tenant's first 256 are shared
+		ranks   []int
+		pending int
+	}{
+		{"one rank of four warmed", []uint64{1}, []uint64{1, 1}, 300, []int{1, 2}, 1},
+		{"half the ranks warmed", []uint64{1, 2}, []uint64{1, 1}, 300, []int{0, 0}, 2},
+		{"half the ranks warmed, holders computing as much as they hold", []uint64{1, 2}, []uint64{1, 1}, 512, []int{0, 0}, 2},
+		{"half the ranks warmed, holders computing more than they hold", []uint64{1, 2}, []uint64{1, 1}, 544, []int{2, 3}, 0},
+		{"half the ranks warmed, a new tenant in the burst", []uint64{1, 2}, []uint64{1, 3}, 300, []int{2, 3}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustNew(t, func() Config {
+				c := ttftCfg(4, ReuseAfterIteration)
+				c.Warmup = WarmupQuiet
+				return c
+			}())
+			id := uint64(0)
+			for _, f := range tc.warmed {
+				id++
+				mustRoute(t, r, idle(4), []Request{family(f, id, 300)}, 8, nil)
+				mustRoute(t, r, idle(4), nil, 8, nil) // an iteration apart: no arrival during the stall
+			}
+			if got := 4 - len(r.PendingWarmup()); got != len(tc.warmed) {
+				t.Fatalf("%d ranks warmed by %d lone requests of new tenants, want %d", got, len(tc.warmed), len(tc.warmed))
+			}
+			var reqs []Request
+			for _, f := range tc.burst {
+				id++
+				reqs = append(reqs, family(f, id, tc.n))
+			}
+			res := mustRoute(t, r, idle(4), reqs, 8, nil)
+			if !slices.Equal(res.Ranks, tc.ranks) || len(r.PendingWarmup()) != tc.pending {
+				t.Errorf("burst of tenants %v: ranks %v, %d pending; want %v, %d pending", tc.burst, res.Ranks, len(r.PendingWarmup()), tc.ranks, tc.pending)
+			}
+		})
+	}
+}
+
 func TestTTFTHomeCap(t *testing.T) {
 	for _, tc := range []struct{ fair, total, maxn, want int }{
 		{4, 7, 8, 4},      // 4 ranks, half the slots: half the requests is under the fair soft cap
