@@ -83,8 +83,9 @@ const (
 	// families some rank holds all is left to the score too (but for a new
 	// conversation's request), as the whole burst would wait for the pending
 	// ranks' prefill; so it is before that once half the ranks are warmed,
-	// when warming would at least double what the burst computes. Load that starts on a cold engine is the exception,
-	// while fewer requests are active than there are ranks. While at most one
+	// when warming would at least double what the burst computes. Load that
+	// starts on a cold engine is the exception, while fewer requests are
+	// active than there are ranks. While at most one
 	// rank is warmed, a decision that brings a request for every pending rank,
 	// or (with the prefix index) two requests or more, one of a prompt family
 	// no rank holds (a stall anyway), warms pending ranks with its requests at

@@ -358,10 +358,10 @@ func (r *Router) quietDefers(b *batch, i int) bool {
 // pools, whose first burst of 7 shares 3.6k of its 70k tokens: TTFT p99
 // 1.18 times the best reference's when that burst was held, 0.90 warmed).
 func (r *Router) heldBurst(b *batch) bool {
-	if r.prefix == nil || len(b.reqs) < 2 || r.newFamily(b) {
+	if r.prefix == nil || len(b.reqs) < 2 || !r.loaded && 2*r.pendingCount > len(b.states) || r.newFamily(b) {
 		return false
 	}
-	return r.loaded || (2*r.pendingCount <= len(b.states) && r.heldMostly(b))
+	return r.loaded || r.heldMostly(b)
 }
 
 // heldMostly reports whether the untargeted requests of the batch would
