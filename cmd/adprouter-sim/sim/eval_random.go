@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -119,7 +120,13 @@ func randomGrid() ([]EvalCase, error) {
 		} else if wl.NumRequests() < randomMinRequests {
 			continue // too few for a p99: drawn again
 		}
-		head := []string{fmt.Sprintf("case=%d", n), fmt.Sprintf("tenants=%d zipf=%g sys=%d", groups, zipf, sys)}
+		// Only the multi-tenant kinds draw their system prompt from Groups
+		// (tenants); the others share one, and their names say so.
+		head := []string{fmt.Sprintf("case=%d", n)}
+		if slices.ContainsFunc(kinds, func(k string) bool { return k == KindMultiTenant || k == KindTenantSpike }) {
+			head = append(head, fmt.Sprintf("tenants=%d zipf=%g", groups, zipf))
+		}
+		head = append(head, fmt.Sprintf("sys=%d", sys))
 		for _, k := range kinds {
 			switch k {
 			case KindConversation, KindFollowUp:

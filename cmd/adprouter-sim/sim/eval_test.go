@@ -704,7 +704,7 @@ func TestEvalGridRandom(t *testing.T) {
 	// The draws are pinned: the same cases on every build (the docs'
 	// figures name them).
 	for i, want := range map[int]string{
-		0:   "random-followup/case=1 tenants=4 zipf=0.8 sys=3000 conv=1/s/rank for 30s think=1s dp32",
+		0:   "random-followup/case=1 sys=3000 conv=1/s/rank for 30s think=1s dp32",
 		149: "random-tenantspike+conversation/case=150 tenants=64 zipf=1 sys=1024 quiet=20s every 0.5s spike=2s at 200/s per 8 ranks conv=0.5/s/rank for 60s bursty(8) dp16",
 	} {
 		if got := cases[i].Family + "/" + cases[i].Name; got != want {
