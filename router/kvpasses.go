@@ -501,11 +501,7 @@ func (r *Router) placeExplicit(i, k int, warm bool, place func(i, k int)) {
 func (r *Router) setWarmedLast(v bool) {
 	if r.warmedLast != v {
 		r.warmedLast = v
-		bit := uint64(0)
-		if v {
-			bit = 1
-		}
-		r.digest = fold(r.digest, tagWarmStall, bit, 0)
+		r.digest = fold(r.digest, tagWarmStall, b2u(v), 0)
 	}
 }
 

@@ -365,11 +365,7 @@ func (t *ttftState) begin(cfg *Config, states []RankState, d *uint64) {
 func (r *Router) setStalled(v bool) {
 	if r.ttft.stalled != v {
 		r.ttft.stalled = v
-		bit := uint64(0)
-		if v {
-			bit = 1
-		}
-		r.digest = fold(r.digest, tagRampStall, bit, 0)
+		r.digest = fold(r.digest, tagRampStall, b2u(v), 0)
 	}
 }
 

@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -253,16 +254,23 @@ func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 	return nil
 }
 
-// TestReceiptPredictedTTFT: under the recommended preset a request goes to
-// the rank with the least predicted prefill ahead of it, and the receipt
-// shows the figures that made it so.
-func TestReceiptPredictedTTFT(t *testing.T) {
-	cfg, err := ParseOptions([][2]string{{"policy", "kv_cache_aware"}, {"dp_size", "3"}, {"preset", "recommended"}})
+// explainedRecommended returns the KV-aware policy's config under the
+// recommended preset on dp ranks, with receipts, and a router of it.
+func explainedRecommended(t *testing.T, dp int) (Config, *Router) {
+	t.Helper()
+	cfg, err := ParseOptions([][2]string{{"policy", "kv_cache_aware"}, {"dp_size", strconv.Itoa(dp)}, {"preset", "recommended"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Explain = true
-	r := mustNew(t, cfg)
+	return cfg, mustNew(t, cfg)
+}
+
+// TestReceiptPredictedTTFT: under the recommended preset a request goes to
+// the rank with the least predicted prefill ahead of it, and the receipt
+// shows the figures that made it so.
+func TestReceiptPredictedTTFT(t *testing.T) {
+	cfg, r := explainedRecommended(t, 3)
 	busy := idle(3)
 	for k := range busy {
 		busy[k].NumActiveRequests, busy[k].NumActiveTokens = 1, 1<<20
@@ -296,12 +304,7 @@ func TestReceiptPredictedTTFT(t *testing.T) {
 // so, with the predictions that rule did not follow; its next turn, bound,
 // goes by the prediction.
 func TestReceiptNewConversationTTFT(t *testing.T) {
-	cfg, err := ParseOptions([][2]string{{"policy", "kv_cache_aware"}, {"dp_size", "2"}, {"preset", "recommended"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Explain = true
-	r := mustNew(t, cfg)
+	cfg, r := explainedRecommended(t, 2)
 	// Rank 0 holds a 1024-token system prompt and serves two requests;
 	// rank 1 serves one.
 	states := st([2]int64{2, 0}, [2]int64{1, 0})
