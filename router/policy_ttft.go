@@ -105,10 +105,13 @@ import (
 //     than computing its whole prompt on an idle rank, to one with the
 //     fewest requests and, among those, the one home to the fewest recently
 //     active conversations (see recentHomes): its later turns and follow-ups
-//     come back there, and so do theirs. The bound keeps it from waiting
-//     behind another new conversation computing the same system prompt, in
-//     flight: under ReuseAfterIteration it would compute it again beside it
-//     and double that rank's iteration.
+//     come back there, and so do theirs. A rank where its prefill ends
+//     within the next iteration (a holder of its system prompt, when
+//     computing the prompt whole takes longer) goes first if it holds at
+//     most one request more than the fewest (see freshOrder). The bound
+//     keeps it from waiting behind another new conversation computing the
+//     same system prompt, in flight: under ReuseAfterIteration it would
+//     compute it again beside it and double that rank's iteration.
 //   - The KV room ranks report (RankState.KVCapacityTokens, FreeKVTokens)
 //     is heeded, as capacity_aware does (past the KV memory, below, only
 //     for a request with no prefix worth keeping), less what the rank
@@ -988,10 +991,12 @@ func usable(k int, row, ready []int, onSchedule bool) int {
 // another rank (needsReplica), the one that computes more: a new holder.
 // A request of a conversation not bound yet goes instead, among the ranks
 // where it waits no longer than it would computing its whole prompt on an
-// idle rank, preferably to one whose queue with it ends within the
-// iteration the busiest rank fills anyway, then to the one with the fewest
-// requests, then the one home to the fewest recently active conversations,
-// then the lowest prediction. Among the ties of any other request whose
+// idle rank, to the first by freshOrder: preferably one whose queue with
+// it ends within the iteration the busiest rank fills anyway, then one
+// where it ends within the next iteration (among those with at most one
+// request more than the fewest), then the one with the fewest requests,
+// then the one home to the fewest recently active conversations, then the
+// lowest prediction. Among the ties of any other request whose
 // prefix some rank holds, a rank with KV room (see hasRoom) goes before one
 // with fewer requests.
 func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, ready []int, onSchedule bool) int {
@@ -1024,14 +1029,21 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 	// rank (or, when every rank is worse, the lowest prediction).
 	bound := max(pred.idle(), least)
 	// Also a new conversation's: the wait of a request that adds nothing,
-	// the busiest rank's share of the next iteration.
+	// the busiest rank's share of the next iteration, and the fewest
+	// requests on a candidate.
 	var lockStep int64
+	fewest := -1
 	if fresh {
 		lockStep = pred.wait(0)
+		for _, k := range eligible {
+			if allowed(allow, k) && (fewest < 0 || r.count[k] < fewest) {
+				fewest = r.count[k]
+			}
+		}
 	}
 	best := -1
 	var bestCost, bestUnc int64
-	bestFree := false
+	var bestFresh freshOrder
 	// roomier orders rank k against best by KV room (hasRoom) for a
 	// request whose prefix some rank holds: +1 when only k has room, -1
 	// when only best has, else 0. For a prompt no rank holds it is always
@@ -1074,18 +1086,16 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 			// Never where it waits behind more than its own prefill
 			// would take on an idle rank (a rank computing the same
 			// prefix, in flight, is no help under ReuseAfterIteration).
-			// First a rank where it ends within the iteration the
-			// busiest rank fills anyway: in lock step a rank that
-			// overtakes the busiest lengthens every rank's iteration.
-			// Then, as it brings its later turns with it, the fewest
-			// requests (not room first: see ttftRoomShare), the fewest
-			// recently active conversations (whose turns will come back
-			// there), the lower prediction.
-			free := wait <= lockStep
-			better = wait <= bound && (best < 0 || (free && !bestFree) || (free == bestFree && (r.count[k] < r.count[best] ||
-				(r.count[k] == r.count[best] && (homes[k] < homes[best] || (homes[k] == homes[best] && c < bestCost))))))
-			if better {
-				bestFree = free
+			o := freshOrder{
+				free:   wait <= lockStep,
+				next:   wait <= int64(r.cfg.TTFTDrainTokens) && r.count[k] <= fewest+1,
+				count:  r.count[k],
+				homes:  homes[k],
+				cost:   c,
+				placed: true,
+			}
+			if better = wait <= bound && o.before(bestFresh); better {
+				bestFresh = o
 			}
 		case c > limit || (best >= 0 && best == home):
 		case best < 0 || k == home:
@@ -1106,6 +1116,49 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 		r.ttft.outgrew = true
 	}
 	return best
+}
+
+// A freshOrder ranks a candidate for a new conversation's turn (see
+// ttftRank); the zero value is no candidate.
+//
+//   - free: its queue with the turn ends within the iteration the busiest
+//     rank fills anyway. In lock step a rank that overtakes the busiest
+//     lengthens every rank's iteration.
+//   - next: the turn's prefill ends within the next iteration, on a rank
+//     holding at most one request more than the fewest. Elsewhere its
+//     prompt, computed whole, takes several iterations, in each of which
+//     that rank sets the lock step for every rank (a 6144-token system
+//     prompt on a 4096-token budget: two iterations, against one for the
+//     new conversation's message on a holder of the prompt). Past one
+//     request more than the fewest the conversation's later turns
+//     outweigh that: a pure conversation workload would stack its
+//     conversations on the prompt's first holders.
+//   - count, homes: as it brings its later turns with it, the fewest
+//     requests (not room first: see ttftRoomShare), then the fewest
+//     recently active conversations, whose turns will come back there.
+//   - cost: the lower prediction.
+type freshOrder struct {
+	free, next   bool
+	count, homes int
+	cost         int64
+	placed       bool
+}
+
+// before reports whether candidate o goes before b.
+func (o freshOrder) before(b freshOrder) bool {
+	switch {
+	case !b.placed:
+		return true
+	case o.free != b.free:
+		return o.free
+	case o.next != b.next:
+		return o.next
+	case o.count != b.count:
+		return o.count < b.count
+	case o.homes != b.homes:
+		return o.homes < b.homes
+	}
+	return o.cost < b.cost
 }
 
 // A ttftCost predicts one request's time to first token on each rank, in

@@ -463,6 +463,38 @@ func TestTTFTNewConversationWithinBusiest(t *testing.T) {
 	}
 }
 
+// A new conversation whose prompt, computed whole, would take more than one
+// iteration goes where its prefill ends within the next one, a holder of
+// its system prompt, when that rank holds at most one request more than the
+// fewest; past that, or when the whole prompt fits one iteration anyway,
+// the fewest requests win.
+func TestTTFTNewConversationNextIteration(t *testing.T) {
+	system := prompt(2048) // ready on rank 1
+	for _, tc := range []struct {
+		name   string
+		drain  int // TTFTDrainTokens
+		holder int // requests on rank 1; rank 0 has 1, rank 2 has 5
+		want   int
+	}{
+		{"a request more on the holder: the holder", 1024, 2, 1},
+		{"two requests more on the holder: the fewest requests", 1024, 3, 0},
+		{"the whole prompt within one iteration: the fewest requests", 8192, 2, 0},
+		{"the holder as few: the holder", 1024, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ttftCfg(3, ReuseAfterIteration)
+			cfg.TTFTDrainTokens = tc.drain
+			r := mustNew(t, cfg)
+			states := st([2]int64{1, 0}, [2]int64{int64(tc.holder), 0}, [2]int64{5, 0})
+			q := extend(1, system, 100)
+			q.ConversationID = "new"
+			if got := mustRoute(t, r, states, []Request{q}, 8, []int32{0, 2048, 0}).Ranks[0]; got != tc.want {
+				t.Errorf("new conversation on rank %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
 // Among the ranks with the fewest requests, a new conversation passes over
 // one home to recently active conversations: their next turns will come
 // back to it. Only the ttftRecentHomes × dp_size most recent conversations
