@@ -428,10 +428,12 @@ typedef struct adpr_stats {
 #define ADPR_REASON_NEW_CONVERSATION 7    /* conversation: a new placement;
                                              score "ttft": a conversation's
                                              turn not yet bound, placed by
-                                             the fewest requests among the
-                                             ranks where it waits no longer
-                                             than on an idle one (candidates
-                                             as for PREDICTED_TTFT) */
+                                             the fewest requests (after
+                                             ranks where it ends sooner)
+                                             among the ranks where it waits
+                                             no longer than on an idle one
+                                             (candidates as for
+                                             PREDICTED_TTFT) */
 #define ADPR_REASON_PREDICTED_TTFT 8      /* score "ttft": the lowest predicted
                                              TTFT (candidates: match = prefix
                                              reused, load_term = prefill queued

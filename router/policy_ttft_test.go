@@ -226,7 +226,8 @@ func TestTTFTStackedTailsLeaveRoom(t *testing.T) {
 
 // A conversation stays on its rank past the soft cap (its requests mostly
 // decode), up to the hard cap; a new conversation goes to the rank with the
-// fewest requests even when another caches the shared system prompt, but not
+// fewest requests even when another caches the shared system prompt (whole,
+// the prompt fits one iteration: TestTTFTNewConversationNextIteration), but not
 // to wait there behind another new conversation computing that prompt: under
 // after_iteration the prompt in flight is no help, and the second would wait
 // longer than on an idle rank.

@@ -47,10 +47,11 @@ const (
 	// ReasonNewConversation: the conversation policy's placement of a new
 	// conversation (or of a request without one, or whose home was full);
 	// under Config.Score = ScoreTTFT, a request of a conversation not yet
-	// bound, placed by the new-conversation rule (the fewest requests among
-	// the ranks where it waits no longer than its whole prompt would take
-	// on an idle rank, not the lowest prediction: docs/ROUTING.md), with
-	// Candidates as for ReasonPredictedTTFT.
+	// bound, placed by the new-conversation rule (among the ranks where it
+	// waits no longer than its whole prompt would take on an idle rank, one
+	// where it ends sooner, then the fewest requests, not the lowest
+	// prediction: freshOrder, docs/ROUTING.md), with Candidates as for
+	// ReasonPredictedTTFT.
 	ReasonNewConversation
 	// ReasonPredictedTTFT: the KV-aware policy under Config.Score =
 	// ScoreTTFT: the lowest predicted time to first token (see Candidates:
