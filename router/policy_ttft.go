@@ -1015,12 +1015,17 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 		homes = r.recentHomes()
 	}
 	// The lowest prediction; every candidate within a block of it is a
-	// tie: the index resolves whole blocks.
+	// tie: the index resolves whole blocks. And the fewest requests on a
+	// candidate (see freshOrder).
 	least := int64(-1)
+	fewest := -1
 	for _, k := range eligible {
 		if allowed(allow, k) {
 			if c, _, _ := pred.at(k); least < 0 || c < least {
 				least = c
+			}
+			if fewest < 0 || r.count[k] < fewest {
+				fewest = r.count[k]
 			}
 		}
 	}
@@ -1029,17 +1034,10 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 	// rank (or, when every rank is worse, the lowest prediction).
 	bound := max(pred.idle(), least)
 	// Also a new conversation's: the wait of a request that adds nothing,
-	// the busiest rank's share of the next iteration, and the fewest
-	// requests on a candidate.
+	// the busiest rank's share of the next iteration.
 	var lockStep int64
-	fewest := -1
 	if fresh {
 		lockStep = pred.wait(0)
-		for _, k := range eligible {
-			if allowed(allow, k) && (fewest < 0 || r.count[k] < fewest) {
-				fewest = r.count[k]
-			}
-		}
 	}
 	best := -1
 	var bestCost, bestUnc int64
