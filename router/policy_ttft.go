@@ -1085,14 +1085,13 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 			// would take on an idle rank (a rank computing the same
 			// prefix, in flight, is no help under ReuseAfterIteration).
 			o := freshOrder{
-				free:   wait <= lockStep,
-				next:   wait <= int64(r.cfg.TTFTDrainTokens) && r.count[k] <= fewest+1,
-				count:  r.count[k],
-				homes:  homes[k],
-				cost:   c,
-				placed: true,
+				free:  wait <= lockStep,
+				next:  wait <= int64(r.cfg.TTFTDrainTokens) && r.count[k] <= fewest+1,
+				count: r.count[k],
+				homes: homes[k],
+				cost:  c,
 			}
-			if better = wait <= bound && o.before(bestFresh); better {
+			if better = wait <= bound && (best < 0 || o.before(bestFresh)); better {
 				bestFresh = o
 			}
 		case c > limit || (best >= 0 && best == home):
@@ -1117,7 +1116,7 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 }
 
 // A freshOrder ranks a candidate for a new conversation's turn (see
-// ttftRank); the zero value is no candidate.
+// ttftRank).
 //
 //   - free: its queue with the turn ends within the iteration the busiest
 //     rank fills anyway. In lock step a rank that overtakes the busiest
@@ -1139,14 +1138,11 @@ type freshOrder struct {
 	free, next   bool
 	count, homes int
 	cost         int64
-	placed       bool
 }
 
 // before reports whether candidate o goes before b.
 func (o freshOrder) before(b freshOrder) bool {
 	switch {
-	case !b.placed:
-		return true
 	case o.free != b.free:
 		return o.free
 	case o.next != b.next:
