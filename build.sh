@@ -193,6 +193,8 @@ case "$cmd" in
     start=$SECONDS
     stage "gofmt" check_gofmt
     stage "go vet ./..." "$GO" vet ./...
+    # The runner of the docs' figure commands builds only with its tag.
+    stage "go vet -tags figures ./cmd/adprouter-sim" "$GO" vet -tags figures ./cmd/adprouter-sim
     echo "== go test ./... (one line per package as it finishes; the root package builds the library and"
     echo "   runs the C, C++, Python, MPI, install and documentation suites, each named when it passes)"
     # The root package runs every external suite (C, C++, Python, MPI,

@@ -35,11 +35,13 @@ func docCommandFiles(t *testing.T) []string {
 	return append([]string{"../../README.md", "README.md"}, files...)
 }
 
-// A docCommand is one simulator command of a document.
+// A docCommand is one simulator command of a document: its line, and the
+// line of the block it is in (a block's commands may depend on each other,
+// one writing the file the next reads).
 type docCommand struct {
-	file string
-	line int
-	args []string
+	file        string
+	line, block int
+	args        []string
 }
 
 func (d docCommand) String() string { return fmt.Sprintf("%s:%d", d.file, d.line) }
@@ -60,6 +62,7 @@ func docCommands(file, text string) ([]docCommand, error) {
 		if strings.TrimSpace(lines[i]) != "```sh" {
 			continue
 		}
+		block := i + 1
 		var assigns []string
 		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
 			start := i
@@ -76,7 +79,7 @@ func docCommands(file, text string) ([]docCommand, error) {
 				if err != nil {
 					return nil, fmt.Errorf("%s:%d: %w", file, start+1, err)
 				}
-				out = append(out, docCommand{file, start + 1, args})
+				out = append(out, docCommand{file, start + 1, block, args})
 			}
 		}
 	}
@@ -157,30 +160,42 @@ func checkArgs(args []string) error {
 	return nil
 }
 
-func TestDocCommandsParse(t *testing.T) {
-	n := 0
+// allDocCommands returns the simulator commands of docCommandFiles, each
+// named by its path from the repository root.
+func allDocCommands(t *testing.T) []docCommand {
+	t.Helper()
+	var all []docCommand
 	for _, file := range docCommandFiles(t) {
 		text, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmds, err := docCommands(strings.TrimPrefix(file, "../../"), string(text))
+		name := strings.TrimPrefix(file, "../../")
+		if name == file {
+			name = "cmd/adprouter-sim/" + file
+		}
+		cmds, err := docCommands(name, string(text))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range cmds {
-			n++
-			if err := checkArgs(d.args); err != nil {
-				t.Errorf("%v: adprouter-sim %s: %v", d, strings.Join(d.args, " "), err)
-			}
+		all = append(all, cmds...)
+	}
+	return all
+}
+
+func TestDocCommandsParse(t *testing.T) {
+	cmds := allDocCommands(t)
+	for _, d := range cmds {
+		if err := checkArgs(d.args); err != nil {
+			t.Errorf("%v: adprouter-sim %s: %v", d, strings.Join(d.args, " "), err)
 		}
 	}
-	// The docs give some forty commands; far fewer means the extraction
+	// The docs give some sixty commands; far fewer means the extraction
 	// missed them, and the test would pass on nothing.
-	if n < 30 {
-		t.Errorf("found %d simulator commands in the docs, want 30 or more", n)
+	if len(cmds) < 30 {
+		t.Errorf("found %d simulator commands in the docs, want 30 or more", len(cmds))
 	}
-	t.Logf("%d simulator commands checked", n)
+	t.Logf("%d simulator commands checked", len(cmds))
 }
 
 func TestDocCommandsExtract(t *testing.T) {
@@ -198,14 +213,14 @@ func TestDocCommandsExtract(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []docCommand{
-		{"f.md", 4, []string{"-eval", "-eval-grid", "random"}},
-		{"f.md", 5, []string{"-sweep", "-seeds", "1,2,3", "-trace", "a.jsonl,b.jsonl", "-eval-case", "case=130 "}},
+		{"f.md", 4, 2, []string{"-eval", "-eval-grid", "random"}},
+		{"f.md", 5, 2, []string{"-sweep", "-seeds", "1,2,3", "-trace", "a.jsonl,b.jsonl", "-eval-case", "case=130 "}},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("docCommands = %+v, want %+v", got, want)
 	}
 	for i := range want {
-		if got[i].line != want[i].line || !slices.Equal(got[i].args, want[i].args) {
+		if got[i].line != want[i].line || got[i].block != want[i].block || !slices.Equal(got[i].args, want[i].args) {
 			t.Errorf("command %d = %+v, want %+v", i, got[i], want[i])
 		}
 	}
