@@ -20,10 +20,11 @@ var (
 )
 
 // TestDocFigures re-runs the commands the docs' figures come from (all of
-// them take hours on 2 cores, hence the build tag). Each command's output goes to DIR/FILE-LINE.txt, headed by the
-// command. The commands run from DIR/work, where cmd/ and held-out/ (if
-// there is one) link to the repository's, so they read the paths the docs
-// give and write their files (-json eval.json, -gen-trace mix.jsonl) there.
+// them take hours on 2 cores, hence the build tag). Each command's output
+// goes to DIR/FILE-LINE.txt, headed by the command. The commands run from
+// DIR/work, where cmd/, held-out/ and slices/ (those there are) link to the
+// repository's, so they read the paths the docs give and write their files
+// (-json eval.json, -gen-trace mix.jsonl) there.
 // A block's commands run in order: one may read what the one before wrote.
 // Exit status 3 (goals missed) is a result, not a failure.
 //
@@ -44,7 +45,7 @@ func TestDocFigures(t *testing.T) {
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, dir := range []string{"cmd", "held-out"} {
+	for _, dir := range []string{"cmd", "held-out", "slices"} {
 		link := filepath.Join(work, dir)
 		if _, err := os.Lstat(link); err == nil {
 			continue
