@@ -35,13 +35,11 @@ func docCommandFiles(t *testing.T) []string {
 	return append([]string{"../../README.md", "README.md"}, files...)
 }
 
-// A docCommand is one simulator command of a document: its line, and the
-// line of the block it is in (a block's commands may depend on each other,
-// one writing the file the next reads).
+// A docCommand is one simulator command of a document, at a line.
 type docCommand struct {
-	file        string
-	line, block int
-	args        []string
+	file string
+	line int
+	args []string
 }
 
 func (d docCommand) String() string { return fmt.Sprintf("%s:%d", d.file, d.line) }
@@ -62,7 +60,6 @@ func docCommands(file, text string) ([]docCommand, error) {
 		if strings.TrimSpace(lines[i]) != "```sh" {
 			continue
 		}
-		block := i + 1
 		var assigns []string
 		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
 			start := i
@@ -79,7 +76,7 @@ func docCommands(file, text string) ([]docCommand, error) {
 				if err != nil {
 					return nil, fmt.Errorf("%s:%d: %w", file, start+1, err)
 				}
-				out = append(out, docCommand{file, start + 1, block, args})
+				out = append(out, docCommand{file, start + 1, args})
 			}
 		}
 	}
@@ -213,14 +210,14 @@ func TestDocCommandsExtract(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []docCommand{
-		{"f.md", 4, 2, []string{"-eval", "-eval-grid", "random"}},
-		{"f.md", 5, 2, []string{"-sweep", "-seeds", "1,2,3", "-trace", "a.jsonl,b.jsonl", "-eval-case", "case=130 "}},
+		{"f.md", 4, []string{"-eval", "-eval-grid", "random"}},
+		{"f.md", 5, []string{"-sweep", "-seeds", "1,2,3", "-trace", "a.jsonl,b.jsonl", "-eval-case", "case=130 "}},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("docCommands = %+v, want %+v", got, want)
 	}
 	for i := range want {
-		if got[i].line != want[i].line || got[i].block != want[i].block || !slices.Equal(got[i].args, want[i].args) {
+		if got[i].line != want[i].line || !slices.Equal(got[i].args, want[i].args) {
 			t.Errorf("command %d = %+v, want %+v", i, got[i], want[i])
 		}
 	}

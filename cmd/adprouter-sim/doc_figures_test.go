@@ -15,7 +15,7 @@ import (
 )
 
 var (
-	figuresDir   = flag.String("figures", "", "TestDocFigures: run the docs' simulator commands, writing their output under this `directory`")
+	figuresDir   = flag.String("figures", "", "TestDocFigures: run routing-quality.md's simulator commands, writing their output under this `directory`")
 	figuresMatch = flag.String("figures-match", "", "TestDocFigures: only the commands whose file:line or arguments contain this `text`")
 )
 
@@ -30,7 +30,8 @@ const figuresDoc = "docs/routing-quality.md"
 // DIR/work, where cmd/, held-out/ and slices/ (those there are) link to
 // those of the repository root, so they read the paths the page gives and
 // write their files (-json eval.json, -gen-trace mix.jsonl) there.
-// A block's commands run in order: one may read what the one before wrote.
+// The commands run in the page's order: one may read what the one before
+// it in its block wrote.
 // Exit status 3 (goals missed) is a result, not a failure.
 //
 //	go test -tags figures -timeout 0 ./cmd/adprouter-sim -run TestDocFigures -figures /tmp/figures -figures-match "eval-grid random"
