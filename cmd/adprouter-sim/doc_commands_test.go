@@ -187,7 +187,7 @@ func TestDocCommandsParse(t *testing.T) {
 			t.Errorf("%v: adprouter-sim %s: %v", d, strings.Join(d.args, " "), err)
 		}
 	}
-	// The docs give some sixty commands; far fewer means the extraction
+	// The docs give about a hundred commands; far fewer means the extraction
 	// missed them, and the test would pass on nothing.
 	if len(cmds) < 30 {
 		t.Errorf("found %d simulator commands in the docs, want 30 or more", len(cmds))
