@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -115,9 +114,15 @@ func shellArgs(assigns []string, l string) ([]string, error) {
 	return args[2:], nil
 }
 
-// checkArgs makes the checks run makes before it simulates anything, and
-// those it makes later of names (policies, grids, trace scales), without
-// reading any file the command names.
+// gridChecked memoizes checkArgs's grid check by grid and trace scales:
+// building a grid's cases takes up to a second, and the docs name a few
+// grids many times.
+var gridChecked = map[string]error{}
+
+// checkArgs makes the checks run makes before it simulates anything, with
+// the same functions, and those it makes later of names (policies, the
+// evaluation grid and its trace scales), without reading any file the
+// command names.
 func checkArgs(args []string) error {
 	c := newCommand(io.Discard, io.Discard)
 	if err := c.fs.Parse(args); err != nil {
@@ -138,21 +143,28 @@ func checkArgs(args []string) error {
 			return err
 		}
 	}
+	if err := c.checkModes(); err != nil {
+		return err
+	}
 	if c.set["policies"] {
 		if _, err := sim.ParseVariants(*c.policies); err != nil {
 			return err
 		}
 	}
 	if *c.eval {
-		if !slices.Contains(sim.EvalGrids, *c.evalGrid) {
-			return fmt.Errorf("-eval-grid %q, want one of %s", *c.evalGrid, strings.Join(sim.EvalGrids, ", "))
-		}
-		if _, err := parseTraceScales(*c.evalTraceScales); err != nil {
+		scales, err := parseTraceScales(*c.evalTraceScales)
+		if err != nil {
 			return fmt.Errorf("-eval-trace-scales: %w", err)
 		}
-	}
-	if !*c.eval && !*c.sweep && (*c.seeds != "" || *c.dps != "") {
-		return errors.New("-seeds and -dps need -sweep")
+		key := *c.evalGrid + " " + *c.evalTraceScales
+		err, ok := gridChecked[key]
+		if !ok {
+			_, err = sim.EvalGridScaled(*c.evalGrid, nil, scales)
+			gridChecked[key] = err
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -238,6 +250,8 @@ func TestCheckArgs(t *testing.T) {
 		{[]string{"-policies", "kv_cache_aware,nope"}, false},
 		{[]string{"-workload", "nope"}, false},
 		{[]string{"-eval", "-eval-trace-scales", "2"}, false},
+		{[]string{"-eval", "-eval-trace-scales", "0:1"}, false},
+		{[]string{"-eval", "-eval-grid", "mixed", "-eval-trace-scales", "1:1"}, false},
 		{[]string{"-seeds", "1,2"}, false},
 		{[]string{"-dp", "four"}, false},
 		{[]string{"-eval", "extra"}, false},

@@ -218,6 +218,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.fail(err)
 	}
+	if err := c.checkModes(); err != nil {
+		return c.fail(err)
+	}
 	switch {
 	case *c.genTrace != "":
 		return c.writeTrace(wcs)
@@ -225,10 +228,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		scales, err := parseTraceScales(*c.evalTraceScales)
 		if err != nil {
 			return c.fail(fmt.Errorf("-eval-trace-scales: %w", err))
-		}
-		if (c.set["eval-traces"] || c.set["eval-trace-scales"]) && slices.Contains(sim.EvalGrids, *c.evalGrid) &&
-			*c.evalGrid != sim.EvalFull && *c.evalGrid != sim.EvalQuick {
-			return c.fail(fmt.Errorf("-eval-traces and -eval-trace-scales: grid %s replays no trace slices; the %s and %s grids do", *c.evalGrid, sim.EvalFull, sim.EvalQuick))
 		}
 		shift := evalShifts{*c.evalCase, *c.evalSeeds, *c.evalStretch, *c.evalJitter, *c.evalJitterSeed, *c.evalDraws, nil, nil,
 			*c.evalTraces, scales}
@@ -240,12 +239,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return evaluate(*c.evalGrid, shift, *c.policies, c.set["policies"], modes, c.set["reuse"] || c.set["eager-reuse"],
 			*c.evalWorst, *c.parallel, *c.jsonFile, *c.evalBaseline, *c.evalRequests, *c.quiet, stdout, stderr)
-	case !*c.sweep && (*c.seeds != "" || *c.dps != ""):
-		return c.fail(fmt.Errorf("-seeds and -dps run a robustness matrix and need -sweep"))
 	case *c.sweep:
 		return c.runSweep(modes, wcs)
 	}
 	return c.runSimulation(wcs)
+}
+
+// checkModes reports the flag combinations run refuses before it
+// simulates: trace slices asked of a grid that replays none, and a
+// robustness matrix without -sweep. (-gen-trace ignores both.)
+func (c *command) checkModes() error {
+	switch {
+	case *c.genTrace != "":
+	case *c.eval:
+		if (c.set["eval-traces"] || c.set["eval-trace-scales"]) && slices.Contains(sim.EvalGrids, *c.evalGrid) &&
+			*c.evalGrid != sim.EvalFull && *c.evalGrid != sim.EvalQuick {
+			return fmt.Errorf("-eval-traces and -eval-trace-scales: grid %s replays no trace slices; the %s and %s grids do", *c.evalGrid, sim.EvalFull, sim.EvalQuick)
+		}
+	case !*c.sweep && (*c.seeds != "" || *c.dps != ""):
+		return errors.New("-seeds and -dps run a robustness matrix and need -sweep")
+	}
+	return nil
 }
 
 func (c *command) fail(err error) int {
