@@ -199,6 +199,9 @@ type ttftState struct {
 	stalled bool
 	// held, fresh: newFamiliesLast's buffers.
 	held, fresh []int
+	// burst: whether the decision brings at least ttftFreshBurst requests
+	// of conversations not bound yet (see freshOrder).
+	burst bool
 	// tails: per rank, the tokens this decision's requests of the current
 	// prompt family compute there while reusing a prefix, each at most a
 	// block (see stackedTails); tailFam that family's first block's hash,
@@ -249,6 +252,27 @@ type handed struct {
 // The window size was chosen on the simulator's follow-up and conversation
 // workloads (docs/routing-quality.md has the evaluation).
 const ttftRecentHomes = 4
+
+// ttftFreshBurst is how many requests of conversations not bound yet make
+// a decision a burst of new conversations, and ttftDupShare the share of
+// TTFTDrainTokens beyond the least any candidate computes that makes a
+// candidate a duplicate for them (see freshOrder). Spread by request
+// counts and recently active conversations, such a burst goes partly to
+// ranks without the conversations' system prompt, which each compute it
+// whole in the same iteration while the prompt is ready elsewhere. On the
+// drawn grid, two of its cases (32 ranks, 4096- and 6144-token prompts,
+// conversations arriving 4 and 8 at a time) missed their TTFT p99 by
+// 1.18-1.39 times, their slowest requests waiting on those computes;
+// ranked first among candidates of equal counts, the holders took those
+// bursts and the cases went to 0.35-1.00 times on every seed and jittered
+// draw measured. Bursts of 3 (a 4-rank case's start-up,
+// where the new holders pay off) and duplicates of a block (1024- and
+// 1200-token prompts, cheap to replicate) each broke another cell
+// (docs/routing-quality.md has the runs).
+const (
+	ttftFreshBurst = 4
+	ttftDupShare   = 4
+)
 
 // ttftHomeCaps bounds how many requests the rank holding the longest
 // prefix of a request may hold and still take it past the soft cap: this
@@ -401,6 +425,7 @@ func (r *Router) routeTTFT(b *batch) {
 	ready := slices.Grow(r.ready[:0], len(row))[:len(row)]
 	r.ready = ready
 	r.ttft.begin(&r.cfg, b.states, &r.digest)
+	r.ttft.burst = r.freshRequests(b) >= ttftFreshBurst
 	queued := r.ttft.queued
 	if invariants.Enabled {
 		checkQueued(queued, b.states)
@@ -995,8 +1020,9 @@ func usable(k int, row, ready []int, onSchedule bool) int {
 // it ends within the iteration the busiest rank fills anyway, then one
 // where it ends within the next iteration (among those with at most one
 // request more than the fewest), then the one with the fewest requests,
-// then the one home to the fewest recently active conversations, then the
-// lowest prediction. Among the ties of any other request whose
+// then, in a burst of new conversations, one that computes no system
+// prompt ready elsewhere, then the one home to the fewest recently active
+// conversations, then the lowest prediction. Among the ties of any other request whose
 // prefix some rank holds, a rank with KV room (see hasRoom) goes before one
 // with fewer requests.
 func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, ready []int, onSchedule bool) int {
@@ -1090,6 +1116,7 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 				count: r.count[k],
 				homes: homes[k],
 				cost:  c,
+				dup:   r.ttft.burst && unc > pred.least+int64(r.cfg.TTFTDrainTokens/ttftDupShare),
 			}
 			if better = wait <= bound && (best < 0 || o.before(bestFresh)); better {
 				bestFresh = o
@@ -1130,14 +1157,23 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 //     request more than the fewest the conversation's later turns
 //     outweigh that: a pure conversation workload would stack its
 //     conversations on the prompt's first holders.
-//   - count, homes: as it brings its later turns with it, the fewest
-//     requests (not room first: see ttftRoomShare), then the fewest
-//     recently active conversations, whose turns will come back there.
+//   - count: as it brings its later turns with it, the fewest requests
+//     (not room first: see ttftRoomShare).
+//   - dup: in a burst of new conversations (ttftFreshBurst), not a
+//     candidate that computes more than a share of TTFTDrainTokens
+//     (ttftDupShare) beyond the least any candidate computes: a system
+//     prompt ready elsewhere, computed whole again. Spread over such
+//     candidates by homes, a burst computes its prompt on several ranks
+//     in the same iteration, and every request of that iteration waits
+//     for the longest. Outside a burst one such compute makes a new
+//     holder for the turns to come.
+//   - homes: the fewest recently active conversations, whose turns will
+//     come back there.
 //   - cost: the lower prediction.
 type freshOrder struct {
-	free, next   bool
-	count, homes int
-	cost         int64
+	free, next, dup bool
+	count, homes    int
+	cost            int64
 }
 
 // before reports whether candidate o goes before b.
@@ -1149,6 +1185,8 @@ func (o freshOrder) before(b freshOrder) bool {
 		return o.next
 	case o.count != b.count:
 		return o.count < b.count
+	case o.dup != b.dup:
+		return b.dup
 	case o.homes != b.homes:
 		return o.homes < b.homes
 	}
@@ -1562,6 +1600,20 @@ func (r *Router) newFamiliesLast(b *batch, rest []int) {
 		copy(rest[len(held):], fresh)
 	}
 	r.ttft.held, r.ttft.fresh = held, fresh
+}
+
+// freshRequests returns how many of the decision's requests belong to
+// conversations not bound to a rank yet.
+func (r *Router) freshRequests(b *batch) int {
+	n := 0
+	for i := range b.reqs {
+		if id := b.reqs[i].ConversationID; id != "" {
+			if _, ok := r.conv.Get(id); !ok {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // heldAnywhere reports whether some rank holds the first block of request

@@ -548,6 +548,60 @@ func TestTTFTNewConversationRecentHomes(t *testing.T) {
 	}
 }
 
+// In a burst of new conversations (ttftFreshBurst or more in one decision),
+// a candidate that would compute a system prompt ready elsewhere (more than
+// TTFTDrainTokens/ttftDupShare beyond the least) goes after the holders of
+// the prompt at equal request counts, whatever its homes; outside a burst,
+// or for a prompt cheap to compute again, the rank home to the fewest
+// recently active conversations still wins, and a rank with fewer requests
+// wins in a burst too.
+func TestTTFTNewConversationBurst(t *testing.T) {
+	const dp = 4
+	for _, tc := range []struct {
+		name   string
+		sys    int    // system prompt tokens, held by ranks 0-2
+		n      int    // new conversations in the decision
+		counts [4]int // active requests per rank
+		rank3  int    // of them, placed on rank 3 (no prompt, no homes)
+	}{
+		{"burst waits for the holders", 4096, ttftFreshBurst, [4]int{1, 1, 1, 2}, 0},
+		{"burst, rank 3 with fewer requests", 4096, ttftFreshBurst, [4]int{2, 2, 2, 1}, 1},
+		{"burst of a cheap prompt", 1024, ttftFreshBurst, [4]int{1, 1, 1, 2}, 1},
+		{"one new conversation", 4096, 1, [4]int{1, 1, 1, 1}, 1},
+		{"below a burst", 4096, ttftFreshBurst - 1, [4]int{1, 1, 1, 1}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustNew(t, ttftCfg(dp, ReuseAfterIteration))
+			// Ranks 0-2 are home to a recently active conversation each.
+			for k := range 3 {
+				q := extend(uint64(100+k), prompt(64), k+1)
+				q.ConversationID, q.TargetRank = fmt.Sprintf("old%d", k), k
+				mustRoute(t, r, idle(dp), []Request{q}, 8, make([]int32, dp))
+			}
+			sys := make([]int32, tc.sys)
+			for i := range sys {
+				sys[i] = int32(5_000_000 + i)
+			}
+			var reqs []Request
+			var matches []int32
+			for j := range tc.n {
+				q := extend(uint64(200+j), sys, 64+j)
+				q.ConversationID = fmt.Sprintf("new%d", j)
+				reqs = append(reqs, q)
+				matches = append(matches, int32(tc.sys), int32(tc.sys), int32(tc.sys), 0)
+			}
+			states := idle(dp)
+			for k, c := range tc.counts {
+				states[k].NumActiveRequests, states[k].NumActiveTokens = c, int64(c)*100
+			}
+			res := mustRoute(t, r, states, reqs, 16, matches)
+			if got := len(res.Assignment[3]); got != tc.rank3 {
+				t.Errorf("%d of %d new conversations on rank 3, want %d (ranks %v)", got, tc.n, tc.rank3, res.Ranks)
+			}
+		})
+	}
+}
+
 // Without a conversation id, the rank that computed the longest prefix of a
 // request stays a candidate past the soft cap too, while it holds fewer
 // than ttftHomeCap requests; the reference score moves the request to an
