@@ -265,9 +265,9 @@ const ttftRecentHomes = 4
 // 1.18-1.39 times, their slowest requests waiting on those computes;
 // ranked first among candidates of equal counts, the holders took those
 // bursts and the cases went to 0.35-1.00 times on every seed and jittered
-// draw measured. Bursts of 3 (a 4-rank case's start-up,
-// where the new holders pay off) and duplicates of a block (1024- and
-// 1200-token prompts, cheap to replicate) each broke another cell
+// draw measured. Bursts of 3 (a 4-rank case's start-up, where the new
+// holders pay off) and duplicates of a block (1024- and 1200-token
+// prompts, cheap to replicate) each broke another cell
 // (docs/routing-quality.md has the runs).
 const (
 	ttftFreshBurst = 4
@@ -1022,9 +1022,9 @@ func usable(k int, row, ready []int, onSchedule bool) int {
 // request more than the fewest), then the one with the fewest requests,
 // then, in a burst of new conversations, one that computes no system
 // prompt ready elsewhere, then the one home to the fewest recently active
-// conversations, then the lowest prediction. Among the ties of any other request whose
-// prefix some rank holds, a rank with KV room (see hasRoom) goes before one
-// with fewer requests.
+// conversations, then the lowest prediction. Among the ties of any other
+// request whose prefix some rank holds, a rank with KV room (see hasRoom)
+// goes before one with fewer requests.
 func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, ready []int, onSchedule bool) int {
 	q := &b.reqs[i]
 	home, fresh := -1, false
