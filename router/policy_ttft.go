@@ -1607,10 +1607,8 @@ func (r *Router) newFamiliesLast(b *batch, rest []int) {
 func (r *Router) freshRequests(b *batch) int {
 	n := 0
 	for i := range b.reqs {
-		if id := b.reqs[i].ConversationID; id != "" {
-			if _, ok := r.conv.Get(id); !ok {
-				n++
-			}
+		if q := &b.reqs[i]; q.ConversationID != "" && !r.bound(q) {
+			n++
 		}
 	}
 	return n
