@@ -9,12 +9,12 @@ import (
 // StateDigest returns a 64-bit digest of the Router's state: a running hash
 // seeded with its configuration and chained, as they happen, over every change
 // of the state that determines its future decisions — cold-start warmup ranks
-// reached (and, under quiet warmup, whether the last decision warmed one and
-// whether the engine has been seen loaded), conversation bindings and
-// touches (recency), the round-robin cursor, prefix-index bounds and
-// placements (which also drive the demand window), and the predicted-TTFT
-// score's queued prefill per rank. It costs O(1) per change: nothing is
-// walked.
+// reached (and, under quiet warmup, whether the last decision warmed one,
+// whether the engine has been seen loaded and for how many decisions it has
+// carried requests), conversation bindings and touches (recency), the
+// round-robin cursor, prefix-index bounds and placements (which also drive
+// the demand window), and the predicted-TTFT score's queued prefill per
+// rank. It costs O(1) per change: nothing is walked.
 //
 // Routers built from the same Config and fed the same calls have the same
 // digest. A digest names a history, not just a state: routers whose states
@@ -46,6 +46,9 @@ const (
 	// tagWarmStall: quiet warmup's last decision warmed a rank (1) or not
 	// (0).
 	tagWarmStall = 12
+	// tagBusy: quiet warmup's count of decisions since one found no
+	// request active (see Router.warming), after the change.
+	tagBusy = 13
 )
 
 // fold chains one change (tag, a, b) into digest d. Each step is a bijection

@@ -88,6 +88,12 @@ func (r *Router) warming(b *batch) (warming, spread, light, nearIdle bool) {
 	for i := range b.states {
 		active += b.states[i].NumActiveRequests
 	}
+	switch {
+	case active == 0:
+		r.setBusyFor(0)
+	case r.busyFor <= lightStartRise:
+		r.setBusyFor(r.busyFor + 1)
+	}
 	if (active >= len(b.states) || stalled) && !r.loaded {
 		r.loaded = true
 		r.digest = fold(r.digest, tagLoaded, 1, 0)
@@ -131,10 +137,10 @@ func (r *Router) coldStart(b *batch, active int) bool {
 // fewer requests are active than there are ranks, and fewer ranks are
 // warmed than lightStartRanks and than half the ranks (rounded up), or,
 // with at most half the ranks warmed, the decision brings many requests
-// (lightStartBatch) while the ranks are loaded (below). Each such decision
-// warms a rank with each of its requests that is not of a conversation (a
-// new conversation is balanced over the ranks by the score, and its later
-// turns follow it).
+// (lightStartBatch) while load builds up from idle or as a spike reaching
+// a quiet engine (below). Each such decision warms a rank with each of its
+// requests that is not of a conversation (a new conversation is balanced
+// over the ranks by the score, and its later turns follow it).
 //
 // Under steady load no decision is idle after the first, so without this
 // the prompt that every request shares (one application's system prompt)
@@ -148,34 +154,40 @@ func (r *Router) coldStart(b *batch, active int) bool {
 // decision, or take the prompt when its holders fill up.
 //
 // Past the bound, while at most half the ranks are warmed, a decision that
-// brings a request for at least lightStartBatch of the ranks still warms,
+// brings a request for at least lightStartBatch of the ranks still warms
+// while load builds up from idle or as a spike reaching a quiet engine,
 // unless one of its requests is of a prompt family no rank holds or longer
 // than an iteration's prefill budget: its requests compute their prompts
-// on pending ranks side by side, one stall for several ranks. At high
-// rates such decisions come while load builds up, and the prompt then
-// runs on every rank instead of half of them, while they are rare at low
-// rates, where each warmed rank would cost a stall of its own. So the
-// load must show it too: the ranks carry at least one active request per
-// warmed rank, or the decision alone brings two requests per rank (a
-// spike reaching the router at once). A batch that meets holders with
-// fewer requests than there are holders is bursts meeting by chance at
-// light load, which the holders take without a stall: on 32 ranks, 53
-// requests of bursts of 16 met 14 holders carrying 8 requests, and
-// warming the other 18 ranks with them made the cell's TTFT p99 1.14-1.22
-// times the best reference's (0.99 without). With more than half the
-// ranks warmed, the holders carry less than twice their share, and a
-// decision that brings many requests is more often the arrivals of the
-// stall just made (a light start's first decision can warm most ranks at
-// once): another stall then delays them all again (on
-// an engine whose prefill is twice as slow as the grid's, one tenant at
-// 20 req/s: TTFT p99 2.47x the best reference's). A batch with a new
-// family is left to the score, as a burst after a quiet gap: warming
-// pending ranks with its other requests made those compute whole prompts
-// beside the new family's. So is a batch of long prompts: each stalls for
-// several iterations, and on pending ranks they go where the score would
-// not balance them (a Mooncake conversation trace replayed past the
-// engine's capacity, its prompts 11-18k tokens on average: TTFT p99 16.7 s
-// against 9.5 s). docs/routing-quality.md has the measurements.
+// on pending ranks side by side, one stall for several ranks, and the
+// prompt then runs on every rank instead of half of them. Load builds up
+// from idle in the first lightStartRise decisions after one that found no
+// request active, with the ranks carrying an active request per warmed
+// rank: at high rates the holders would not keep up (4 tenants at 80
+// requests per second on 8 ranks: TTFT p99 0.90-0.92 times the best
+// reference's, 1.05 without it). A spike reaching a quiet engine brings two
+// requests per rank while fewer requests are active than ranks are warmed,
+// whenever it comes: replicas made one by one under its load would stall
+// it again and again (on 32 ranks, a 3000-token prompt whose spike brought
+// 69 requests while 2 were active: 2.07 times the best reference's TTFT
+// p99 without it). Later in a busy period the holders have been carrying
+// its load, and a decision that brings many requests is bursts meeting:
+// every request of it would wait for the prompts computed whole, which the
+// holders serve sooner (the drawn grid's case=130, 17 requests of a
+// 2048-token prompt on 16 ranks: TTFT p99 1.77 times the best reference's,
+// 0.79 left to the holders). With more than half the ranks warmed, the
+// holders carry less than twice their share, and a decision that brings
+// many requests is more often the arrivals of the stall just made (a light
+// start's first decision can warm most ranks at once): another stall then
+// delays them all again (on an engine whose prefill is twice as slow as
+// the grid's, one tenant at 20 req/s: TTFT p99 2.47x the best
+// reference's). A batch with a new family is left to the score, as a burst
+// after a quiet gap: warming pending ranks with its other requests made
+// those compute whole prompts beside the new family's. So is a batch of
+// long prompts: each stalls for several iterations, and on pending ranks
+// they go where the score would not balance them (a Mooncake conversation
+// trace replayed past the engine's capacity, its prompts 11-18k tokens on
+// average: TTFT p99 16.7 s against 9.5 s). docs/routing-quality.md has the
+// measurements.
 func (r *Router) lightStart(b *batch, active int) bool {
 	size := r.cfg.DPSize
 	if active >= size || r.pendingCount == 0 {
@@ -185,7 +197,9 @@ func (r *Router) lightStart(b *batch, active int) bool {
 	if warmed < min((size+1)/2, lightStartRanks) {
 		return true
 	}
-	return 2*warmed <= size && len(b.reqs) >= lightStartBatch(size) && (active >= warmed || len(b.reqs) >= 2*size) &&
+	rising := active >= warmed && r.busyFor <= lightStartRise
+	spike := len(b.reqs) >= 2*size && active < warmed
+	return 2*warmed <= size && len(b.reqs) >= lightStartBatch(size) && (rising || spike) &&
 		!r.newFamily(b) && r.withinIteration(b)
 }
 
@@ -225,6 +239,15 @@ const nearIdleRanks = 8
 // ranks at low rates too, and their stalls made more cells miss than the
 // rule fixed (docs/routing-quality.md).
 func lightStartBatch(size int) int { return (3*size + 3) / 4 }
+
+// lightStartRise is how many decisions after one that found no request
+// active a light start still takes for load building up from idle (see
+// lightStart). On the evaluation grids the steady high rates that warming
+// served showed within 3 decisions of an idle one, and the bursts meeting
+// that it hurt came 165 or more into a busy period (one cell where it
+// served came 111 in: 1.02 times the best reference's TTFT p99 became 1.08
+// without it).
+const lightStartRise = 8
 
 // newFamily reports whether an untargeted request of the batch is of a
 // prompt family (first block) that the prefix index shows on no rank.
@@ -502,6 +525,15 @@ func (r *Router) setWarmedLast(v bool) {
 	if r.warmedLast != v {
 		r.warmedLast = v
 		r.digest = fold(r.digest, tagWarmStall, b2u(v), 0)
+	}
+}
+
+// setBusyFor records for how many decisions the engine has carried
+// requests (see warming), folding each change into the digest.
+func (r *Router) setBusyFor(v int) {
+	if r.busyFor != v {
+		r.busyFor = v
+		r.digest = fold(r.digest, tagBusy, uint64(v), 0)
 	}
 }
 

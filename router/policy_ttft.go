@@ -496,8 +496,13 @@ func (r *Router) routeTTFT(b *batch) {
 	r.ttft.waiting = r.ttft.waiting[:0]
 	// At light load, where ramp makes no replicas, one replica of a
 	// family whose holders' pools are full may go to a rank with room
-	// (roomRank).
-	roomOnce := r.ttft.total <= ttftRampLoad*len(count)
+	// (roomRank), in a decision that brings its request alone: the
+	// replica's prompt, computed whole, is a stall of the lock step, and
+	// every other request of the decision would wait for it (12 requests
+	// of a 4096-token prompt held by 6 of 12 ranks: 181 ms each, against
+	// 61 ms for such a burst left on the holders). A lone request of the
+	// family comes soon at light load.
+	roomOnce := r.ttft.total <= ttftRampLoad*len(count) && len(rest) == 1
 	// The decision's requests take every request slot left: the executor
 	// has more waiting than slots freed (see holdForHolder).
 	slotBound := r.ttft.total >= len(count)*b.maxn
@@ -1446,6 +1451,9 @@ func (r *Router) rampRank(b *batch, i int, eligible []int, allow []bool) int {
 // iteration (ttft_drain_tokens) of the request's prompt, or when the
 // request's computed prefix is its own context rather than its family's
 // (more than half its prompt, its last block on a single rank).
+//
+// routeTTFT asks it once per decision, and only in one that brings the
+// request alone (see roomOnce there).
 //
 // Fill is as the index knows it: the blocks placed on a rank against its
 // bound (the KV capacity the rank reports), so a full holder is one where

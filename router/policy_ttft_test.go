@@ -986,24 +986,34 @@ func TestWarmupQuiet(t *testing.T) {
 
 	// Past that bound, on 8 ranks, a decision warms the pending ranks when
 	// it brings requests for lightStartBatch (6) of them, none of a family
-	// no rank holds, each within an iteration's prefill budget, while the
-	// ranks carry an active request per warmed rank (4) or the decision
-	// brings two requests per rank: one stall for several ranks.
+	// no rank holds, each within an iteration's prefill budget, either
+	// while load builds up from idle (within lightStartRise decisions of
+	// one that found no request active, the ranks carrying an active
+	// request per warmed rank, 4) or as a spike reaching a quiet engine
+	// (two requests per rank, fewer active than ranks warmed): one stall
+	// for several ranks. Later in a busy period, load on the holders is
+	// left to them.
 	for _, tc := range []struct {
 		name    string
 		n       int  // requests of the held prompt
 		other   bool // and one of a prompt no rank holds
 		drain   int  // TTFTDrainTokens, when not the default
 		active  int  // requests active on the ranks
+		late    bool // lightStartRise decisions with a request active come first
+		rested  bool // and then one with none
 		pending int  // ranks pending afterwards
 	}{
-		{"five requests", 5, false, 0, 4, 4},
-		{"six requests", 6, false, 0, 4, 0},
-		{"six requests, one of a new family", 5, true, 0, 4, 4},
-		{"six requests longer than an iteration's budget", 6, false, 1024, 4, 4},
-		{"six requests on holders carrying fewer requests than there are holders", 6, false, 0, 3, 4},
-		{"fifteen requests at that load", 15, false, 0, 3, 4},
-		{"sixteen requests at that load", 16, false, 0, 3, 0},
+		{"five requests", 5, false, 0, 4, false, false, 4},
+		{"six requests", 6, false, 0, 4, false, false, 0},
+		{"six requests, one of a new family", 5, true, 0, 4, false, false, 4},
+		{"six requests longer than an iteration's budget", 6, false, 1024, 4, false, false, 4},
+		{"six requests on holders carrying fewer requests than there are holders", 6, false, 0, 3, false, false, 4},
+		{"fifteen requests at that load", 15, false, 0, 3, false, false, 4},
+		{"sixteen requests at that load", 16, false, 0, 3, false, false, 0},
+		{"six requests late in a busy period", 6, false, 0, 4, true, false, 4},
+		{"six requests after an idle decision", 6, false, 0, 4, true, true, 0},
+		{"sixteen requests late in a busy period", 16, false, 0, 3, true, false, 0},
+		{"sixteen requests late in a busy period, a request active per warmed rank", 16, false, 0, 4, true, false, 4},
 	} {
 		cfg := ttftCfg(8, ReuseAfterIteration)
 		cfg.Warmup = WarmupQuiet
@@ -1018,6 +1028,14 @@ func TestWarmupQuiet(t *testing.T) {
 		}
 		if got := len(r.PendingWarmup()); got != 8-lightStartRanks {
 			t.Fatalf("%s: %d pending after the light decisions, want %d", tc.name, got, 8-lightStartRanks)
+		}
+		if tc.late {
+			for range lightStartRise {
+				mustRoute(t, r, states, nil, 8, nil)
+			}
+		}
+		if tc.rested {
+			mustRoute(t, r, idle(8), nil, 8, nil)
 		}
 		var batch []Request
 		for i := range tc.n {
@@ -1036,9 +1054,9 @@ func TestWarmupQuiet(t *testing.T) {
 		}
 	}
 	// Not with more than half the ranks warmed: a first light decision of
-	// five requests warms five of 8 ranks, and six requests after it are
-	// scored (the arrivals of that stall, on holders below twice their
-	// share).
+	// five requests warms five of 8 ranks, and a spike of sixteen requests
+	// after it, while one is active, is scored (the arrivals of that
+	// stall, on holders below twice their share).
 	cfg = ttftCfg(8, ReuseAfterIteration)
 	cfg.Warmup = WarmupQuiet
 	r = mustNew(t, cfg)
@@ -1053,11 +1071,11 @@ func TestWarmupQuiet(t *testing.T) {
 		t.Fatalf("a light decision of five requests: %d ranks pending, want 3", got)
 	}
 	batch = batch[:0]
-	for i := range 6 {
+	for i := range 16 {
 		batch = append(batch, extend(uint64(100+i), base, 10))
 	}
 	if res := mustRoute(t, r, states, batch, 8, nil); len(r.PendingWarmup()) != 3 {
-		t.Errorf("six requests with five of 8 ranks warmed: placed on %v, pending %v; want 3 pending", res.Ranks, r.PendingWarmup())
+		t.Errorf("sixteen requests with five of 8 ranks warmed: placed on %v, pending %v; want 3 pending", res.Ranks, r.PendingWarmup())
 	}
 
 	// Once a decision has seen the engine loaded, an idle decision warms
@@ -1881,8 +1899,10 @@ func TestTTFTShortestFirstSamples(t *testing.T) {
 
 // TestTTFTRoomReplica: at light load, a family whose holders' KV pools are
 // full (by the index) takes a rank whose pool is mostly empty; not while a
-// holder has room, under load, nor for a request whose held prefix is its
-// own context, a bound conversation's turn or a family not in demand.
+// holder has room, under load, in a decision that brings another request
+// (it would wait for the replica's prompt), nor for a request whose held
+// prefix is its own context, a bound conversation's turn or a family not
+// in demand.
 func TestTTFTRoomReplica(t *testing.T) {
 	// A family of 1024-token prompts (32 blocks), each request adding 1024
 	// tokens of its own; pools of 4096 tokens (128 blocks). Two requests
@@ -1898,21 +1918,23 @@ func TestTTFTRoomReplica(t *testing.T) {
 		minDemand int
 		active    int // per rank, in the third decision
 		third     Request
+		with      bool // the third decision brings a request of another prompt too
 		want      int
 	}{
-		{"holder full, others empty", 4096, 2, 0, extend(3, family, 1024), 1},
-		{"holder with room", 1 << 20, 2, 0, extend(3, family, 1024), 0},
-		{"no pool reported", 0, 2, 0, extend(3, family, 1024), 0},
-		{"family not in demand", 4096, 3, 0, extend(3, family, 1024), 0},
+		{"holder full, others empty", 4096, 2, 0, extend(3, family, 1024), false, 1},
+		{"holder full, with another request", 4096, 2, 0, extend(3, family, 1024), true, 0},
+		{"holder with room", 1 << 20, 2, 0, extend(3, family, 1024), false, 0},
+		{"no pool reported", 0, 2, 0, extend(3, family, 1024), false, 0},
+		{"family not in demand", 4096, 3, 0, extend(3, family, 1024), false, 0},
 		// Past ttftRampLoad active requests per rank.
-		{"under load", 4096, 2, 5, extend(3, family, 1024), 0},
+		{"under load", 4096, 2, 5, extend(3, family, 1024), false, 0},
 		// The second request's whole prompt and 256 tokens: its context.
-		{"own context", 4096, 2, 0, extend(3, second.Tokens, 256), 0},
+		{"own context", 4096, 2, 0, extend(3, second.Tokens, 256), false, 0},
 		{"bound conversation", 4096, 2, 0, func() Request {
 			q := extend(3, family, 1024)
 			q.ConversationID = "c"
 			return q
-		}(), 0},
+		}(), false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ttftCfg(4, ReuseAfterIteration)
@@ -1938,7 +1960,11 @@ func TestTTFTRoomReplica(t *testing.T) {
 			for k := range states {
 				states[k].NumActiveRequests, states[k].NumActiveTokens = tc.active, int64(100*tc.active)
 			}
-			res := mustRoute(t, r, states, []Request{tc.third}, 8, nil)
+			batch := []Request{tc.third}
+			if tc.with {
+				batch = append(batch, extend(4, prompt(64), 64))
+			}
+			res := mustRoute(t, r, states, batch, 8, nil)
 			if !slices.Contains(res.Assignment[tc.want], tc.third.ID) {
 				t.Errorf("the third request went to %v, want rank %d", res.Assignment, tc.want)
 			}

@@ -44,6 +44,7 @@ type Router struct {
 	pendingCount int
 	loaded       bool         // quiet warmup: some decision saw the engine loaded (see warming)
 	warmedLast   bool         // quiet warmup: the last decision warmed a rank (see warming)
+	busyFor      int          // quiet warmup: decisions since one found no request active, up to lightStartRise+1
 	conv         convmap.Map  // conversation -> rank
 	cursor       int          // conversation round-robin cursor
 	prefix       *prefixState // KV-aware prefix index and demand warmup, or nil
