@@ -496,13 +496,10 @@ func (r *Router) routeTTFT(b *batch) {
 	r.ttft.waiting = r.ttft.waiting[:0]
 	// At light load, where ramp makes no replicas, one replica of a
 	// family whose holders' pools are full may go to a rank with room
-	// (roomRank), in a decision that brings its request alone: the
-	// replica's prompt, computed whole, is a stall of the lock step, and
-	// every other request of the decision would wait for it (12 requests
-	// of a 4096-token prompt held by 6 of 12 ranks: 181 ms each, against
-	// 61 ms for such a burst left on the holders). A lone request of the
-	// family comes soon at light load.
-	roomOnce := r.ttft.total <= ttftRampLoad*len(count) && len(rest) == 1
+	// (roomRank; in a decision that brings other requests too, only of a
+	// request that computes most of its prompt anyway).
+	roomOnce := r.ttft.total <= ttftRampLoad*len(count)
+	lone := len(rest) == 1
 	// The decision's requests take every request slot left: the executor
 	// has more waiting than slots freed (see holdForHolder).
 	slotBound := r.ttft.total >= len(count)*b.maxn
@@ -556,7 +553,7 @@ func (r *Router) routeTTFT(b *batch) {
 			}
 		}
 		if k < 0 && roomOnce && !q.Strict && !r.bound(q) {
-			if k = r.roomRank(b, i, eligible, allow, ready); k >= 0 {
+			if k = r.roomRank(b, i, eligible, allow, ready, lone); k >= 0 {
 				roomOnce = false
 			}
 		}
@@ -1452,8 +1449,22 @@ func (r *Router) rampRank(b *batch, i int, eligible []int, allow []bool) int {
 // request's computed prefix is its own context rather than its family's
 // (more than half its prompt, its last block on a single rank).
 //
-// routeTTFT asks it once per decision, and only in one that brings the
-// request alone (see roomOnce there).
+// routeTTFT asks it once per decision. Where the decision brings other
+// requests than this one (lone false), the request must also compute at
+// least three quarters of its prompt on its holders: the replica's prompt
+// is computed whole, a stall of the lock step that every other request of
+// the decision waits for, and a request that computes most of its prompt
+// anyway stalls it nearly as long where it is (the replica adds at most a
+// third to its own). Of a mostly cached prompt it is a stall of its own:
+// 12 requests of a 4096-token prompt held by 6 of 12 ranks waited 181 ms
+// each for one, against 61 ms for such a burst left on the holders (the
+// drawn grid's case=55). Of a mostly uncached one it pays where its KV
+// would evict a full holder's cached prefixes: in Mooncake's synthetic
+// slice replayed twice as fast at half length on 1k-block pools (ranks
+// reporting their pending KV), a 15.7k-token prompt reusing 2.7k tokens
+// of the family's one holder, which came with 4 other requests, evicted
+// there a 15.1k-token prefix that a request 234 ms later computed again
+// (prefill 1.23 times the best reference's, 1.18 with the replica).
 //
 // Fill is as the index knows it: the blocks placed on a rank against its
 // bound (the KV capacity the rank reports), so a full holder is one where
@@ -1481,7 +1492,7 @@ func (r *Router) rampRank(b *batch, i int, eligible []int, allow []bool) int {
 // for room move requests that reuse a few hundred tokens of prompts
 // thousands long; a 2048-token shared prompt beside follow-ups on an
 // 8192-token budget (the mixed traces) still gets its replica.
-func (r *Router) roomRank(b *batch, i int, eligible []int, allow []bool, ready []int) int {
+func (r *Router) roomRank(b *batch, i int, eligible []int, allow []bool, ready []int, lone bool) int {
 	p := r.prefix
 	fam, _, ok := p.demand(&r.cfg, b, i)
 	if !ok {
@@ -1504,7 +1515,7 @@ func (r *Router) roomRank(b *batch, i int, eligible []int, allow []bool, ready [
 	if holders == 0 {
 		return -1
 	}
-	if 2*held > r.cfg.TTFTDrainTokens {
+	if 2*held > r.cfg.TTFTDrainTokens || (!lone && 4*held > n) {
 		return -1
 	}
 	if 2*held > n {

@@ -1923,6 +1923,9 @@ func TestTTFTRoomReplica(t *testing.T) {
 	}{
 		{"holder full, others empty", 4096, 2, 0, extend(3, family, 1024), false, 1},
 		{"holder full, with another request", 4096, 2, 0, extend(3, family, 1024), true, 0},
+		// 1024 of 4096 tokens held: it computes three quarters anyway.
+		{"holder full, with another request, mostly uncached", 4096, 2, 0, extend(3, family, 3072), true, 1},
+		{"holder full, with another request, a token short", 4096, 2, 0, extend(3, family, 3071), true, 0},
 		{"holder with room", 1 << 20, 2, 0, extend(3, family, 1024), false, 0},
 		{"no pool reported", 0, 2, 0, extend(3, family, 1024), false, 0},
 		{"family not in demand", 4096, 3, 0, extend(3, family, 1024), false, 0},
