@@ -24,6 +24,7 @@ var reasonCodes = [...]C.int32_t{
 	router.ReasonNewConversation:   C.ADPR_REASON_NEW_CONVERSATION,
 	router.ReasonPredictedTTFT:     C.ADPR_REASON_PREDICTED_TTFT,
 	router.ReasonHeld:              C.ADPR_REASON_HELD,
+	router.ReasonHeldInFlight:      C.ADPR_REASON_HELD_IN_FLIGHT,
 }
 
 var exclusionCodes = [...]C.int32_t{

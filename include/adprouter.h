@@ -444,6 +444,14 @@ typedef struct adpr_stats {
                                              prompt was full, so it is left
                                              unplaced: requeue it (candidates
                                              as for PREDICTED_TTFT) */
+#define ADPR_REASON_HELD_IN_FLIGHT 10     /* score "ttft", engine_reuse
+                                             "after_iteration": the rank
+                                             chosen was computing its prompt
+                                             for another request, ready by
+                                             the next iteration, so it is
+                                             left unplaced: requeue it
+                                             (candidates as for
+                                             PREDICTED_TTFT) */
 
 /* adpr_candidate.excluded: why a rank did not compete for the request. */
 #define ADPR_EXCLUDED_NONE 0          /* it competed */

@@ -1249,8 +1249,10 @@ func TestTTFTNewFamiliesLast(t *testing.T) {
 		// lowest of idle ranks) and A's requests would queue behind it.
 		{"a held family and a new one", true, []int{1, 2}, []int{0}},
 		// Nothing held: longest first, the newcomer on rank 0, A's
-		// requests (each computing 1160 tokens) on the other two.
-		{"nothing held", false, []int{0}, []int{1, 2}},
+		// requests (each computing 1160 tokens) on the other two; the one
+		// that would compute A's prompt beside another there waits for it
+		// (holdForFlight).
+		{"nothing held", false, []int{0}, []int{1, 2, Unplaced}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := mustNew(t, ttftCfg(3, ReuseAfterIteration))
@@ -2145,5 +2147,86 @@ func TestTTFTOutgrownFamily(t *testing.T) {
 				t.Errorf("ranks %v: %d requests off their family's holders, want %d\n%s", res.Ranks, off, tc.wantOff, sb.String())
 			}
 		})
+	}
+}
+
+// Under ReuseAfterIteration a request the score puts on the rank computing
+// its prompt for another request, ready by the next iteration, is left
+// unplaced (holdForFlight): placed there it would compute the prompt again
+// in the same iteration. Not where blocks are reusable as scheduled, nor
+// without a probe, nor for a sample of the prompt, nor where the rank's
+// queue takes more than an iteration, nor where another rank is free.
+func TestTTFTHeldForPromptInFlight(t *testing.T) {
+	base := prompt(2048)
+	first := extend(1, base, 100) // computes base on the rank it takes
+	for _, tc := range []struct {
+		name   string
+		reuse  EngineReuse
+		probe  bool
+		drain  int    // TTFTDrainTokens; 0 for the default
+		active [4]int // maxn 4: ranks 1-3 full leave rank 0 alone eligible
+		second Request
+		want   []int
+	}{
+		{"beside the request computing its prompt: held", ReuseAfterIteration, true, 0,
+			[4]int{0, 4, 4, 4}, extend(2, base, 60), []int{0, Unplaced}},
+		{"blocks reusable as scheduled: placed beside it", ReuseOnSchedule, true, 0,
+			[4]int{0, 4, 4, 4}, extend(2, base, 60), []int{0, 0}},
+		{"no probe: the index cannot tell a prompt in flight", ReuseAfterIteration, false, 0,
+			[4]int{0, 4, 4, 4}, extend(2, base, 60), []int{0, 0}},
+		{"a sample of the prompt, its tail within a block", ReuseAfterIteration, true, 0,
+			[4]int{0, 4, 4, 4}, extend(2, base, 10), []int{0, 0}},
+		{"a queue longer than an iteration computes the prompt first", ReuseAfterIteration, true, 2048,
+			[4]int{0, 4, 4, 4}, extend(2, base, 60), []int{0, 0}},
+		{"another rank free: computed there side by side", ReuseAfterIteration, true, 0,
+			[4]int{0, 0, 4, 4}, extend(2, base, 60), []int{0, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ttftCfg(4, tc.reuse)
+			cfg.Explain = true
+			if tc.drain > 0 {
+				cfg.TTFTDrainTokens = tc.drain
+			}
+			states := idle(4)
+			for k, n := range tc.active {
+				states[k].NumActiveRequests, states[k].NumActiveTokens = n, int64(100*n)
+			}
+			var matches []int32
+			if tc.probe {
+				matches = make([]int32, 8) // nothing computed anywhere
+			}
+			r := mustNew(t, cfg)
+			res := mustRoute(t, r, states, []Request{first, tc.second}, 4, matches)
+			if !slices.Equal(res.Ranks, tc.want) {
+				t.Fatalf("ranks %v, want %v", res.Ranks, tc.want)
+			}
+			held := tc.want[1] == Unplaced
+			if held != slices.Contains(res.Unassigned, tc.second.ID) {
+				t.Errorf("unassigned %v", res.Unassigned)
+			}
+			rc := r.Receipts()[1]
+			if (rc.Reason == ReasonHeldInFlight) != held {
+				t.Errorf("second request's reason %s", rc.Reason)
+			}
+			if held && !strings.Contains(rc.String(), "computing its prompt for another request") {
+				t.Errorf("held receipt does not say why:\n%s", &rc)
+			}
+		})
+	}
+}
+
+// A prompt the index still records on a rank that computes nothing (its
+// blocks evicted, the rank idle) is not in flight: a request held for it
+// would wait for ever.
+func TestTTFTNotHeldForStaleIndex(t *testing.T) {
+	base := prompt(2048)
+	r := mustNew(t, ttftCfg(4, ReuseAfterIteration))
+	states := st([2]int64{0, 0}, [2]int64{4, 400}, [2]int64{4, 400}, [2]int64{4, 400})
+	mustRoute(t, r, states, []Request{extend(1, base, 100)}, 4, make([]int32, 4))
+	// The next decision: rank 0 idle, the probe showing base nowhere, the
+	// other ranks full.
+	res := mustRoute(t, r, states, []Request{extend(2, base, 60)}, 4, make([]int32, 4))
+	if res.Ranks[0] == Unplaced {
+		t.Fatalf("held for a prompt nothing computes: unassigned %v", res.Unassigned)
 	}
 }

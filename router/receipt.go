@@ -68,6 +68,15 @@ const (
 	// Result.Unassigned, to be offered again (Candidates as for
 	// ReasonPredictedTTFT; docs/ROUTING.md, "Past the request slots").
 	ReasonHeld
+	// ReasonHeldInFlight: under Config.Score = ScoreTTFT and
+	// Config.EngineReuse = ReuseAfterIteration, the rank the prediction
+	// chose was computing more than half of the prompt for another
+	// request, to be ready by the next iteration, and would have computed
+	// it again beside it: the request is in Result.Unassigned, to be
+	// offered again (Candidates as for ReasonPredictedTTFT;
+	// docs/ROUTING.md, "Predicted-TTFT score": waiting for a prompt in
+	// flight).
+	ReasonHeldInFlight
 )
 
 var reasonNames = [...]string{
@@ -81,6 +90,7 @@ var reasonNames = [...]string{
 	ReasonNewConversation:   "new conversation placement",
 	ReasonPredictedTTFT:     "lowest predicted TTFT",
 	ReasonHeld:              "held for a rank holding its prompt",
+	ReasonHeldInFlight:      "held for its prompt in flight",
 }
 
 func (r Reason) String() string { return enumName(reasonNames[:], uint8(r), "Reason") }
@@ -265,9 +275,10 @@ func (l *receiptLog) placed(i int, why Reason, eligible int) {
 }
 
 // held records that request i, whose prediction ttft has recorded, was
-// left unplaced for ReasonHeld: it takes back the placement's Step.
-func (l *receiptLog) held(i int) {
-	l.out[i].Reason = ReasonHeld
+// left unplaced for why (ReasonHeld or ReasonHeldInFlight): it takes back
+// the placement's Step.
+func (l *receiptLog) held(i int, why Reason) {
+	l.out[i].Reason = why
 	l.out[i].Step = -1
 	l.step--
 }
@@ -414,13 +425,15 @@ func (rc *Receipt) String() string {
 	switch {
 	case rc.Reason == ReasonHeld:
 		sb.WriteString("unplaced: every request slot taken and every rank holding its prompt at its cap")
+	case rc.Reason == ReasonHeldInFlight:
+		sb.WriteString("unplaced: the rank chosen is computing its prompt for another request, ready by the next iteration")
 	case rc.Rank == Unplaced:
 		sb.WriteString("unplaced: every rank at its cap")
 	default:
 		fmt.Fprintf(&sb, "rank %d: %s", rc.Rank, rc.Reason)
 	}
 	// The predicted-TTFT columns: a placement the ttft score recorded.
-	ttft := rc.Reason == ReasonPredictedTTFT || rc.Reason == ReasonHeld ||
+	ttft := rc.Reason == ReasonPredictedTTFT || rc.Reason == ReasonHeld || rc.Reason == ReasonHeldInFlight ||
 		rc.Reason == ReasonNewConversation && len(rc.Candidates) > 0
 	switch {
 	case ttft, rc.Reason == ReasonScored, rc.Reason == ReasonLeastLoaded, rc.Reason == ReasonDemandWarmup,

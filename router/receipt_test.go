@@ -34,7 +34,7 @@ func checkReceipts(cfg Config, states []RankState, reqs []Request, res *Result, 
 			return fmt.Errorf("receipt %d = id %d len %d rank %d expected %d; want %d %d %d %d",
 				i, rc.ID, rc.Len, rc.Rank, rc.Expected, q.ID, q.Len(), res.Ranks[i], res.Expected)
 		}
-		if (rc.Reason == ReasonUnplaced || rc.Reason == ReasonHeld) != (rc.Rank == Unplaced) {
+		if (rc.Reason == ReasonUnplaced || rc.Reason == ReasonHeld || rc.Reason == ReasonHeldInFlight) != (rc.Rank == Unplaced) {
 			return fmt.Errorf("receipt %d: reason %s with rank %d", i, rc.Reason, rc.Rank)
 		}
 		var ok bool
@@ -51,6 +51,9 @@ func checkReceipts(cfg Config, states []RankState, reqs []Request, res *Result, 
 			ok = cfg.Policy == PolicyKVCacheAware && cfg.Score == ScoreTTFT
 		case ReasonHeld:
 			ok = cfg.Policy == PolicyKVCacheAware && cfg.Score == ScoreTTFT && !memoryBound(states) && !q.Strict
+		case ReasonHeldInFlight:
+			ok = cfg.Policy == PolicyKVCacheAware && cfg.Score == ScoreTTFT && cfg.EngineReuse != ReuseOnSchedule &&
+				!memoryBound(states) && !q.Strict
 		case ReasonLeastLoaded:
 			ok = cfg.Policy == PolicyDefault
 		case ReasonConversationBound:
@@ -85,6 +88,8 @@ func checkCandidates(cfg Config, q *Request, rc *Receipt) error {
 		return nil
 	case ReasonHeld:
 		return checkHeldCandidates(cfg, rc)
+	case ReasonHeldInFlight:
+		return checkInFlightCandidates(cfg, rc)
 	default:
 		if len(rc.Candidates) != 0 || rc.Tied > 1 {
 			return fmt.Errorf("%d candidates, %d tied for reason %s", len(rc.Candidates), rc.Tied, rc.Reason)
@@ -160,6 +165,21 @@ func checkCandidates(cfg Config, q *Request, rc *Receipt) error {
 // one per rank; some rank reuses at least half of the prompt and none of
 // those competed (each was at its cap); some rank competed, where it would
 // have computed more than half.
+// checkInFlightCandidates checks a request held for its prompt in flight:
+// the prediction saw every rank, and some eligible rank (the one chosen)
+// would have computed more than half of the prompt.
+func checkInFlightCandidates(cfg Config, rc *Receipt) error {
+	if len(rc.Candidates) != cfg.DPSize {
+		return fmt.Errorf("%d candidates, want dp_size %d", len(rc.Candidates), cfg.DPSize)
+	}
+	for _, c := range rc.Candidates {
+		if c.Excluded == Eligible && 2*c.Match < rc.Len {
+			return nil
+		}
+	}
+	return fmt.Errorf("held for its prompt in flight, but no eligible rank would compute more than half of it")
+}
+
 func checkHeldCandidates(cfg Config, rc *Receipt) error {
 	if len(rc.Candidates) != cfg.DPSize {
 		return fmt.Errorf("%d candidates, want dp_size %d", len(rc.Candidates), cfg.DPSize)

@@ -25,7 +25,8 @@ from ._errors import INTERNAL, INVALID_ARGUMENT, OK, SHORT_BUFFER, InternalError
 # name is the macro's suffix in lower case (python/tests/test_abi_layout.py
 # checks them against the header).
 REASONS = ("unplaced", "explicit", "cold_start_warmup", "demand_warmup", "scored",
-           "least_loaded", "conversation_bound", "new_conversation", "predicted_ttft", "held")
+           "least_loaded", "conversation_bound", "new_conversation", "predicted_ttft", "held",
+           "held_in_flight")
 EXCLUSIONS = (None, "at_cap", "no_room", "stacked_tails")
 
 
