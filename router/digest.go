@@ -49,6 +49,10 @@ const (
 	// tagBusy: quiet warmup's count of decisions since one found no
 	// request active (see Router.warming), after the change.
 	tagBusy = 13
+	// tagFlightHeld: the ttft score left a request (id, and the rank it
+	// would have taken) for its prompt in flight; the next decision does
+	// not hold it so again.
+	tagFlightHeld = 14
 )
 
 // fold chains one change (tag, a, b) into digest d. Each step is a bijection

@@ -225,6 +225,9 @@ type ttftState struct {
 	// waiting: per prompt family, the requests the decision left for a
 	// full holder (see holdForHolder).
 	waiting []waitingFamily
+	// flight, flightPrev: the ids of the requests this decision and the
+	// one before left for their prompt in flight (see holdForFlight).
+	flight, flightPrev []uint64
 	// homeRanks, inEligible: the current request's homes and
 	// prefixHomes' scratch.
 	homeRanks  []int
@@ -500,6 +503,7 @@ func (r *Router) routeTTFT(b *batch) {
 		r.seeds.reset(len(rest))
 	}
 	r.ttft.handed = r.ttft.handed[:0]
+	r.ttft.flight, r.ttft.flightPrev = r.ttft.flightPrev[:0], r.ttft.flight
 	r.ttft.waiting = r.ttft.waiting[:0]
 	// At light load, where ramp makes no replicas, one replica of a
 	// family whose holders' pools are full may go to a rank with room
@@ -702,7 +706,8 @@ func (r *Router) heldRow(b *batch, i int, row []int) []int {
 // computed), the part of its prefix k is known to hold beyond what the
 // probe shows computed there is more than half of its prompt, and k's
 // queued prefill, at least that part and at most TTFTDrainTokens, ends
-// within the next iteration.
+// within the next iteration; and the previous decision did not hold it
+// so (it waits one decision at most).
 //
 // A block is reusable only once the iteration that computed it ends, so a
 // request placed beside the one computing its prefix computes the prefix
@@ -721,20 +726,27 @@ func (r *Router) heldRow(b *batch, i int, row []int) []int {
 // computes it (the index's record outlived the blocks), and a request
 // held for it would wait for ever; a queue longer than an iteration
 // computes the prefix in whole iterations before the request starts
-// (readyBehind), which the prediction has counted. Samples of one prompt
-// (at most a block beyond the prefix) are left to stackedTails.
-// docs/routing-quality.md has the evaluation.
+// (readyBehind), which the prediction has counted. Even so the router's
+// queue is an estimate, so a request waits one decision at most. Samples
+// of one prompt (at most a block beyond the prefix) are left to
+// stackedTails. docs/routing-quality.md has the evaluation.
 func (r *Router) holdForFlight(b *batch, i, k int, row, ready []int, onSchedule bool) bool {
 	if onSchedule || b.matches == nil {
 		return false
 	}
-	n := b.reqs[i].Len()
+	q := &b.reqs[i]
+	n := q.Len()
 	flight := row[k] - ready[k]
 	if n-row[k] <= r.cfg.TokensPerBlock || 2*flight <= n {
 		return false
 	}
-	q := r.ttft.queued[k]
-	return q >= int64(flight) && q <= int64(r.cfg.TTFTDrainTokens)
+	if queued := r.ttft.queued[k]; queued < int64(flight) || queued > int64(r.cfg.TTFTDrainTokens) ||
+		slices.Contains(r.ttft.flightPrev, q.ID) {
+		return false
+	}
+	r.ttft.flight = append(r.ttft.flight, q.ID)
+	r.digest = fold(r.digest, tagFlightHeld, q.ID, uint64(k))
+	return true
 }
 
 // holdForHolder reports whether request i, which the score puts on rank k

@@ -2230,3 +2230,29 @@ func TestTTFTNotHeldForStaleIndex(t *testing.T) {
 		t.Fatalf("held for a prompt nothing computes: unassigned %v", res.Unassigned)
 	}
 }
+
+// A request waits for its prompt in flight one decision at most: offered
+// again while the rank it would take still shows the prompt in flight with
+// a queue to compute it (the router's queue is an estimate), it is placed.
+func TestTTFTHeldForPromptInFlightOnce(t *testing.T) {
+	base := prompt(2048)
+	second := extend(2, base, 60)
+	r := mustNew(t, ttftCfg(4, ReuseAfterIteration))
+	states := st([2]int64{0, 0}, [2]int64{4, 400}, [2]int64{4, 400}, [2]int64{4, 400})
+	res := mustRoute(t, r, states, []Request{extend(1, base, 100), second}, 4, make([]int32, 8))
+	if !slices.Equal(res.Ranks, []int{0, Unplaced}) {
+		t.Fatalf("first decision: ranks %v, want [0 -1]", res.Ranks)
+	}
+	// Rank 0 still shows nothing of base computed, and a longer request
+	// sharing base, placed first (its queue was empty: not held), fills
+	// rank 0's queue past the in-flight part.
+	states[0].NumActiveRequests, states[0].NumActiveTokens = 1, 2148
+	longer := extend(3, base, 1500)
+	res = mustRoute(t, r, states, []Request{second, longer}, 4, make([]int32, 8))
+	if res.Ranks[1] != 0 {
+		t.Fatalf("second decision: the longer request on rank %d, want 0 (ranks %v)", res.Ranks[1], res.Ranks)
+	}
+	if res.Ranks[0] != 0 {
+		t.Fatalf("second decision: ranks %v, unassigned %v: want the request placed on rank 0", res.Ranks, res.Unassigned)
+	}
+}
