@@ -157,8 +157,10 @@ type Result struct {
 	// executor pads idle ranks up to.
 	Expected int
 	// Unassigned lists, in input order, the ids that could not be placed
-	// because every rank was full. The caller must requeue them; the
-	// reference would have dropped them or raised.
+	// because every rank was full or, under Config.Score = ScoreTTFT, that
+	// wait for a full rank holding their prompt (ReasonHeld) or for their
+	// prompt in flight (ReasonHeldInFlight). The caller must offer them
+	// again, first; the reference would have dropped them or raised.
 	Unassigned []uint64
 }
 

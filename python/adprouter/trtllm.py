@@ -843,10 +843,13 @@ class ADPRouter:
 
         A request is left over only when every rank holds
         max_num_active_requests (TensorRT-LLM's executor never offers more
-        than its free slots, so it never happens there). It goes back to the
-        front of the executor's waiting queue when the router knows the
-        executor (its cancellation, shutdown and idle checks look there),
-        else it is carried into the next call."""
+        than its free slots, so it never happens there) or, under
+        score="ttft" (the recommended preset), when it waits for a full rank
+        holding its prompt or, one decision, for its prompt in flight on the
+        rank it would take (docs/ROUTING.md). It goes back to the front of
+        the executor's waiting queue when the router knows the executor (its
+        cancellation, shutdown and idle checks look there), else it is
+        carried into the next call."""
         items = self._carry + list(new_requests) if self._carry else list(new_requests)
         lib = self._library(len(all_rank_states))
         got = None
