@@ -7,6 +7,7 @@
     ... --size NxR   one size only (repeatable): 256x16, 1024x64
     ... --row R      one row only (repeatable): 1, 2, 3, 4, 4f, 5, 6 (see Rows)
     ... --profile    where ours' KV-aware route_requests spends its time (256 x 16, or each --size)
+    ... --profile --row 6   the same for row 6's iteration: states, probes, decision
 
 PATH (or the environment variable ADPR_TRTLLM_SRC) is a folder holding
 tensorrt_llm/_torch/pyexecutor/scheduler/adp_router.py and stubs of what it
@@ -1046,6 +1047,59 @@ def profile(calls, nreq=256, dp=16):
           "between calls)")
 
 
+def profile_row6(calls, nreq=256, dp=16, fill_max=INDEX_FILL_MAX):
+    """Row 6's iteration (ours under the recommended preset, ranks reporting
+    their KV) at nreq x dp, split by perf_counter_ns into its three stages:
+    gather_all_rank_states (rank 0's state and KV report, the allgather),
+    gather_prefix_matches (the probe loop and the allgathered matches) and
+    route_requests (the decision). As in the table: fresh requests each call,
+    the previous call's freed untimed, ours alone until its index is full,
+    then INDEX_WARM untimed calls; the requests a call leaves over are drained
+    untimed."""
+    w = Workload(nreq, dp, F.LlmRequestState)
+    router = T.KVCacheAwareADPRouter(w.kv_dist, w.kv_stats, options={"preset": "recommended"})
+    filling, n = index_fill.Filling(), 0
+    while n < fill_max and not filling.full(router.stats()):
+        iteration(router, w.active, w.fresh(n), w.maxn)
+        router.drain_carried()
+        n += 1
+    full = filling.full(router.stats())
+    stages = ([], [], [], [])
+    gc.collect()
+    gc.freeze()
+    try:
+        for k in range(INDEX_WARM + calls):
+            fresh = w.fresh(n + k)  # the previous batch is freed here, untimed
+            gc.collect()
+            gc.disable()
+            t0 = _now()
+            states = router.gather_all_rank_states(w.active, fresh)
+            t1 = _now()
+            router.gather_prefix_matches(fresh)
+            t2 = _now()
+            router.route_requests(states, fresh, w.maxn)
+            t3 = _now()
+            gc.enable()
+            router.drain_carried()
+            if k >= INDEX_WARM:
+                for acc, d in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t3 - t0)):
+                    acc.append(d)
+    finally:
+        gc.unfreeze()
+        router.close()
+    med = lambda v: statistics.median(v) / 1000.0  # noqa: E731
+    print("--profile --row 6: ours' iteration under the recommended preset, %d requests x %d ranks, ranks "
+          "reporting their KV;" % (nreq, dp))
+    print("index %s after %d untimed calls; median us of %d calls (time.perf_counter_ns; gc off)"
+          % ("full" if full else "NOT full", n, calls))
+    for label, v in zip(("gather_all_rank_states (states, KV report, allgather)",
+                         "gather_prefix_matches (probe loop, allgathered matches)",
+                         "route_requests (the decision)", "the whole iteration"), stages):
+        print("  %-62s %9.1f" % (label, med(v)))
+    print("(here ours runs alone, so its caches are warmer than in the table, where the other side runs "
+          "between calls)")
+
+
 # ---- main ---------------------------------------------------------------------------------
 
 def main():
@@ -1059,13 +1113,21 @@ def main():
     ap.add_argument("--size", action="append", choices=["%dx%d" % s for s in SIZES], help="one size (repeatable)")
     ap.add_argument("--row", action="append", choices=ROWS, help="one row (repeatable)")
     ap.add_argument("--profile", action="store_true",
-                    help="only: where ours' KV-aware route_requests spends its time (256 x 16, or each --size)")
+                    help="only: where ours' KV-aware route_requests spends its time (256 x 16, or each --size); "
+                         "with --row 6, where row 6's iteration does")
     args = ap.parse_args()
     start = time.monotonic()
     if args.profile:
+        rows = set(args.row or ["1"])
+        if rows - {"1", "6"}:
+            ap.error("--profile times row 1 (the default) or row 6, not %s" % ", ".join(sorted(rows - {"1", "6"})))
         for size in args.size or ["256x16"]:
             nreq, dp = map(int, size.split("x"))
-            profile(args.runs or (20 if args.quick else 200 if nreq < 1024 else 50), nreq, dp)
+            if "1" in rows:
+                profile(args.runs or (20 if args.quick else 200 if nreq < 1024 else 50), nreq, dp)
+            if "6" in rows:
+                profile_row6(args.runs or (20 if args.quick else 100 if nreq < 1024 else 30), nreq, dp,
+                             fill_max=0 if args.quick else INDEX_FILL_MAX)
         return 0
 
     theirs = TrtllmSide(args.trtllm) if args.trtllm else OracleSide()

@@ -1,7 +1,8 @@
 """python/bench_trtllm.py runs: --quick against the pure-Python oracle (no
 TensorRT-LLM in this repository) prints its table with every row and size,
 every compared decision agreeing, --row and --size choose what it times,
---profile prints its breakdown, and row 6's ranks report the KV state its
+--profile prints its breakdown (row 1's call or, with --row 6, row 6's
+iteration), and row 6's ranks report the KV state its
 workload holds (timings are not checked: they are benchmarks, not tests)."""
 
 import os
@@ -100,6 +101,24 @@ class BenchTrtllmTest(unittest.TestCase):
         from adprouter import _accel
         if _accel.speedups is not None:
             self.assertRegex(out, r"(?m)^\s+_speedups\.trtllm_route: .*\s[\d.]+$")
+
+    def test_profile_row_6(self):
+        out = bench("--profile", "--row", "6", "--quick", "--runs", "3")
+        self.assertNotIn("route_requests, 256 requests", out)  # row 1's profile is not asked for
+        got = [float(v) for v in re.findall(
+            r"(?m)^  (?:gather_all_rank_states|gather_prefix_matches|route_requests|the whole iteration)"
+            r" .*\s([\d.]+)$", out)]
+        self.assertEqual(len(got), 4, out)
+        self.assertTrue(all(v > 0 for v in got), out)
+        # The stages' medians need not add up to the whole's, but none exceeds it.
+        self.assertLessEqual(max(got[:3]), got[3], out)
+
+    def test_profile_other_rows_refused(self):
+        env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+        proc = subprocess.run([sys.executable, BENCH, "--profile", "--row", "4"], env=env,
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertIn("--profile times row 1 (the default) or row 6, not 4", proc.stderr)
 
     def test_mismatch_is_caught(self):
         B = bench_module()
