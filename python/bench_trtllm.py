@@ -714,6 +714,24 @@ def iteration(router, active, items, maxn):
     return router.route_requests(states, items, maxn)
 
 
+def fill_index(router, w, fill_max, check=None):
+    """Routes workload w's fresh batches through ours' router alone until its
+    prefix index is full (tests/index_fill.py: an engine's steady state) or
+    fill_max calls, draining what each call leaves over; check(k, decision,
+    batch, left), when given, sees every call. Returns (calls, full)."""
+    calls, filling = 0, index_fill.Filling()
+    full = filling.full(router.stats())
+    while calls < fill_max and not full:
+        fresh = w.fresh(calls)
+        got = iteration(router, w.active, fresh, w.maxn)
+        left = router.drain_carried()
+        if check is not None:
+            check(calls, got, fresh, left)
+        calls += 1
+        full = filling.full(router.stats())
+    return calls, full
+
+
 def probe_loop(kv, items):
     """The engine's share of gather_prefix_matches, as both sides run it:
     for each item, its prompt without the last token (a copy: the probe API
@@ -864,16 +882,11 @@ def bench_size(nreq, dp, runs, ours, theirs, counter, fill_max=INDEX_FILL_MAX, o
         rss0 = resident_bytes()
         router = make()
         made.append(router)
-        calls, filling = 0, index_fill.Filling()
-        full = filling.full(router.stats())
-        while calls < fill_max and not full:
-            fresh = w.fresh(calls)
-            check_consistent("%s %s filling call %d" % (label, size, calls),
-                             iteration(router, w.active, fresh, maxn), fresh, gathered_active, maxn,
-                             left=router.drain_carried())
-            calls += 1
-            full = filling.full(router.stats())
-        filled = calls
+
+        def check_filling(k, got, fresh, left):
+            check_consistent("%s %s filling call %d" % (label, size, k), got, fresh, gathered_active, maxn,
+                             left=left)
+        filled, full = fill_index(router, w, fill_max, check_filling)
         batches = {}
 
         def prepare_index(k):
@@ -1058,12 +1071,7 @@ def profile_row6(calls, nreq=256, dp=16, fill_max=INDEX_FILL_MAX):
     untimed."""
     w = Workload(nreq, dp, F.LlmRequestState)
     router = T.KVCacheAwareADPRouter(w.kv_dist, w.kv_stats, options={"preset": "recommended"})
-    filling, n = index_fill.Filling(), 0
-    while n < fill_max and not filling.full(router.stats()):
-        iteration(router, w.active, w.fresh(n), w.maxn)
-        router.drain_carried()
-        n += 1
-    full = filling.full(router.stats())
+    n, full = fill_index(router, w, fill_max)
     stages = ([], [], [], [])
     gc.collect()
     gc.freeze()
