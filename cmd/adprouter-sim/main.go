@@ -59,7 +59,7 @@ type command struct {
 	workloads, policies, reuse, traces, genTrace, svgFile, jsonFile, plotFile *string
 	evalBaseline, evalRequests                                                *string
 	seeds, dps, evalGrid, evalCase, ranks                                     *string
-	sweep, listPolicies, timing, quiet, eval                                  *bool
+	sweep, listPolicies, timing, quiet, eval, evalExplain                     *bool
 	traceTime, traceLen                                                       *float64
 	parallel, evalWorst, evalDraws                                            *int
 	seed, evalSeeds, evalJitterSeed                                           *uint64
@@ -102,6 +102,7 @@ func newCommand(stdout, stderr io.Writer) *command {
 	c.evalJitterSeed = fs.Uint64("eval-jitter-seed", 1, "-eval: which draw of -eval-jitter")
 	c.evalBaseline = fs.String("eval-baseline", "", "-eval: compare with the evaluation saved in `FILE` (-eval -json of the same grid and seed offset, judged the same way): the misses before and after, every cell that starts or stops missing, and the -eval-worst cells that moved most otherwise")
 	c.evalRequests = fs.String("eval-requests", "", "-eval: write every simulated request to `FILE` (- for stdout, with -q) as JSON Lines, case by case, then by reuse semantics and policy, each simulation's requests by arrival: family, case, reuse, policy, id, conversation, group, rank, arrival_ms, ttft_ms, prompt_tokens, cached_tokens (use with -eval-case: a whole grid writes millions)")
+	c.evalExplain = fs.Bool("eval-explain", false, "-eval-requests: add to each request the router's receipt for it, why it went to its rank: receipt {decided_ms, batch, offers, reason, step, expected, eligible, replica_wanted, capacity_fallback, tied, gate, candidates per rank}")
 	c.evalTraces = fs.String("eval-traces", "", "-eval: replay the trace slices in `DIR` (its *.jsonl files, each in the family named by its file name up to the first '-') instead of the bundled Mooncake slices")
 	c.evalTraceScales = fs.String("eval-trace-scales", formatTraceScales(sim.EvalTraceScales()), "-eval: replay every trace slice at these `time:length` scales (comma-separated; a time scale below 1 replays it faster) on the default engine, the first also on the other engine shapes")
 	c.evalDraws = fs.Int("eval-draws", 0, "-eval: judge over this many draws of -eval-jitter (2 ms when not given), from -eval-jitter-seed on: a cell misses when the median of its ratios over the draws does (0: one run)")
@@ -238,7 +239,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			shift.maxActive = &c.eng.MaxActive
 		}
 		return evaluate(*c.evalGrid, shift, *c.policies, c.set["policies"], modes, c.set["reuse"] || c.set["eager-reuse"],
-			*c.evalWorst, *c.parallel, *c.jsonFile, *c.evalBaseline, *c.evalRequests, *c.quiet, stdout, stderr)
+			*c.evalWorst, *c.parallel, *c.jsonFile, *c.evalBaseline, *c.evalRequests, *c.evalExplain, *c.quiet, stdout, stderr)
 	case *c.sweep:
 		return c.runSweep(modes, wcs)
 	}
@@ -477,7 +478,7 @@ type evalShifts struct {
 // with the evaluation in the file baseline when one is named; it returns 3
 // when a goal is missed.
 func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, modes []string, setReuse bool, worst, parallel int,
-	jsonFile, baseline, requestsFile string, quiet bool, stdout, stderr io.Writer) int {
+	jsonFile, baseline, requestsFile string, explain, quiet bool, stdout, stderr io.Writer) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "adprouter-sim: %v\n", err)
 		return 1
@@ -487,6 +488,9 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 	}
 	if requestsFile != "" && shift.draws > 0 {
 		return fail(errors.New("-eval-requests records one run; -eval-draws runs several"))
+	}
+	if explain && requestsFile == "" {
+		return fail(errors.New("-eval-explain adds receipts to -eval-requests' lines; give -eval-requests FILE"))
 	}
 	// The baseline is read first: a bad file fails before the grid runs.
 	var base *sim.Judged
@@ -599,7 +603,7 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 			if reqs, err = createRequestsOut(requestsFile, stdout); err != nil {
 				return fail(fmt.Errorf("-eval-requests: %w", err))
 			}
-			o.Requests = reqs.write
+			o.Requests, o.Explain = reqs.write, explain
 		}
 		ev, err := sim.RunEval(o)
 		if reqs != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -575,10 +576,46 @@ func TestEvalRequestsCommand(t *testing.T) {
 		{[]string{"-eval-requests", "-", "-q", "-json", "-"}, "add -q"},
 		{[]string{"-eval-requests", file, "-eval-draws", "2"}, "records one run"},
 		{[]string{"-eval-requests", filepath.Join(t.TempDir(), "no", "such", "dir", "r.jsonl")}, "-eval-requests"},
+		{[]string{"-eval-explain"}, "give -eval-requests"},
 	} {
 		code, _, errs := runCmd(t, append(slices.Clone(one), tc.args...)...)
 		if code != 1 || !strings.Contains(errs, tc.want) {
 			t.Errorf("%v: exit %d, %q; want 1 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+
+	// -eval-explain adds each request's receipt, for the rank it went to,
+	// and changes nothing else.
+	code, out, errs = runCmd(t, append(slices.Clone(one), "-q", "-eval-requests", "-", "-eval-explain")...)
+	if code != 0 && code != 3 {
+		t.Fatalf("-eval-explain: exit %d: %s", code, errs)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	plain := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	if len(lines) != len(plain) {
+		t.Fatalf("-eval-explain: %d lines, %d without", len(lines), len(plain))
+	}
+	for i, l := range lines {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		rc, ok := r["receipt"].(map[string]any)
+		if !ok || rc["reason"] == "" || rc["reason"] == "unplaced" || rc["offers"].(float64) < 1 {
+			t.Fatalf("line %q: no receipt for a placed request", l)
+		}
+		if cands, ok := rc["candidates"].([]any); ok {
+			if c := cands[int(r["rank"].(float64))].(map[string]any); c["rank"] != r["rank"] {
+				t.Fatalf("line %q: candidates not in rank order", l)
+			}
+		}
+		delete(r, "receipt")
+		var p map[string]any
+		if err := json.Unmarshal([]byte(plain[i]), &p); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(r, p) {
+			t.Fatalf("with receipts %v, without %v", r, p)
 		}
 	}
 }

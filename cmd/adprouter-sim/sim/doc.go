@@ -139,9 +139,10 @@
 // every cell, and a p99 geometric mean at most GoalWin on EvalWinFamilies
 // families per semantics, a trace family among them. WriteEval prints the
 // families, the worst cells and the verdict. Simulator.Observe reports every
-// request's rank and first token, to trace a cell's decisions, and
-// EvalOptions.Requests passes on an evaluation's (WriteEvalRequests writes
-// them as JSON Lines).
+// request's rank and first token, to trace a cell's decisions (with
+// Simulator.Explain, the router's receipt for each: Decision), and
+// EvalOptions.Requests passes on an evaluation's (EvalOptions.Explain adds
+// the receipts; WriteEvalRequests writes them as JSON Lines).
 //
 // # Policies
 //

@@ -200,6 +200,11 @@ type request struct {
 	held      []uint64
 	private   int
 	rank      int // the rank it was routed to
+
+	// With Simulator.Explain: the decisions that offered it so far, and
+	// the receipt of the last.
+	offers   int
+	decision *Decision
 }
 
 func (q *request) tokens() int64 { return int64(len(q.prompt) + q.generated) }
@@ -334,6 +339,24 @@ type RequestEvent struct {
 	// Prompt is its prompt length in tokens, Cached the part found cached
 	// when it started.
 	Prompt, Cached int
+	// Decision is why the router placed it where it did, when
+	// Simulator.Explain was called; nil otherwise.
+	Decision *Decision
+}
+
+// A Decision is the router's receipt for one request (router.Receipt), with
+// the routing call that placed it.
+type Decision struct {
+	// At is the simulated time of that call in ns, Batch how many requests
+	// it was offered, and Offers how many calls offered this request: more
+	// than one when earlier calls left it unassigned (held for a later
+	// iteration, or no rank had a slot).
+	At     int64
+	Batch  int
+	Offers int
+	// Receipt is the call's receipt for the request. Its Candidates and
+	// Shuffle belong to the Decision, not to the router.
+	Receipt router.Receipt
 }
 
 // maxIdleSteps bounds consecutive iterations in which requests wait but
@@ -371,6 +394,25 @@ func (s *Simulator) Now() int64 { return s.now }
 
 // Done reports whether every request has finished.
 func (s *Simulator) Done() bool { return s.done }
+
+// Explain makes the router record a receipt for each request it routes
+// (router.Config.Explain) and hands each request's last one to Observe, in
+// RequestEvent.Decision. Recording reads a decision's state and never
+// changes it, so the simulation runs exactly as it would without. Call it
+// before Run.
+func (s *Simulator) Explain() error {
+	if s.m.routeCalls > 0 || s.iterations > 0 {
+		return errors.New("sim: Explain after the simulation started; call it before Run")
+	}
+	cfg := s.cfg
+	cfg.Explain = true
+	rt, err := router.New(cfg)
+	if err != nil {
+		return fmt.Errorf("variant %s: %w", s.variant.Name, err)
+	}
+	s.cfg, s.rt = cfg, rt
+	return nil
+}
 
 // Router returns the router under test (for inspection; do not route with
 // it).
@@ -597,6 +639,11 @@ func (s *Simulator) route() error {
 	if np+len(s.res.Unassigned) != n {
 		return fmt.Errorf("variant %s: router placed %d and returned %d of %d requests", s.variant.Name, np, len(s.res.Unassigned), n)
 	}
+	if s.cfg.Explain {
+		if err := s.keepReceipts(batch); err != nil {
+			return err
+		}
+	}
 	for k, r := range s.ranks {
 		if r.active() > s.eng.MaxActive {
 			return fmt.Errorf("variant %s: rank %d holds %d requests, max_active %d", s.variant.Name, k, r.active(), s.eng.MaxActive)
@@ -612,6 +659,25 @@ func (s *Simulator) route() error {
 	rest = append(rest, s.waiting[n:]...)
 	clear(s.waiting[len(rest):])
 	s.waiting = rest
+	return nil
+}
+
+// keepReceipts copies the last routing call's receipts, one per request of
+// batch in order, into the requests (see Explain).
+func (s *Simulator) keepReceipts(batch []*request) error {
+	rcs := s.rt.Receipts()
+	if len(rcs) != len(batch) {
+		return fmt.Errorf("variant %s: %d receipts for %d requests", s.variant.Name, len(rcs), len(batch))
+	}
+	for i, q := range batch {
+		rc := rcs[i]
+		if rc.ID != q.id {
+			return fmt.Errorf("variant %s: receipt %d is for id %d, request %d", s.variant.Name, i, rc.ID, q.id)
+		}
+		q.offers++
+		rc.Candidates, rc.Shuffle = slices.Clone(rc.Candidates), slices.Clone(rc.Shuffle)
+		q.decision = &Decision{At: s.now, Batch: len(batch), Offers: q.offers, Receipt: rc}
+	}
 	return nil
 }
 
@@ -720,7 +786,7 @@ func (s *Simulator) complete(r *rank) {
 				s.m.firstToken(q, s.now)
 				if s.Observe != nil {
 					s.Observe(RequestEvent{ID: q.id, ConvID: q.sess.ConvID, Group: q.sess.Group, Rank: q.rank, Arrival: q.arrival,
-						FirstToken: s.now, Prompt: len(q.prompt), Cached: q.cached})
+						FirstToken: s.now, Prompt: len(q.prompt), Cached: q.cached, Decision: q.decision})
 				}
 			}
 		case q.decoding:

@@ -245,6 +245,10 @@ type EvalOptions struct {
 	// ends the evaluation with that error. A simulation's requests are
 	// kept until those before it in that order have been passed on.
 	Requests func(EvalRequests) error
+	// Explain, with Requests, gives each request its Decision: the
+	// router's receipt for it (Simulator.Explain). The figures are the
+	// same either way.
+	Explain bool
 }
 
 // EvalRequests is one simulation of an evaluation, request by request:
@@ -345,10 +349,13 @@ func RunEval(o EvalOptions) (*Evaluation, error) {
 					s, err := NewSimulator(eng, run.wl, variants[v], false)
 					var res *Result
 					evs := []RequestEvent{} // not nil: a simulation ran
-					if err == nil {
-						if out != nil {
-							s.Observe = func(e RequestEvent) { evs = append(evs, e) }
+					if err == nil && out != nil {
+						s.Observe = func(e RequestEvent) { evs = append(evs, e) }
+						if o.Explain {
+							err = s.Explain()
 						}
+					}
+					if err == nil {
 						res, err = s.Run()
 					}
 					if err == nil && out != nil {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 	"sync"
+
+	"github.com/adprouter/adprouter/router"
 )
 
 // requestStream passes RunEval's simulations to EvalOptions.Requests in job
@@ -74,33 +76,101 @@ func (s *requestStream) done(j int, evs []RequestEvent) error {
 // requestLine is one request of an evaluation as WriteEvalRequests writes
 // it.
 type requestLine struct {
-	Family       string  `json:"family"`
-	Case         string  `json:"case"`
-	Reuse        string  `json:"reuse"`
-	Policy       string  `json:"policy"`
-	ID           uint64  `json:"id"`
-	Conversation string  `json:"conversation,omitempty"`
-	Group        int     `json:"group"`
-	Rank         int     `json:"rank"`
-	ArrivalMs    float64 `json:"arrival_ms"`
-	TTFTMs       float64 `json:"ttft_ms"`
-	Prompt       int     `json:"prompt_tokens"`
-	Cached       int     `json:"cached_tokens"`
+	Family       string       `json:"family"`
+	Case         string       `json:"case"`
+	Reuse        string       `json:"reuse"`
+	Policy       string       `json:"policy"`
+	ID           uint64       `json:"id"`
+	Conversation string       `json:"conversation,omitempty"`
+	Group        int          `json:"group"`
+	Rank         int          `json:"rank"`
+	ArrivalMs    float64      `json:"arrival_ms"`
+	TTFTMs       float64      `json:"ttft_ms"`
+	Prompt       int          `json:"prompt_tokens"`
+	Cached       int          `json:"cached_tokens"`
+	Receipt      *receiptLine `json:"receipt,omitempty"`
+}
+
+// receiptLine is a request's Decision as WriteEvalRequests writes it.
+type receiptLine struct {
+	DecidedMs     float64         `json:"decided_ms"`
+	Batch         int             `json:"batch"`
+	Offers        int             `json:"offers"`
+	Reason        string          `json:"reason"`
+	Step          int             `json:"step"`
+	Expected      int             `json:"expected"`
+	Eligible      int             `json:"eligible"`
+	ReplicaWanted bool            `json:"replica_wanted,omitempty"`
+	Fallback      bool            `json:"capacity_fallback,omitempty"`
+	Tied          int             `json:"tied,omitempty"`
+	Gate          *gateLine       `json:"gate,omitempty"`
+	Candidates    []candidateLine `json:"candidates,omitempty"`
+}
+
+// gateLine is a scored placement's cache-affinity gate (router.Gate).
+type gateLine struct {
+	MaxMatch  int     `json:"max_match"`
+	Rate      float64 `json:"rate"`
+	Threshold float64 `json:"threshold"`
+	On        bool    `json:"on"`
+}
+
+// candidateLine is one rank of a receipt (router.Candidate).
+type candidateLine struct {
+	Rank     int     `json:"rank"`
+	Requests int     `json:"requests"`
+	Tokens   float64 `json:"tokens"`
+	Match    int     `json:"match"`
+	LoadTerm float64 `json:"load_term"`
+	Score    float64 `json:"score"`
+	Excluded string  `json:"excluded"`
+}
+
+// newReceiptLine returns d's line, or nil for no decision.
+func newReceiptLine(d *Decision) *receiptLine {
+	if d == nil {
+		return nil
+	}
+	rc := &d.Receipt
+	l := &receiptLine{DecidedMs: float64(d.At) / 1e6, Batch: d.Batch, Offers: d.Offers, Reason: rc.Reason.String(),
+		Step: rc.Step, Expected: rc.Expected, Eligible: rc.Eligible, ReplicaWanted: rc.ReplicaWanted,
+		Fallback: rc.CapacityFallback}
+	if rc.Tied > 1 {
+		l.Tied = rc.Tied
+	}
+	if rc.Reason == router.ReasonScored {
+		g := rc.Gate
+		l.Gate = &gateLine{MaxMatch: g.MaxMatch, Rate: g.Rate, Threshold: g.Threshold, On: g.On}
+	}
+	for _, c := range rc.Candidates {
+		l.Candidates = append(l.Candidates, candidateLine{Rank: c.Rank, Requests: c.Requests, Tokens: c.Tokens,
+			Match: c.Match, LoadTerm: c.LoadTerm, Score: c.Score, Excluded: c.Excluded.String()})
+	}
+	return l
 }
 
 // WriteEvalRequests writes r's requests to w as JSON Lines, one object per
 // request: family, case, reuse, policy, id, conversation (omitted when
 // none), group (the prompt family, Session.Group: -1 where the workload
 // names none),
-// rank, arrival_ms (from the workload's start), ttft_ms, prompt_tokens and
-// cached_tokens (the prefix found cached when its prefill started).
+// rank, arrival_ms (from the workload's start), ttft_ms, prompt_tokens,
+// cached_tokens (the prefix found cached when its prefill started) and, for
+// a request with a Decision (EvalOptions.Explain), receipt: decided_ms (the
+// routing call's time), batch (the requests it was offered), offers (the
+// calls that offered this one), and the router's receipt for it: reason,
+// step, expected, eligible, replica_wanted and capacity_fallback (omitted
+// when false), tied (omitted unless more than one rank tied), gate (a
+// scored placement's cache-affinity gate: max_match, rate, threshold, on)
+// and candidates, one per rank in rank order where the reason has them
+// (rank, requests, tokens, match, load_term, score, excluded;
+// router.Candidate).
 func WriteEvalRequests(w io.Writer, r EvalRequests) error {
 	enc := json.NewEncoder(w)
 	for _, e := range r.Events {
 		if err := enc.Encode(requestLine{Family: r.Family, Case: r.Case, Reuse: r.Reuse, Policy: r.Policy,
 			ID: e.ID, Conversation: e.ConvID, Group: e.Group, Rank: e.Rank,
 			ArrivalMs: float64(e.Arrival) / 1e6, TTFTMs: float64(e.FirstToken-e.Arrival) / 1e6,
-			Prompt: e.Prompt, Cached: e.Cached}); err != nil {
+			Prompt: e.Prompt, Cached: e.Cached, Receipt: newReceiptLine(e.Decision)}); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/adprouter/adprouter/router"
 )
 
 func evalTraces(t *testing.T) []EvalTrace {
@@ -843,6 +845,77 @@ func TestRunEvalRequests(t *testing.T) {
 	}
 }
 
+// With EvalOptions.Explain every request carries the router's receipt for
+// the call that placed it, and the simulations are those without receipts.
+func TestRunEvalExplain(t *testing.T) {
+	cases, err := EvalGrid(EvalQuick, evalTraces(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases = cases[:1]
+	v := mustVariants(t, VariantRecommended)[0]
+	var runs [2][]EvalRequests
+	var evs [2]*Evaluation
+	for n, explain := range []bool{false, true} {
+		evs[n], err = RunEval(EvalOptions{Grid: "test", Cases: cases, Variant: v, Parallel: 2, Explain: explain,
+			Requests: func(r EvalRequests) error { runs[n] = append(runs[n], r); return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(evs[0].Cells, evs[1].Cells) {
+		t.Error("the cells differ with receipts recorded")
+	}
+	dp := cases[0].Engine.DPSize
+	for j, r := range runs[1] {
+		plain := runs[0][j]
+		if len(r.Events) != len(plain.Events) || len(r.Events) == 0 {
+			t.Fatalf("%s %s: %d requests with receipts, %d without", r.Reuse, r.Policy, len(r.Events), len(plain.Events))
+		}
+		for i, e := range r.Events {
+			d := e.Decision
+			if plain.Events[i].Decision != nil {
+				t.Fatalf("%s %s: a receipt without Explain", r.Reuse, r.Policy)
+			}
+			if d == nil {
+				t.Fatalf("%s %s: request %d has no receipt", r.Reuse, r.Policy, e.ID)
+			}
+			e.Decision = nil
+			if e != plain.Events[i] {
+				t.Fatalf("%s %s: request %+v with receipts, %+v without", r.Reuse, r.Policy, e, plain.Events[i])
+			}
+			rc := &d.Receipt
+			if rc.ID != e.ID || rc.Rank != e.Rank || rc.Reason == router.ReasonUnplaced ||
+				d.At < e.Arrival || d.At > e.FirstToken || d.Batch < 1 || d.Offers < 1 {
+				t.Fatalf("%s %s: request %d on rank %d, arrived %d, first token %d: decision %+v",
+					r.Reuse, r.Policy, e.ID, e.Rank, e.Arrival, e.FirstToken, d)
+			}
+			if rc.Reason == router.ReasonPredictedTTFT && len(rc.Candidates) != dp {
+				t.Fatalf("%s %s: request %d: %d candidates on %d ranks", r.Reuse, r.Policy, e.ID, len(rc.Candidates), dp)
+			}
+		}
+	}
+}
+
+// Explain must come before the simulation: the router it records with is a
+// new one.
+func TestSimulatorExplainAfterRun(t *testing.T) {
+	w, err := Generate(tinyWorkload(KindShared))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSimulator(DefaultEngine(), w, mustVariants(t, VariantRecommended)[0], false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Explain(); err == nil || !strings.Contains(err.Error(), "before Run") {
+		t.Errorf("Explain after Run: %v, want an error saying to call it before Run", err)
+	}
+}
+
 func ExampleWriteEvalRequests() {
 	r := EvalRequests{Family: "shared", Case: "dp2", Reuse: ReuseAfterIteration, Policy: VariantRecommended,
 		Events: []RequestEvent{{ID: 7, Group: 0, Rank: 1, Arrival: 2_000_000, FirstToken: 14_500_000, Prompt: 1100, Cached: 1024}}}
@@ -851,4 +924,21 @@ func ExampleWriteEvalRequests() {
 	}
 	// Output:
 	// {"family":"shared","case":"dp2","reuse":"after-iteration","policy":"recommended","id":7,"group":0,"rank":1,"arrival_ms":2,"ttft_ms":12.5,"prompt_tokens":1100,"cached_tokens":1024}
+}
+
+// A request with a Decision (EvalOptions.Explain) carries its receipt.
+func ExampleWriteEvalRequests_explain() {
+	rc := router.Receipt{ID: 7, Rank: 1, Reason: router.ReasonPredictedTTFT, Len: 1100, Expected: 4, Eligible: 2,
+		Candidates: []router.Candidate{
+			{Rank: 0, Requests: 3, Tokens: 5200, Match: 0, LoadTerm: 180, Score: 1280, Excluded: router.Eligible},
+			{Rank: 1, Requests: 2, Tokens: 4100, Match: 1024, LoadTerm: 0, Score: 76, Excluded: router.Eligible},
+		}}
+	r := EvalRequests{Family: "shared", Case: "dp2", Reuse: ReuseAfterIteration, Policy: VariantRecommended,
+		Events: []RequestEvent{{ID: 7, Group: 0, Rank: 1, Arrival: 2_000_000, FirstToken: 14_500_000, Prompt: 1100, Cached: 1024,
+			Decision: &Decision{At: 2_250_000, Batch: 3, Offers: 1, Receipt: rc}}}}
+	if err := WriteEvalRequests(os.Stdout, r); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// {"family":"shared","case":"dp2","reuse":"after-iteration","policy":"recommended","id":7,"group":0,"rank":1,"arrival_ms":2,"ttft_ms":12.5,"prompt_tokens":1100,"cached_tokens":1024,"receipt":{"decided_ms":2.25,"batch":3,"offers":1,"reason":"lowest predicted TTFT","step":0,"expected":4,"eligible":2,"candidates":[{"rank":0,"requests":3,"tokens":5200,"match":0,"load_term":180,"score":1280,"excluded":"eligible"},{"rank":1,"requests":2,"tokens":4100,"match":1024,"load_term":0,"score":76,"excluded":"eligible"}]}}
 }
