@@ -84,10 +84,11 @@ import (
 //     of the decision, which the rule above lets follow onto further new
 //     holders. How many ranks hold a popular prompt is decided in the
 //     first seconds of load; made later, each replica would be a stall of
-//     its own. The decision after one that made such a replica makes none
-//     when it brings more requests than there are ranks: those arrived
-//     during the stall (a burst), and a second stall in a row would double
-//     their wait.
+//     its own. The decision after one that made such a replica makes none:
+//     its requests arrived during the stall, and a second stall in a row
+//     would double their wait (on 32 ranks, three replicas in three
+//     decisions of 6-13 requests each took six tenants' TTFT p99 from 0.98
+//     to 1.16 times the best reference's: the drawn grid's case=146).
 //   - A request's homes stay candidates past the soft cap: the soft cap
 //     counts requests, most of which only decode. Its conversation's rank
 //     does up to the hard cap; else every rank that computed the longest
@@ -487,13 +488,11 @@ func (r *Router) routeTTFT(b *batch) {
 	}
 	homeCap := ttftHomeCap(r.ttft.fair, r.ttft.total, b.maxn)
 	// Ramping under load: one replica of a family that needs it may be made
-	// at once in this decision (see ttftRampLoad), but not right after one
-	// when the decision brings more requests than there are ranks: they
-	// arrived during that replica's stall, and a second would stall them
-	// again.
+	// at once in this decision (see ttftRampLoad), but not right after one:
+	// the decision's requests arrived during that replica's stall, and a
+	// second would stall them again.
 	ramp := r.prefix.wfill < min(len(r.prefix.window), ttftRampRequests*len(count)) &&
-		r.ttft.total > ttftRampLoad*len(count) &&
-		!(r.ttft.stalled && len(rest) > len(count))
+		r.ttft.total > ttftRampLoad*len(count) && !r.ttft.stalled
 	r.setStalled(false)
 	r.ttft.outgrew = false
 	// Past the KV memory the reference's score places (memoryBound); its

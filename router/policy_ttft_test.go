@@ -1701,12 +1701,11 @@ func demandPlacements(r *Router) (n int) {
 	return n
 }
 
-// TestTTFTRampNotTwiceOverABurst: while ramping under load, a decision that
+// TestTTFTRampNotTwiceInARow: while ramping under load, a decision that
 // makes a family's replica stalls the next iteration; the decision after it
-// makes no replica when it brings more requests than there are ranks (they
-// arrived during the stall), but does with fewer requests, or after a
-// decision without one.
-func TestTTFTRampNotTwiceOverABurst(t *testing.T) {
+// makes no replica, however few requests it brings (they arrived during the
+// stall), but one after a decision without a replica does.
+func TestTTFTRampNotTwiceInARow(t *testing.T) {
 	// Prompt families (2080-token prompts) on 8 ranks with 5 active
 	// requests each.
 	var fams rampFamilies
@@ -1721,7 +1720,10 @@ func TestTTFTRampNotTwiceOverABurst(t *testing.T) {
 	}{
 		{"a burst right after a replica", false, 10, 0},
 		{"a burst after an iteration without one", true, 10, 1},
-		{"no more requests than ranks", false, 8, 1},
+		{"no more requests than ranks right after a replica", false, 8, 0},
+		{"no more requests than ranks after an iteration without one", true, 8, 1},
+		{"a few requests right after a replica", false, 3, 0},
+		{"a few requests after an iteration without one", true, 3, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig(PolicyKVCacheAware, len(states))
