@@ -2258,3 +2258,53 @@ func TestTTFTHeldForPromptInFlightOnce(t *testing.T) {
 		t.Fatalf("second decision: ranks %v, unassigned %v: want the request placed on rank 0", res.Ranks, res.Unassigned)
 	}
 }
+
+// A light start counts as warmed at least the ranks the index expects to
+// hold the batch's least held prompt family: ranks the score (or a target)
+// sent the family to hold it as a warmed rank would, though the warmup's
+// pending set still lists them. A batch whose family most ranks hold is
+// left to the score; one with a family few ranks hold still warms.
+func TestLightStartCountsHolders(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		holders int // ranks holding the batch's family before it
+		warms   bool
+	}{
+		{"family on 6 of 8 ranks", 6, false},
+		{"family on 1 of 8 ranks", 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustNew(t, func() Config {
+				c := ttftCfg(8, ReuseAfterIteration)
+				c.Warmup = WarmupQuiet
+				return c
+			}())
+			id := uint64(0)
+			for k := range tc.holders {
+				id++
+				q := family(1, id, 300)
+				q.TargetRank = k
+				mustRoute(t, r, idle(8), []Request{q}, 8, nil)
+			}
+			// The host's pending set: six ranks the warmup has not sent a
+			// request to, whatever they hold.
+			if err := r.SetPendingWarmup([]int{2, 3, 4, 5, 6, 7}); err != nil {
+				t.Fatal(err)
+			}
+			before := r.Summary(0).WarmupPlacements
+			// Load building up: two requests active, fewer than the
+			// ranks, and a decision bringing six of the family's.
+			states := st([2]int64{1, 100}, [2]int64{1, 100}, [2]int64{}, [2]int64{}, [2]int64{}, [2]int64{}, [2]int64{}, [2]int64{})
+			var batch []Request
+			for range 6 {
+				id++
+				batch = append(batch, family(1, id, 300))
+			}
+			res := mustRoute(t, r, states, batch, 8, nil)
+			warmed := r.Summary(0).WarmupPlacements - before
+			if got := warmed > 0; got != tc.warms {
+				t.Errorf("placed on %v with %d warmup placements; want warming %v", res.Ranks, warmed, tc.warms)
+			}
+		})
+	}
+}
