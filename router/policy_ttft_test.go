@@ -13,6 +13,14 @@ func ttftCfg(size int, reuse EngineReuse) Config {
 	return c
 }
 
+// quietTTFTCfg is ttftCfg under after-iteration reuse with quiet warmup,
+// the recommended preset's warmup.
+func quietTTFTCfg(size int) Config {
+	c := ttftCfg(size, ReuseAfterIteration)
+	c.Warmup = WarmupQuiet
+	return c
+}
+
 // extend returns a request whose prompt is base followed by n-len(base)
 // tokens of its own.
 func extend(id uint64, base []int32, extra int) Request {
@@ -834,11 +842,7 @@ func TestWarmupQuietHeldBurstHalfWarmed(t *testing.T) {
 		{"half the ranks warmed, a new tenant in the burst", []uint64{1, 2}, []uint64{1, 3}, 300, []int{2, 3}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := mustNew(t, func() Config {
-				c := ttftCfg(4, ReuseAfterIteration)
-				c.Warmup = WarmupQuiet
-				return c
-			}())
+			r := mustNew(t, quietTTFTCfg(4))
 			id := uint64(0)
 			for _, f := range tc.warmed {
 				id++
@@ -2274,11 +2278,7 @@ func TestLightStartCountsHolders(t *testing.T) {
 		{"family on 1 of 8 ranks", 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := mustNew(t, func() Config {
-				c := ttftCfg(8, ReuseAfterIteration)
-				c.Warmup = WarmupQuiet
-				return c
-			}())
+			r := mustNew(t, quietTTFTCfg(8))
 			id := uint64(0)
 			for k := range tc.holders {
 				id++
