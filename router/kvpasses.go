@@ -138,8 +138,8 @@ func (r *Router) coldStart(b *batch, active int) bool {
 // warmed than lightStartRanks and than half the ranks (rounded up), or,
 // with at most half the ranks warmed (fewer than half when the prefix
 // index finds more holders than the warmup warmed, see leastHeld), the
-// decision brings many requests (lightStartBatch) while load builds up from idle or as a spike reaching
-// a quiet engine (below). Each such decision warms a rank with each of its
+// decision brings many requests (lightStartBatch) while load builds up
+// from idle or as a spike reaching a quiet engine (below). Each such decision warms a rank with each of its
 // requests that is not of a conversation (a new conversation is balanced
 // over the ranks by the score, and its later turns follow it).
 //
