@@ -139,9 +139,10 @@ func (r *Router) coldStart(b *batch, active int) bool {
 // with at most half the ranks warmed (fewer than half when the prefix
 // index finds more holders than the warmup warmed, see leastHeld), the
 // decision brings many requests (lightStartBatch) while load builds up
-// from idle or as a spike reaching a quiet engine (below). Each such decision warms a rank with each of its
-// requests that is not of a conversation (a new conversation is balanced
-// over the ranks by the score, and its later turns follow it).
+// from idle or as a spike reaching a quiet engine (below). Each such
+// decision warms a rank with each of its requests that is not of a
+// conversation (a new conversation is balanced over the ranks by the
+// score, and its later turns follow it).
 //
 // Under steady load no decision is idle after the first, so without this
 // the prompt that every request shares (one application's system prompt)
@@ -216,9 +217,9 @@ func (r *Router) lightStart(b *batch, active int) bool {
 // lightStart counts that many ranks as warmed at least, for its bound and
 // its half of the ranks (not for the load it compares with the warmed
 // ranks: there more warmed ranks would read a decision as a spike on a
-// quiet engine more often, and warm more). Its pending ranks
-// are those the warmup has sent no request to, but the score sends
-// prompts to ranks too, and past the light start's first decisions a
+// quiet engine more often, and warm more). Its pending ranks are those
+// the warmup has sent no request to, but the score sends prompts to ranks
+// too, and past the light start's first decisions a
 // prompt can be on most ranks while most are pending: one 6144-token
 // prompt in bursts on 32 ranks (the drawn grid's case=101, its arrivals
 // ten times as long, after-iteration reuse) was held by 24 ranks 3.5 s in,

@@ -2267,18 +2267,22 @@ func TestTTFTHeldForPromptInFlightOnce(t *testing.T) {
 // hold the batch's least held prompt family: ranks the score (or a target)
 // sent the family to hold it as a warmed rank would, though the warmup's
 // pending set still lists them. A batch whose family most ranks hold is
-// left to the score; one with a family few ranks hold still warms.
+// left to the score; one with a family few ranks hold still warms. Holders
+// past the warmup's own count must be fewer than half the ranks; ranks the
+// warmup warmed itself, at most half.
 func TestLightStartCountsHolders(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		holders int // ranks holding the batch's family before it
+		holders int   // ranks holding the batch's family before it: 0, 1, ...
+		pending []int // the host's pending set: ranks the warmup has not sent a request to
 		warms   bool
 	}{
-		{"family on 6 of 8 ranks", 6, false},
+		{"family on 6 of 8 ranks", 6, []int{2, 3, 4, 5, 6, 7}, false},
 		// Half the ranks hold it, more than the warmup warmed: they
 		// carry its load, and a burst is not stalled to warm the rest.
-		{"family on 4 of 8 ranks", 4, false},
-		{"family on 1 of 8 ranks", 1, true},
+		{"family on 4 of 8 ranks", 4, []int{2, 3, 4, 5, 6, 7}, false},
+		{"family on 4 of 8 ranks, all warmed by the warmup", 4, []int{4, 5, 6, 7}, true},
+		{"family on 1 of 8 ranks", 1, []int{2, 3, 4, 5, 6, 7}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := mustNew(t, quietTTFTCfg(8))
@@ -2289,15 +2293,17 @@ func TestLightStartCountsHolders(t *testing.T) {
 				q.TargetRank = k
 				mustRoute(t, r, idle(8), []Request{q}, 8, nil)
 			}
-			// The host's pending set: six ranks the warmup has not sent a
-			// request to, whatever they hold.
-			if err := r.SetPendingWarmup([]int{2, 3, 4, 5, 6, 7}); err != nil {
+			if err := r.SetPendingWarmup(tc.pending); err != nil {
 				t.Fatal(err)
 			}
 			before := r.Summary(0).WarmupPlacements
-			// Load building up: two requests active, fewer than the
-			// ranks, and a decision bringing six of the family's.
-			states := st([2]int64{1, 100}, [2]int64{1, 100}, [2]int64{}, [2]int64{}, [2]int64{}, [2]int64{}, [2]int64{}, [2]int64{})
+			// Load building up: a request active on each warmed rank,
+			// fewer than the ranks, and a decision bringing six of the
+			// family's.
+			states := idle(8)
+			for k := range 8 - len(tc.pending) {
+				states[k].NumActiveRequests, states[k].NumActiveTokens = 1, 100
+			}
 			var batch []Request
 			for range 6 {
 				id++
