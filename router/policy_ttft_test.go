@@ -374,6 +374,56 @@ func TestTTFTLockStepRaise(t *testing.T) {
 	}
 }
 
+// Under on_schedule reuse a request not of a conversation pays a quarter of
+// the prefix it would compute again on a rank whose queue with it ends
+// within the busiest rank's share of the next iteration. As in
+// TestTTFTLockStepRaise: the request has 1000 tokens, rank 1 holds 512 of
+// them behind `holder` queued, rank 2 is idle and `busiest` is queued on
+// rank 0. With the whole charge rank 2 is predicted at busiest + 480 and the
+// holder at busiest + 1.5 × its raise (x): it stays up to x = 341. With a
+// quarter rank 2 is at busiest + 120, and the holder stays up to x = 101.
+func TestTTFTOnScheduleReplicaCharge(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		reuse           EngineReuse
+		busiest, holder int
+		conversation    bool // the request is a turn of a conversation bound to rank 1
+		leaves          bool
+	}{
+		{"on_schedule, holder raises the iteration by 60: stays", ReuseOnSchedule, 6000, 5572, false, false},
+		{"on_schedule, holder raises the iteration by 200: leaves", ReuseOnSchedule, 6000, 5712, false, true},
+		{"after_iteration, raise 200: stays, the whole charge", ReuseAfterIteration, 6000, 5712, false, false},
+		{"on_schedule, a conversation's turn, raise 200: stays, the whole charge", ReuseOnSchedule, 6000, 5712, true, false},
+		// Rank 2's queue with the request (1000) passes the busiest's
+		// (800): the whole charge, 1000 + 100 + 480 against the holder's
+		// 800 + 1.5 × 400.
+		{"on_schedule, the idle rank past the busiest: stays", ReuseOnSchedule, 800, 712, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ttftCfg(3, tc.reuse)
+			cfg.TTFTDrainTokens = 8192
+			r := mustNew(t, cfg)
+			states := st([2]int64{1, 1 << 20}, [2]int64{1, 1 << 20}, [2]int64{1, 1 << 20})
+			q := extend(9, prompt(512), 488)
+			if tc.conversation {
+				first := Request{ID: 8, Tokens: prompt(512), TargetRank: 1, Strict: true, ConversationID: "c"}
+				mustRoute(t, r, states, []Request{first}, 8, make([]int32, 3))
+				q.ConversationID = "c"
+			}
+			busiest := extend(1, nil, tc.busiest)
+			busiest.TargetRank, busiest.Strict = 0, true
+			h := extend(2, nil, tc.holder)
+			h.TargetRank, h.Strict = 1, true
+			m := make([]int32, 9)
+			m[3*2+1] = 512
+			res := mustRoute(t, r, states, []Request{busiest, h, q}, 8, m)
+			if got := res.Ranks[2]; (got != 1) != tc.leaves || (tc.leaves && got != 2) {
+				t.Errorf("request on rank %d, holder 1, busiest 0, idle 2: want leaves = %v", got, tc.leaves)
+			}
+		})
+	}
+}
+
 // The recommended score heeds the KV room ranks report (whatever
 // capacity_aware says): a request the best-predicted rank cannot hold would
 // wait there for memory, not for compute. The part of its prefix still in

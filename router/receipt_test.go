@@ -208,7 +208,8 @@ func checkHeldCandidates(cfg Config, rc *Receipt) error {
 // iteration), plus the tokens it would compute beyond the least an eligible
 // rank computes, less a block (not when the receipt says the request's
 // family wants another rank and the rank's queue with the request ends
-// within the busiest rank's share of the next iteration), plus half of what its share of the next
+// within the busiest rank's share of the next iteration; a quarter of it
+// there under on_schedule reuse for a request not of a conversation), plus half of what its share of the next
 // iteration exceeds the busiest rank's by; and no eligible rank is cheaper
 // than the chosen one by more than a block (except for a new conversation,
 // which goes to the rank with the fewest requests among those within its
@@ -251,8 +252,11 @@ func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 		u := int64(max(rc.Len-c.Match, 0))
 		t := int64(c.LoadTerm) + u
 		charge := max(u-least-tpb, 0)
-		if rc.ReplicaWanted && t <= min(busiest, drain) {
+		switch within := t <= min(busiest, drain); {
+		case rc.ReplicaWanted && within:
 			charge = 0
+		case within && cfg.EngineReuse == ReuseOnSchedule && q.ConversationID == "":
+			charge /= ttftScheduleShare
 		}
 		// Half of what the rank's share of the next iteration passes the
 		// busiest rank's by.
