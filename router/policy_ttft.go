@@ -1296,8 +1296,9 @@ func (o freshOrder) before(b freshOrder) bool {
 // times the KV-aware reference's TTFT p99 (the drawn grid's case=32, under
 // ReuseOnSchedule; docs/routing-quality.md).
 //
-// Under ReuseOnSchedule a request not of a conversation pays a quarter of
-// that charge (1/ttftScheduleShare) on a rank whose queue with it ends
+// Under ReuseOnSchedule a request not of a conversation, which computes
+// more than a block on every candidate, pays a quarter of that charge
+// (1/ttftScheduleShare) on a rank whose queue with it ends
 // within the busiest rank's share of the next iteration: the replica is one
 // compute in an iteration that lasts as long anyway, and the decision's
 // later requests of its family on that rank reuse it as they are scheduled.
@@ -1309,7 +1310,12 @@ func (o freshOrder) before(b freshOrder) bool {
 // drawn grid's case=38). Under ReuseAfterIteration each of those later
 // requests would compute the prefix again (there a 64-tenant workload
 // beside conversations went from 1.00 to 1.06 times with it), and a
-// conversation's turn brings a context that serves no other request.
+// conversation's turn brings a context that serves no other request. Nor
+// does a request that computes at most a block wherever it goes least (a
+// sample of a prompt a rank holds): a quarter spread bursts of samples
+// over ranks that each computed their prompt again, and an engine short of
+// KV memory fell behind (the drawn grid's case=138 with jittered arrivals:
+// TTFT p99 0.9 s became 18.6 s, its prefill 2.4 times as much).
 //
 // The prediction also adds a share (1/ttftRaiseShare) of what the request
 // raises the next iteration beyond the busiest rank's share of it: in lock
@@ -1387,16 +1393,17 @@ func (c ttftCost) at(k int) (cost, wait, unc int64) {
 		return wait, wait, unc
 	}
 	again := max(unc-c.least-int64(c.r.cfg.TokensPerBlock), 0)
-	if within && c.onSchedule && c.b.reqs[c.i].ConversationID == "" {
+	if within && c.onSchedule && c.b.reqs[c.i].ConversationID == "" && c.least > int64(c.r.cfg.TokensPerBlock) {
 		again /= ttftScheduleShare
 	}
 	return wait + c.raise(t)/ttftRaiseShare + again, wait, unc
 }
 
 // ttftScheduleShare: under ReuseOnSchedule a request not of a conversation
-// is charged 1/ttftScheduleShare of the prefix it computes again on a rank
-// whose queue with it ends within the busiest rank's share of the next
-// iteration (see ttftCost). Chosen on the simulator's evaluation grids
+// (and not computing at most a block where its prompt is held) is charged
+// 1/ttftScheduleShare of the prefix it computes again on a rank whose
+// queue with it ends within the busiest rank's share of the next iteration
+// (see ttftCost). Chosen on the simulator's evaluation grids
 // (docs/routing-quality.md): the whole charge waived there took the drawn
 // grid's prefill up by 1.8% (geometric mean), half of it left case=38
 // missing.

@@ -382,42 +382,60 @@ func TestTTFTLockStepRaise(t *testing.T) {
 // rank 0. With the whole charge rank 2 is predicted at busiest + 480 and the
 // holder at busiest + 1.5 × its raise (x): it stays up to x = 341. With a
 // quarter rank 2 is at busiest + 120, and the holder stays up to x = 101.
+// A sample of a prompt rank 1 holds but for its last 8 tokens (992 of
+// 1000) pays the whole charge: on a 2048-token budget, with 2500 queued on
+// rank 1 (the busiest), it waits 2508 there, and 2048 + 960 on rank 2 (2048
+// + 240 with a quarter).
 func TestTTFTOnScheduleReplicaCharge(t *testing.T) {
 	for _, tc := range []struct {
 		name            string
 		reuse           EngineReuse
 		busiest, holder int
 		conversation    bool // the request is a turn of a conversation bound to rank 1
+		sample          bool // the request computes 8 tokens on rank 1, not 488
+		drain           int  // ttft_drain_tokens; 0: 8192
 		leaves          bool
 	}{
-		{"on_schedule, holder raises the iteration by 60: stays", ReuseOnSchedule, 6000, 5572, false, false},
-		{"on_schedule, holder raises the iteration by 200: leaves", ReuseOnSchedule, 6000, 5712, false, true},
-		{"after_iteration, raise 200: stays, the whole charge", ReuseAfterIteration, 6000, 5712, false, false},
-		{"on_schedule, a conversation's turn, raise 200: stays, the whole charge", ReuseOnSchedule, 6000, 5712, true, false},
+		{"on_schedule, holder raises the iteration by 60: stays", ReuseOnSchedule, 6000, 5572, false, false, 0, false},
+		{"on_schedule, holder raises the iteration by 200: leaves", ReuseOnSchedule, 6000, 5712, false, false, 0, true},
+		{"after_iteration, raise 200: stays, the whole charge", ReuseAfterIteration, 6000, 5712, false, false, 0, false},
+		{"on_schedule, a conversation's turn, raise 200: stays, the whole charge", ReuseOnSchedule, 6000, 5712, true, false, 0, false},
 		// Rank 2's queue with the request (1000) passes the busiest's
 		// (800): the whole charge, 1000 + 100 + 480 against the holder's
 		// 800 + 1.5 × 400.
-		{"on_schedule, the idle rank past the busiest: stays", ReuseOnSchedule, 800, 712, false, false},
+		{"on_schedule, the idle rank past the busiest: stays", ReuseOnSchedule, 800, 712, false, false, 0, false},
+		{"on_schedule, a sample on a 2048-token budget: stays, the whole charge", ReuseOnSchedule, 0, 2500, false, true, 2048, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ttftCfg(3, tc.reuse)
 			cfg.TTFTDrainTokens = 8192
+			if tc.drain > 0 {
+				cfg.TTFTDrainTokens = tc.drain
+			}
 			r := mustNew(t, cfg)
 			states := st([2]int64{1, 1 << 20}, [2]int64{1, 1 << 20}, [2]int64{1, 1 << 20})
-			q := extend(9, prompt(512), 488)
+			q, held := extend(9, prompt(512), 488), int32(512)
+			if tc.sample {
+				q, held = extend(9, prompt(992), 8), 992
+			}
 			if tc.conversation {
 				first := Request{ID: 8, Tokens: prompt(512), TargetRank: 1, Strict: true, ConversationID: "c"}
 				mustRoute(t, r, states, []Request{first}, 8, make([]int32, 3))
 				q.ConversationID = "c"
 			}
-			busiest := extend(1, nil, tc.busiest)
-			busiest.TargetRank, busiest.Strict = 0, true
+			var batch []Request
+			if tc.busiest > 0 {
+				b := extend(1, nil, tc.busiest)
+				b.TargetRank, b.Strict = 0, true
+				batch = append(batch, b)
+			}
 			h := extend(2, nil, tc.holder)
 			h.TargetRank, h.Strict = 1, true
-			m := make([]int32, 9)
-			m[3*2+1] = 512
-			res := mustRoute(t, r, states, []Request{busiest, h, q}, 8, m)
-			if got := res.Ranks[2]; (got != 1) != tc.leaves || (tc.leaves && got != 2) {
+			batch = append(batch, h, q)
+			m := make([]int32, 3*len(batch))
+			m[3*(len(batch)-1)+1] = held
+			res := mustRoute(t, r, states, batch, 8, m)
+			if got := res.Ranks[len(batch)-1]; (got != 1) != tc.leaves || (tc.leaves && got != 2) {
 				t.Errorf("request on rank %d, holder 1, busiest 0, idle 2: want leaves = %v", got, tc.leaves)
 			}
 		})

@@ -209,7 +209,8 @@ func checkHeldCandidates(cfg Config, rc *Receipt) error {
 // rank computes, less a block (not when the receipt says the request's
 // family wants another rank and the rank's queue with the request ends
 // within the busiest rank's share of the next iteration; a quarter of it
-// there under on_schedule reuse for a request not of a conversation), plus half of what its share of the next
+// there under on_schedule reuse for a request not of a conversation that
+// computes more than a block wherever it goes), plus half of what its share of the next
 // iteration exceeds the busiest rank's by; and no eligible rank is cheaper
 // than the chosen one by more than a block (except for a new conversation,
 // which goes to the rank with the fewest requests among those within its
@@ -255,7 +256,7 @@ func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 		switch within := t <= min(busiest, drain); {
 		case rc.ReplicaWanted && within:
 			charge = 0
-		case within && cfg.EngineReuse == ReuseOnSchedule && q.ConversationID == "":
+		case within && cfg.EngineReuse == ReuseOnSchedule && q.ConversationID == "" && least > tpb:
 			charge /= ttftScheduleShare
 		}
 		// Half of what the rank's share of the next iteration passes the
