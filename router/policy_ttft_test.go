@@ -94,6 +94,25 @@ func TestTTFTInFlightPrefix(t *testing.T) {
 	}
 }
 
+// holderBatch returns a batch for 3 ranks ending in q, whose first held
+// tokens rank 1 holds (the match table says so): before it, busiest tokens
+// queued on rank 0 (none when 0) and holder tokens on rank 1, each a strict
+// explicit target.
+func holderBatch(q Request, held int32, busiest, holder int) ([]Request, []int32) {
+	var batch []Request
+	if busiest > 0 {
+		b := extend(1, nil, busiest)
+		b.TargetRank, b.Strict = 0, true
+		batch = append(batch, b)
+	}
+	h := extend(2, nil, holder)
+	h.TargetRank, h.Strict = 1, true
+	batch = append(batch, h, q)
+	m := make([]int32, 3*len(batch))
+	m[3*(len(batch)-1)+1] = held
+	return batch, m
+}
+
 // Samples of one prompt in one batch: under after_iteration each computes
 // the prompt wherever it goes, so they spread (TensorRT-LLM); under
 // on_schedule they pair up; the reference score with probe+index piles them
@@ -314,18 +333,7 @@ func TestTTFTLockStepPrediction(t *testing.T) {
 			// Every rank is active (no warmup), with room for the queues.
 			states := st([2]int64{1, 1 << 20}, [2]int64{1, 1 << 20}, [2]int64{1, 1 << 20})
 			// The request: 1000 tokens, 960 of them ready on rank 1.
-			q := extend(9, prompt(960), 40)
-			var batch []Request
-			if tc.busiest > 0 {
-				b := extend(1, nil, tc.busiest)
-				b.TargetRank, b.Strict = 0, true
-				batch = append(batch, b)
-			}
-			h := extend(2, nil, tc.holder)
-			h.TargetRank, h.Strict = 1, true
-			batch = append(batch, h, q)
-			m := make([]int32, 3*len(batch))
-			m[3*(len(batch)-1)+1] = 960
+			batch, m := holderBatch(extend(9, prompt(960), 40), 960, tc.busiest, tc.holder)
 			res := mustRoute(t, r, states, batch, 8, m)
 			got := res.Ranks[len(batch)-1]
 			if (got != 1) != tc.leaves || (tc.leaves && tc.busiest > 0 && got != 2) {
@@ -423,17 +431,7 @@ func TestTTFTOnScheduleReplicaCharge(t *testing.T) {
 				mustRoute(t, r, states, []Request{first}, 8, make([]int32, 3))
 				q.ConversationID = "c"
 			}
-			var batch []Request
-			if tc.busiest > 0 {
-				b := extend(1, nil, tc.busiest)
-				b.TargetRank, b.Strict = 0, true
-				batch = append(batch, b)
-			}
-			h := extend(2, nil, tc.holder)
-			h.TargetRank, h.Strict = 1, true
-			batch = append(batch, h, q)
-			m := make([]int32, 3*len(batch))
-			m[3*(len(batch)-1)+1] = held
+			batch, m := holderBatch(q, held, tc.busiest, tc.holder)
 			res := mustRoute(t, r, states, batch, 8, m)
 			if got := res.Ranks[len(batch)-1]; (got != 1) != tc.leaves || (tc.leaves && got != 2) {
 				t.Errorf("request on rank %d, holder 1, busiest 0, idle 2: want leaves = %v", got, tc.leaves)
