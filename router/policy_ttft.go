@@ -1298,10 +1298,10 @@ func (o freshOrder) before(b freshOrder) bool {
 //
 // Under ReuseOnSchedule a request not of a conversation, which computes
 // more than a block on every candidate, pays a quarter of that charge
-// (1/ttftScheduleShare) on a rank whose queue with it ends
-// within the busiest rank's share of the next iteration: the replica is one
-// compute in an iteration that lasts as long anyway, and the decision's
-// later requests of its family on that rank reuse it as they are scheduled.
+// (1/ttftScheduleShare) on a rank whose queue with it ends within the
+// busiest rank's share of the next iteration: the replica is one compute
+// in an iteration that lasts as long anyway, and the decision's later
+// requests of its family on that rank reuse it as they are scheduled.
 // A holder that sets the lock step then gives way to such a rank once its
 // wait is longer by a quarter of the prefix. Without it a decision of 86
 // requests, eight tenants' 512-token prompts beside conversations on 12
@@ -1311,7 +1311,7 @@ func (o freshOrder) before(b freshOrder) bool {
 // requests would compute the prefix again (there a 64-tenant workload
 // beside conversations went from 1.00 to 1.06 times with it), and a
 // conversation's turn brings a context that serves no other request. Nor
-// does a request that computes at most a block wherever it goes least (a
+// does a request that computes at most a block on some candidate (a
 // sample of a prompt a rank holds): a quarter spread bursts of samples
 // over ranks that each computed their prompt again, and an engine short of
 // KV memory fell behind (the drawn grid's case=138 with jittered arrivals:
