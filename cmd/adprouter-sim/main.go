@@ -62,7 +62,7 @@ type command struct {
 	sweep, listPolicies, timing, quiet, eval, evalExplain                     *bool
 	traceTime, traceLen                                                       *float64
 	parallel, evalWorst, evalDraws                                            *int
-	seed, evalSeeds, evalJitterSeed                                           *uint64
+	seed, evalSeeds, evalJitterSeed, evalShapes                               *uint64
 	evalStretch, evalJitter                                                   *float64
 	evalTraces, evalTraceScales                                               *string
 }
@@ -95,6 +95,7 @@ func newCommand(stdout, stderr io.Writer) *command {
 	c.eval = fs.Bool("eval", false, "judge a variant (-policies, default "+sim.VariantRecommended+") on the evaluation grid against the best reference policy on every case, under each -reuse semantics (default both): prints the families, the worst cells and the verdict; exits 3 when a goal is missed")
 	c.evalGrid = fs.String("eval-grid", sim.EvalFull, "-eval: the grid, "+strings.Join(sim.EvalGrids, ", ")+" ("+sim.EvalQuick+": the reduced slice the tests run; "+sim.EvalMixed+": workloads served together, held out of the preset's tuning; "+sim.EvalHeavy+": steady traffic under heavy load, "+sim.EvalMixedTrace+": mixes replayed as traces, and "+sim.EvalRandom+": 150 shapes drawn from a fixed seed, held out too)")
 	c.evalCase = fs.String("eval-case", "", "-eval: run only the cases whose family/case name contains this `text` (a cell of the report: \"mix-shared+followup/seed=2 load=0.5 dp4\"); the family goals are not judged")
+	c.evalShapes = fs.Uint64("eval-shapes", sim.EvalRandomShapes, "-eval-grid "+sim.EvalRandom+": draw its 150 shapes from this seed (the default is the grid docs/routing-quality.md reports, whose cells the preset's rules were traced on; any other is a grid no rule was checked against)")
 	c.evalWorst = fs.Int("eval-worst", 12, "-eval: cells listed per reuse semantics, worst first")
 	c.evalSeeds = fs.Uint64("eval-seed-offset", 0, "-eval: add this to every generated case's workload seed (trace slices unchanged): the grid on seeds it was not tuned on")
 	c.evalStretch = fs.Float64("eval-duration-scale", 1, "-eval: run every generated steady case's arrivals this many times as long (spikes and trace slices unchanged): one-time costs weigh less, standing imbalances more")
@@ -231,7 +232,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return c.fail(fmt.Errorf("-eval-trace-scales: %w", err))
 		}
 		shift := evalShifts{*c.evalCase, *c.evalSeeds, *c.evalStretch, *c.evalJitter, *c.evalJitterSeed, *c.evalDraws, nil, nil,
-			*c.evalTraces, scales}
+			*c.evalTraces, scales, *c.evalShapes}
 		if c.set["iter-base-ms"] || c.set["prefill-us"] || c.set["decode-us"] {
 			shift.timing = &c.eng
 		}
@@ -256,6 +257,9 @@ func (c *command) checkModes() error {
 		if (c.set["eval-traces"] || c.set["eval-trace-scales"]) && slices.Contains(sim.EvalGrids, *c.evalGrid) &&
 			*c.evalGrid != sim.EvalFull && *c.evalGrid != sim.EvalQuick {
 			return fmt.Errorf("-eval-traces and -eval-trace-scales: grid %s replays no trace slices; the %s and %s grids do", *c.evalGrid, sim.EvalFull, sim.EvalQuick)
+		}
+		if c.set["eval-shapes"] && *c.evalGrid != sim.EvalRandom {
+			return fmt.Errorf("-eval-shapes: grid %s is fixed; only -eval-grid %s draws its shapes", *c.evalGrid, sim.EvalRandom)
 		}
 	case !*c.sweep && (*c.seeds != "" || *c.dps != ""):
 		return errors.New("-seeds and -dps run a robustness matrix and need -sweep")
@@ -471,6 +475,8 @@ type evalShifts struct {
 	// at (sim.EvalGridScaled).
 	traceDir    string
 	traceScales []sim.TraceScale
+	// shapes seeds the draws of the random grid's shapes (sim.RandomGrid).
+	shapes uint64
 }
 
 // evaluate runs the evaluation grid, moved by shift, with the variant named
@@ -536,6 +542,10 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 		label += fmt.Sprintf(" (trace slices at time:length %s)", formatTraceScales(shift.traceScales))
 	}
 	cases, err := sim.EvalGridScaled(grid, traces, shift.traceScales)
+	if err == nil && grid == sim.EvalRandom && shift.shapes != sim.EvalRandomShapes {
+		cases, err = sim.RandomGrid(shift.shapes)
+		label += fmt.Sprintf(" (shapes drawn from seed %d)", shift.shapes)
+	}
 	if err != nil {
 		return fail(err)
 	}

@@ -143,6 +143,7 @@ func TestRunFlagsAndErrors(t *testing.T) {
 		{[]string{"-eval", "-eval-trace-scales", "1:0.5,0:1"}, 1, "trace scale time 0, length 1: want both finite and > 0"},
 		{[]string{"-eval", "-eval-trace-scales", "1:inf"}, 1, "trace scale time 1, length +Inf: want both finite and > 0"},
 		{[]string{"-eval", "-eval-grid", "mixed", "-eval-trace-scales", "1:1"}, 1, "grid mixed replays no trace slices"},
+		{[]string{"-eval", "-eval-shapes", "2"}, 1, "-eval-shapes: grid full is fixed; only -eval-grid random draws its shapes"},
 		{[]string{"-eval", "-eval-traces", "/nonexistent/slices"}, 1, "-eval-traces: stat /nonexistent/slices"},
 		{[]string{"-eval", "-eval-traces", "sim"}, 1, "-eval-traces sim: no *.jsonl trace slice in it"},
 	}
@@ -344,6 +345,19 @@ func TestEvalCommand(t *testing.T) {
 		}
 		if strings.Contains(one, "families, a trace family") || (code == 3) != strings.Contains(one, "MISS") {
 			t.Errorf("-eval-grid %s -eval-case: exit %d, family goals judged or a verdict without its cell:\n%s", tc.grid, code, one)
+		}
+	}
+	// -eval-shapes draws the random grid from another seed: case=1 is
+	// another shape (sim.TestEvalGridRandom pins it), and the report says
+	// which draw it judged.
+	code, drawn, errs := runCmd(t, "-eval", "-eval-grid", "random", "-eval-shapes", "3", "-reuse", "after-iteration", "-eval-case", "case=1 ")
+	if code != 0 && code != 3 {
+		t.Fatalf("-eval-shapes 3: exit %d: %s", code, errs)
+	}
+	for _, want := range []string{`evaluation random (shapes drawn from seed 3) (cases matching "case=1 ") of recommended: 1 cases in 1 families`,
+		"random-siblings"} {
+		if !strings.Contains(drawn, want) {
+			t.Errorf("-eval-shapes 3: output lacks %q:\n%s", want, drawn)
 		}
 	}
 	// -iter-base-ms, -prefill-us and -decode-us give every case's engine

@@ -83,7 +83,7 @@ const (
 	// workloads, mixes, ranks (4-32), prompt families (2-64 at Zipf
 	// 0.6-1.4), system prompts (512-6144 tokens), Poisson and bursty
 	// arrivals, loads, spike timings, iteration budgets, KV pools, message
-	// lengths and think times (randomGrid). Held out: its shapes are drawn,
+	// lengths and think times (RandomGrid). Held out: its shapes are drawn,
 	// not chosen. Judged by the cell goals, as EvalMixed.
 	EvalRandom = "random"
 )
@@ -850,7 +850,7 @@ func EvalGridScaled(grid string, traces []EvalTrace, scales []TraceScale) ([]Eva
 	case EvalMixedTrace:
 		return mixTraceGrid()
 	case EvalRandom:
-		return randomGrid()
+		return RandomGrid(EvalRandomShapes)
 	}
 	quick := grid == EvalQuick
 	var cases []EvalCase

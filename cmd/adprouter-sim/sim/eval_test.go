@@ -694,21 +694,60 @@ func caseNames(t *testing.T, cases []EvalCase) map[string]bool {
 // requests or more, the same on every build,
 // drawing every kind (or mix), rank count and the engine changes; a steady
 // part's rate and a spike's rate scale with the ranks, and each case's
-// name carries its number and ranks, so -eval-case selects it alone.
+// name carries its number and ranks, so -eval-case selects it alone. So
+// is a grid drawn from other seeds (-eval-shapes), each its own.
 func TestEvalGridRandom(t *testing.T) {
-	cases, err := EvalGrid(EvalRandom, nil)
+	grid, err := EvalGrid(EvalRandom, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cases) != evalRandomCases {
-		t.Fatalf("%d cases, want %d", len(cases), evalRandomCases)
+	if !CellGoalsOnly(EvalRandom) {
+		t.Error("CellGoalsOnly(random) = false, want true: a held-out grid")
 	}
 	// The draws are pinned: the same cases on every build (the docs'
 	// figures name them).
-	for i, want := range map[int]string{
-		0:   "random-followup/case=1 sys=3000 conv=1/s/rank for 30s think=1s dp32",
-		149: "random-tenantspike+conversation/case=150 tenants=64 zipf=1 sys=1024 quiet=20s every 0.5s spike=2s at 200/s per 8 ranks conv=0.5/s/rank for 60s bursty(8) dp16",
-	} {
+	pins := map[uint64]map[int]string{
+		EvalRandomShapes: {
+			0:   "random-followup/case=1 sys=3000 conv=1/s/rank for 30s think=1s dp32",
+			149: "random-tenantspike+conversation/case=150 tenants=64 zipf=1 sys=1024 quiet=20s every 0.5s spike=2s at 200/s per 8 ranks conv=0.5/s/rank for 60s bursty(8) dp16",
+		},
+		2: {0: "random-followup+multitenant/case=1 tenants=8 zipf=0.8 sys=3000 conv=1/s/rank for 60s rate=0.5/s/rank for 60s pool=1024 bursty(16) msg=64-1024 dp4"},
+		3: {0: "random-siblings/case=1 sys=6144 rate=3/s/rank for 60s budget=2048 bursty(8) think=3s dp4"},
+	}
+	seen := map[string]uint64{}
+	for _, shapes := range []uint64{EvalRandomShapes, 2, 3} {
+		cases := grid // EvalGrid(EvalRandom) is RandomGrid(EvalRandomShapes): pinned
+		if shapes != EvalRandomShapes {
+			if cases, err = RandomGrid(shapes); err != nil {
+				t.Fatalf("shapes %d: %v", shapes, err)
+			}
+		}
+		t.Run(fmt.Sprintf("shapes=%d", shapes), func(t *testing.T) {
+			checkRandomGrid(t, cases, pins[shapes])
+		})
+		// Another seed draws other shapes: few of its names (number and
+		// shape) can be another grid's.
+		same := 0
+		for _, c := range cases {
+			if s, ok := seen[c.Family+"/"+c.Name]; ok && s != shapes {
+				same++
+			}
+			seen[c.Family+"/"+c.Name] = shapes
+		}
+		if same > evalRandomCases/20 {
+			t.Errorf("shapes %d: %d of %d cases named as another seed's, want other shapes", shapes, same, len(cases))
+		}
+	}
+}
+
+// checkRandomGrid checks one draw of the random grid, whose cases at the
+// indices of pins are named as pins says.
+func checkRandomGrid(t *testing.T, cases []EvalCase, pins map[int]string) {
+	t.Helper()
+	if len(cases) != evalRandomCases {
+		t.Fatalf("%d cases, want %d", len(cases), evalRandomCases)
+	}
+	for i, want := range pins {
 		if got := cases[i].Family + "/" + cases[i].Name; got != want {
 			t.Errorf("case %d: %q, want %q", i+1, got, want)
 		}
@@ -758,9 +797,6 @@ func TestEvalGridRandom(t *testing.T) {
 	if len(fams) != len(randomKinds) || len(dps) != len(randomDPs) || changed["budget"] == 0 || changed["pool"] == 0 {
 		t.Errorf("%d families of %d, %d rank counts of %d, engine changes %v: want every one drawn",
 			len(fams), len(randomKinds), len(dps), len(randomDPs), changed)
-	}
-	if !CellGoalsOnly(EvalRandom) {
-		t.Error("CellGoalsOnly(random) = false, want true: a held-out grid")
 	}
 }
 
