@@ -56,7 +56,7 @@ const EvalRandomShapes = 1
 // The rules of the recommended preset have been traced on that grid's
 // cells; a grid drawn from another seed holds combinations no rule was
 // checked against, the held-out measure of the preset (docs/routing-quality.md,
-// "Drawn shapes"). Every value comes from one generator, each draw taking
+// "Shapes drawn from other seeds"). Every value comes from one generator, each draw taking
 // the same number of values whatever it uses, so a seed's grid is the same
 // on every run and every Go release.
 func RandomGrid(shapes uint64) ([]EvalCase, error) {
