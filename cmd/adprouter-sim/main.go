@@ -541,10 +541,12 @@ func evaluate(grid string, shift evalShifts, policies string, setPolicies bool, 
 	if !slices.Equal(shift.traceScales, sim.EvalTraceScales()) {
 		label += fmt.Sprintf(" (trace slices at time:length %s)", formatTraceScales(shift.traceScales))
 	}
-	cases, err := sim.EvalGridScaled(grid, traces, shift.traceScales)
-	if err == nil && grid == sim.EvalRandom && shift.shapes != sim.EvalRandomShapes {
+	var cases []sim.EvalCase
+	if grid == sim.EvalRandom && shift.shapes != sim.EvalRandomShapes {
 		cases, err = sim.RandomGrid(shift.shapes)
 		label += fmt.Sprintf(" (shapes drawn from seed %d)", shift.shapes)
+	} else {
+		cases, err = sim.EvalGridScaled(grid, traces, shift.traceScales)
 	}
 	if err != nil {
 		return fail(err)
