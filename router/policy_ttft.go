@@ -1086,7 +1086,10 @@ func usable(k int, row, ready []int, onSchedule bool) int {
 // another rank (needsReplica), the one that computes more: a new holder.
 // A request of a conversation not bound yet goes instead, among the ranks
 // where it waits no longer than it would computing its whole prompt on an
-// idle rank, to the first by freshOrder: preferably one whose queue with
+// idle rank, to the first by freshOrder: while the engine is light and
+// its prompt is ready elsewhere for at least an iteration's prefill
+// (warmsEarly), the one with the fewest requests, then one that computes
+// the prompt whole; otherwise preferably one whose queue with
 // it ends within the iteration the busiest rank fills anyway, then one
 // where it ends within the next iteration (among those with at most one
 // request more than the fewest), then the one with the fewest requests,
@@ -1112,17 +1115,20 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 	}
 	// The lowest prediction; every candidate within a block of it is a
 	// tie: the index resolves whole blocks. And the fewest requests on a
-	// candidate (see freshOrder).
+	// candidate and the most tokens a candidate computes (see freshOrder).
 	least := int64(-1)
 	fewest := -1
+	var most int64
 	for _, k := range eligible {
 		if allowed(allow, k) {
-			if c, _, _ := pred.at(k); least < 0 || c < least {
+			c, _, unc := pred.at(k)
+			if least < 0 || c < least {
 				least = c
 			}
 			if fewest < 0 || r.count[k] < fewest {
 				fewest = r.count[k]
 			}
+			most = max(most, unc)
 		}
 	}
 	limit := least + int64(r.cfg.TokensPerBlock)
@@ -1132,8 +1138,10 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 	// Also a new conversation's: the wait of a request that adds nothing,
 	// the busiest rank's share of the next iteration.
 	var lockStep int64
+	early := false
 	if fresh {
 		lockStep = pred.wait(0)
+		early = r.warmsEarly(most - pred.least)
 	}
 	best := -1
 	var bestCost, bestUnc int64
@@ -1187,6 +1195,8 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 				homes: homes[k],
 				cost:  c,
 				dup:   r.ttft.burst && unc > pred.least+int64(r.cfg.TTFTDrainTokens/ttftDupShare),
+				early: early,
+				cold:  early && unc > pred.least+int64(r.cfg.TokensPerBlock),
 			}
 			if better = wait <= bound && (best < 0 || o.before(bestFresh)); better {
 				bestFresh = o
@@ -1215,6 +1225,11 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 // A freshOrder ranks a candidate for a new conversation's turn (see
 // ttftRank).
 //
+//   - early: the turn warms ranks early (warmsEarly, the same for every
+//     candidate): the fewest requests go first, then cold, and only then
+//     the order below.
+//   - cold: early, and the candidate computes the prompt the holders have
+//     ready (more than a block beyond the least any candidate computes).
 //   - free: its queue with the turn ends within the iteration the busiest
 //     rank fills anyway. In lock step a rank that overtakes the busiest
 //     lengthens every rank's iteration.
@@ -1241,6 +1256,7 @@ func (r *Router) ttftRank(b *batch, i int, eligible []int, allow []bool, row, re
 //     come back there.
 //   - cost: the lower prediction.
 type freshOrder struct {
+	early, cold     bool
 	free, next, dup bool
 	count, homes    int
 	cost            int64
@@ -1249,6 +1265,10 @@ type freshOrder struct {
 // before reports whether candidate o goes before b.
 func (o freshOrder) before(b freshOrder) bool {
 	switch {
+	case o.early && o.count != b.count:
+		return o.count < b.count
+	case o.early && o.cold != b.cold:
+		return o.cold
 	case o.free != b.free:
 		return o.free
 	case o.next != b.next:
@@ -1262,6 +1282,52 @@ func (o freshOrder) before(b freshOrder) bool {
 	}
 	return o.cost < b.cost
 }
+
+// warmsEarly reports whether a new conversation's turn warms ranks early:
+// whether it goes to the fewest requests and, among those, to a rank that
+// computes its prompt whole, though a holder of the prompt would take it
+// within the iteration under way. That is so while the engine is light
+// (fewer than ttftEarlyLoad active requests per rank), on more than
+// ttftEarlyRanks ranks, for a turn whose prompt a holder has ready for at
+// least an iteration's prefill (again: the most any candidate computes
+// beyond the least, at least TTFTDrainTokens).
+//
+// Such a prompt, computed on a new rank, stalls the lock step for a whole
+// iteration or more. Left to its holders while the engine is light, the
+// conversations pile up there, and the other ranks take the prompt later,
+// one at a time, each stall delaying every request of a loaded engine: on
+// drawn shapes no rule was traced on (16 ranks, 4096-token prompts on
+// 2048- and 4096-token budgets, 0.5 new conversations per second per
+// rank) the fifteenth rank warmed 30 s in and the TTFT p99 was 4.5 times
+// the conversation policy's, which spreads new conversations round robin
+// and so warms every rank in the first 3 s at the same prefill; warmed
+// early the cases went to 0.95-0.97 times. Rare conversations pay for it
+// (0.1 per second per rank for 30 s on 16 ranks: 1.29 times the prefill of
+// the KV-aware policy, which warms 6 ranks, and 1.82 times its p99, set by
+// the clustered cold turns of a run of 218 requests): the router cannot
+// tell the rate from a few first turns, and over the four held-out draws
+// the early warming removed more misses than it added
+// (docs/routing-quality.md, "Shapes drawn from other seeds"). On 4 ranks
+// it added misses (1.08 and 1.22 times, a rank of four warmed late costs
+// little), and prompts shorter than an iteration are left to the order
+// below, their stalls being short.
+func (r *Router) warmsEarly(again int64) bool {
+	if len(r.count) <= ttftEarlyRanks || again < int64(r.cfg.TTFTDrainTokens) {
+		return false
+	}
+	active := 0
+	for _, c := range r.count {
+		active += c
+	}
+	return active < ttftEarlyLoad*len(r.count)
+}
+
+// ttftEarlyLoad and ttftEarlyRanks bound warmsEarly: fewer than
+// ttftEarlyLoad active requests per rank, more than ttftEarlyRanks ranks.
+const (
+	ttftEarlyLoad  = 2
+	ttftEarlyRanks = 4
+)
 
 // A ttftCost predicts one request's time to first token on each rank, in
 // prefill tokens.

@@ -676,6 +676,73 @@ func TestTTFTNewConversationBurst(t *testing.T) {
 	}
 }
 
+// While the engine is light (fewer than ttftEarlyLoad active requests per
+// rank, on more than ttftEarlyRanks ranks), a new conversation whose system
+// prompt the holders have ready for at least an iteration's prefill goes to
+// the fewest requests and, at equal counts, to a rank that computes the
+// prompt whole, in a burst too; under more load, on 4 ranks, or for a
+// prompt shorter than an iteration, a holder takes it as before.
+func TestTTFTNewConversationWarmsEarly(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		dp     int
+		drain  int // TTFTDrainTokens
+		active int // requests active on each rank without the prompt
+		held   int // requests active on each holder of the prompt
+		n      int // new conversations in the decision
+		cold   int // of them, placed on a rank not holding the prompt
+	}{
+		{"light engine: a cold rank", 8, 4096, 1, 1, 1, 1},
+		{"light engine, a burst: cold ranks", 8, 4096, 1, 1, ttftFreshBurst, ttftFreshBurst},
+		{"light engine, fewer requests on a holder", 8, 4096, 1, 0, 1, 0},
+		{"loaded engine: a holder", 8, 4096, 2, 2, 1, 0},
+		{"prompt shorter than an iteration: a holder", 8, 8192, 1, 1, 1, 0},
+		{"4 ranks: a holder", 4, 4096, 1, 1, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ttftCfg(tc.dp, ReuseAfterIteration)
+			cfg.TTFTDrainTokens = tc.drain
+			r := mustNew(t, cfg)
+			sys := make([]int32, 4096) // held by the first half of the ranks
+			for i := range sys {
+				sys[i] = int32(7_000_000 + i)
+			}
+			var reqs []Request
+			var matches []int32
+			for j := range tc.n {
+				q := extend(uint64(300+j), sys, len(sys)+100+j)
+				q.ConversationID = fmt.Sprintf("new%d", j)
+				reqs = append(reqs, q)
+				for k := range tc.dp {
+					m := int32(0)
+					if k < tc.dp/2 {
+						m = int32(len(sys))
+					}
+					matches = append(matches, m)
+				}
+			}
+			states := idle(tc.dp)
+			for k := range states {
+				a := tc.active
+				if k < tc.dp/2 {
+					a = tc.held
+				}
+				states[k].NumActiveRequests, states[k].NumActiveTokens = a, int64(a)*100
+			}
+			res := mustRoute(t, r, states, reqs, 16, matches)
+			cold := 0
+			for _, k := range res.Ranks {
+				if k >= tc.dp/2 {
+					cold++
+				}
+			}
+			if cold != tc.cold {
+				t.Errorf("%d of %d new conversations on a cold rank, want %d (ranks %v)", cold, tc.n, tc.cold, res.Ranks)
+			}
+		})
+	}
+}
+
 // Without a conversation id, the rank that computed the longest prefix of a
 // request stays a candidate past the soft cap too, while it holds fewer
 // than ttftHomeCap requests; the reference score moves the request to an
