@@ -1309,8 +1309,9 @@ func (o freshOrder) before(b freshOrder) bool {
 // the early warming removed more misses than it added
 // (docs/routing-quality.md, "Shapes drawn from other seeds"). On 4 ranks
 // it added misses (1.08 and 1.22 times, a rank of four warmed late costs
-// little), and prompts shorter than an iteration are left to the order
-// below, their stalls being short.
+// little), and from half an iteration on as well (the drawn grid's bursts
+// of new conversations on 32 ranks: 0.39 to 1.39 times; see ROUTING.md,
+// "Early warming").
 func (r *Router) warmsEarly(again int64) bool {
 	if len(r.count) <= ttftEarlyRanks || again < int64(r.cfg.TTFTDrainTokens) {
 		return false
