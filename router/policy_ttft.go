@@ -77,7 +77,8 @@ import (
 //   - While the router ramps up (fewer than ttftRampRequests requests per
 //     rank routed, and its demand window not yet full) under load (more
 //     than ttftRampLoad active requests per rank), the first request of a
-//     decision whose family needs another rank, and whose prompt one
+//     decision whose family needs another rank and is held by fewer than
+//     ttftRampHolders ranks, and whose prompt one
 //     iteration computes (ttft_drain_tokens), goes to the
 //     eligible rank not holding it with the least prefill queued (a demand
 //     warmup placement): one stall, shared by the family's other requests
@@ -357,6 +358,24 @@ const ttftRampLoad = 4
 // the best reference's p99 (docs/routing-quality.md).
 const ttftRampRequests = 32
 
+// ttftRampHolders: a family held by this many ranks or more gets no ramp
+// replica (see rampWants). A replica adds one rank to a family's h: much
+// of its capacity on one to four, an eighth or less from eight on, while
+// its stall costs every rank, and every request arriving during it, as
+// much either way. As needsReplica wants at most about half the ranks for
+// a family with all the traffic (at the default fair_share_multiplier of
+// 2), the bound matters on more than 16 ranks.
+// On drawn shapes no rule was traced on (32 ranks, one to four prompt
+// families of 2048-6144 tokens at 3-4 requests per second per rank) the
+// ramp made replicas of families already on 9-15 ranks, one every other
+// decision two to four seconds into steady traffic, and their stalls set
+// the TTFT p99: 1.21-3.33 times the best reference's, 0.33-1.67 times
+// without them. The replicas traced that paid were of families on one to
+// four ranks (2 tenants on 12 ranks: 1.94 times the best reference's p99 with
+// the ramp, 2.72 without; one prompt at 40 requests per second per 8
+// ranks on 16: 1.05 and 1.07). docs/routing-quality.md has the runs.
+const ttftRampHolders = 8
+
 // recentHomes returns, per rank, how many of the ttftRecentHomes × dp_size
 // most recently active conversations it is home to.
 func (r *Router) recentHomes() []int {
@@ -556,7 +575,7 @@ func (r *Router) routeTTFT(b *batch) {
 		// Not with a prompt longer than an iteration computes: that
 		// replica would stall the lock step for more than one (see
 		// ttftRampLoad).
-		if k < 0 && ramp && !q.Strict && q.Len() <= r.cfg.TTFTDrainTokens && r.needsReplica(b, i) {
+		if k < 0 && ramp && !q.Strict && q.Len() <= r.cfg.TTFTDrainTokens && r.rampWants(b, i) {
 			if k = r.rampRank(b, i, eligible, allow); k >= 0 {
 				ramp = false // one stall per decision
 				r.setStalled(true)
@@ -1498,6 +1517,17 @@ const ttftRaiseShare = 2
 // index expects to hold it take at the fair soft cap.
 func (r *Router) needsReplica(b *batch, i int) bool {
 	return r.familyExceeds(b, i, r.ttft.fair)
+}
+
+// rampWants reports whether a ramping router makes a replica of request i's
+// prompt family: the family needs another rank (needsReplica) and fewer
+// than ttftRampHolders ranks hold it, as the index expects.
+func (r *Router) rampWants(b *batch, i int) bool {
+	if !r.needsReplica(b, i) {
+		return false
+	}
+	fam, _, _ := r.prefix.demand(&r.cfg, b, i)
+	return r.prefix.idx.Replicas(fam) < ttftRampHolders
 }
 
 // familyExceeds reports whether request i's prompt family, a family of the

@@ -1958,6 +1958,43 @@ func TestTTFTRampEndsAfterRequestsPerRank(t *testing.T) {
 	}
 }
 
+// TestTTFTRampFewHolders: a ramping router makes a replica only of a family
+// held by fewer than ttftRampHolders ranks: on more, one replica adds
+// little to the family's ranks and stalls every rank as much.
+func TestTTFTRampFewHolders(t *testing.T) {
+	const dp = 32
+	states := loadedStates(dp)
+	for _, tc := range []struct {
+		holders int
+		want    int // replicas the last decision makes
+	}{
+		{1, 1},
+		{7, 1},
+		{8, 0}, // ttftRampHolders
+		{12, 0},
+	} {
+		var fams rampFamilies
+		cfg := DefaultConfig(PolicyKVCacheAware, dp)
+		if err := ApplyPreset(&cfg, PresetRecommended); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Explain = true
+		r := mustNew(t, cfg)
+		// The family on its first holders, by explicit target.
+		for k := range tc.holders {
+			mustRoute(t, r, states, fams.requests(1, 1, k), 64, nil)
+		}
+		// Three more under load (5 active requests per rank, 163 in
+		// all): more than the holders take at the soft cap of a fair
+		// share (12), so the family wants another rank however many
+		// hold it here.
+		mustRoute(t, r, states, fams.requests(1, 3, NoTarget), 64, nil)
+		if got := demandPlacements(r); got != tc.want {
+			t.Errorf("a family on %d of %d ranks: %d replicas, want %d", tc.holders, dp, got, tc.want)
+		}
+	}
+}
+
 // TestTTFTShortestFirst: a rank whose share of a decision spills past one
 // iteration is handed it shortest first, while its KV pool has room to
 // spare; otherwise in placement order (longest first).
