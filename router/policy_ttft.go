@@ -371,8 +371,8 @@ const ttftRampRequests = 32
 // decision two to four seconds into steady traffic, and their stalls set
 // the TTFT p99: 1.21-3.33 times the best reference's, 0.33-1.67 times
 // without them. The replicas traced that paid were of families on one to
-// four ranks (2 tenants on 12 ranks: 1.94 times the best reference's p99 with
-// the ramp, 2.72 without; one prompt at 40 requests per second per 8
+// four ranks (2 tenants on 12 ranks: 1.94 times the best reference's p99
+// with the ramp, 2.72 without; one prompt at 40 requests per second per 8
 // ranks on 16: 1.05 and 1.07). docs/routing-quality.md has the runs.
 const ttftRampHolders = 8
 
