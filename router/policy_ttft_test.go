@@ -1702,6 +1702,59 @@ func TestTTFTPastMemoryRoom(t *testing.T) {
 	}
 }
 
+// Past the KV memory an idle rank takes the request: while the prefix's
+// holders hold the memory and some rank shows tokens waiting for it, a rank
+// with no active request and room for the prompt computes it whole at
+// once, where the reference's score (the holders compute least) would
+// queue it behind the memory. Once that rank holds the prefix, the score
+// sends it the family's later requests itself. Within the memory, or with
+// no idle rank with room, the placement is as before.
+func TestTTFTPastMemoryIdleRank(t *testing.T) {
+	const prompt, prefix = 8_000, 6_144
+	for _, tc := range []struct {
+		name     string
+		capacity int64 // rank 2's pool; it holds 2000 active uncached tokens
+		active3  int   // rank 3's active requests (rank 4's: 1)
+		free3    int64 // rank 3's free KV tokens
+		match4   int32 // of the prompt, on rank 4
+		idle4    bool  // rank 4 carries nothing
+		want     int   // -1: a holder (rank 0 or 1)
+		reason   Reason
+	}{
+		{"idle rank", 1_000, 0, 100_000, 0, false, 3, ReasonDemandWarmup},
+		{"within the memory", 100_000, 0, 100_000, 0, false, -1, ReasonPredictedTTFT},
+		{"no idle rank", 1_000, 1, 100_000, 0, false, -1, ReasonScored},
+		{"an idle rank without room", 1_000, 0, 1_000, 0, false, -1, ReasonScored},
+		{"two idle ranks, one holding the prefix", 1_000, 0, 100_000, prefix, true, 4, ReasonDemandWarmup},
+		{"two idle ranks, the lower first", 1_000, 0, 100_000, 0, true, 3, ReasonDemandWarmup},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tokens3 int64
+			if tc.active3 > 0 {
+				tokens3 = 3_000
+			}
+			active4, tokens4 := 1, int64(3_000)
+			if tc.idle4 {
+				active4, tokens4 = 0, 0
+			}
+			states := []RankState{
+				{Rank: 0, NumActiveRequests: 2, NumActiveTokens: 50_000, KVCapacityTokens: 100_000, FreeKVTokens: 50_000},
+				{Rank: 1, NumActiveRequests: 2, NumActiveTokens: 50_000, KVCapacityTokens: 100_000, FreeKVTokens: 50_000},
+				{Rank: 2, NumActiveRequests: 1, NumActiveTokens: 2_000, KVCapacityTokens: tc.capacity, FreeKVTokens: 0},
+				{Rank: 3, NumActiveRequests: tc.active3, NumActiveTokens: tokens3, KVCapacityTokens: 100_000, FreeKVTokens: tc.free3},
+				{Rank: 4, NumActiveRequests: active4, NumActiveTokens: tokens4, KVCapacityTokens: 100_000, FreeKVTokens: 90_000},
+			}
+			reqs := []Request{extend(1, nil, prompt)}
+			matches := []int32{prefix, prefix, 0, 0, tc.match4}
+			res, rcs := explained(t, ttftCfg(5, ReuseAfterIteration), states, reqs, 16, matches)
+			got := res.Ranks[0]
+			if rcs[0].Reason != tc.reason || (tc.want >= 0 && got != tc.want) || (tc.want < 0 && got > 1) {
+				t.Fatalf("request on rank %d (%s), want %d (%s; -1: a holder):\n%s", got, rcs[0].Reason, tc.want, tc.reason, &rcs[0])
+			}
+		})
+	}
+}
+
 // TestTTFTKeepsHolders: a rank that has computed at least half of a prompt
 // and would compute at most ttft_drain_tokens of it keeps the request
 // whatever its KV room, unless it reports its pending KV or the part held

@@ -65,7 +65,7 @@ type Stats struct {
 	Decisions        uint64
 	Unassigned       uint64
 	WarmupPlacements uint64 // cold-start and demand warmup
-	DemandPlacements uint64 // replicas of hot families: demand warmup, ScoreTTFT ramping and room
+	DemandPlacements uint64 // replicas of hot families: demand warmup, ScoreTTFT ramping, room and idle ranks
 	PendingWarmup    int    // ranks the cold-start warmup has yet to reach
 	Conversations    int
 	IndexEntries     int // (block, rank) pairs in the prefix index
