@@ -1706,9 +1706,9 @@ func TestTTFTPastMemoryRoom(t *testing.T) {
 // holders hold the memory and some rank shows tokens waiting for it, a rank
 // with no active request and room for the prompt computes it whole at
 // once, where the reference's score (the holders compute least) would
-// queue it behind the memory. Once that rank holds the prefix, the score
-// sends it the family's later requests itself. Within the memory, or with
-// no idle rank with room, the placement is as before.
+// queue it behind the memory. Within the memory, or with no idle rank with
+// room, the placement is as before. Of two idle ranks the one matching
+// more of the prompt goes first, then the lower.
 func TestTTFTPastMemoryIdleRank(t *testing.T) {
 	const prompt, prefix = 8_000, 6_144
 	for _, tc := range []struct {
