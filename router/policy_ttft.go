@@ -73,7 +73,12 @@ import (
 //     then made while the lock step waits anyway, not by a stall of their
 //     own. So, once per decision, for a family that has outgrown holders
 //     which set the lock step (see outgrown): more than a fair share of
-//     the active requests per holder, not the soft cap's.
+//     the active requests per holder, not the soft cap's. The charge is
+//     waived too, wherever the queue ends, on a rank holding at most half
+//     as many requests as each holder of a family whose holders hold half
+//     their request slots or more (see slotsFilling): the slots fill with
+//     decoding the prediction does not see, and a family replicated only
+//     once its holders are full is replicated all at once, under load.
 //   - While the router ramps up (fewer than ttftRampRequests requests per
 //     rank routed, and its demand window not yet full) under load (more
 //     than ttftRampLoad active requests per rank), the first request of a
@@ -1429,6 +1434,10 @@ type ttftCost struct {
 	// least is the fewest tokens any eligible, allowed rank computes for
 	// the request; busiest the most prefill queued on any rank.
 	least, busiest int64
+	// filling: the fewest requests on a rank that computes least for the
+	// request, where each such rank holds at least half its request slots
+	// (see slotsFilling); 0 otherwise.
+	filling int
 }
 
 // ttftCoster returns the predictor of request i's TTFT over the eligible,
@@ -1451,6 +1460,7 @@ func (r *Router) ttftCoster(b *batch, i int, eligible []int, allow []bool, row, 
 		c.outgrown = r.outgrown(b, i, eligible, allow, c)
 		c.replicate = c.outgrown
 	}
+	c.filling = r.slotsFilling(b, i, eligible, allow, c)
 	return c
 }
 
@@ -1483,6 +1493,9 @@ func (c ttftCost) at(k int) (cost, wait, unc int64) {
 	within := t <= min(c.busiest, int64(c.r.cfg.TTFTDrainTokens))
 	if c.replicate && within {
 		return wait, wait, unc
+	}
+	if c.filling > 0 && unc > c.least && ttftSlotShare*c.r.count[k] <= c.filling {
+		return wait + c.raise(t)/ttftRaiseShare, wait, unc
 	}
 	again := max(unc-c.least-int64(c.r.cfg.TokensPerBlock), 0)
 	if within && c.onSchedule && c.b.reqs[c.i].ConversationID == "" && c.least > int64(c.r.cfg.TokensPerBlock) {
@@ -1598,6 +1611,55 @@ func (r *Router) outgrown(b *batch, i int, eligible []int, allow []bool, c ttftC
 	}
 	return holders
 }
+
+// slotsFilling returns, for request i, not a conversation's turn and
+// computing more than a block on every candidate, the fewest requests on
+// an eligible, allowed rank that computes least for it (a holder of its
+// prefix), when each such rank holds at least 1/ttftSlotShare of its
+// request slots; 0 otherwise. ttftCost then waives the recompute charge
+// on ranks holding at most 1/ttftSlotShare as many requests as that
+// holder: the request computes the prefix again there when its own wait,
+// with the lock step's raise, is shorter.
+//
+// A rank's request slots (max_num_active_requests) fill with its
+// requests' decoding, which the predicted TTFT does not see: a holder
+// whose queue is short takes a family's requests until its slots are
+// full, while ranks without the family carry a few requests each. When
+// the holders are full, every request computes the prompt wherever slots
+// are left, and the family is replicated all at once, under the load that
+// filled the holders. Two tenants' 1024-token prompts beside
+// conversations on 16 ranks, a spike of 200 requests per second after a
+// quiet period (64 slots per rank): the spike ran on the 8 ranks holding
+// a prompt for 2.3 s while 8 ranks carried 3-5 conversations each; then
+// 16 replicas followed, 10 of them in the spike's last second, with
+// conversations' turns leaving their full homes (8.9k tokens of context
+// computed again), iterations of 87 ms instead of 45 and TTFT p99 2.86
+// times the conversation policy's, which spreads by request counts (shapes
+// 7's case=86). Replicated while the holders fill, at half their slots,
+// the family spreads over the idle ranks early: 1.15 times
+// (docs/routing-quality.md, "Shapes drawn from other seeds").
+func (r *Router) slotsFilling(b *batch, i int, eligible []int, allow []bool, c ttftCost) int {
+	if b.reqs[i].ConversationID != "" || c.least <= int64(r.cfg.TokensPerBlock) {
+		return 0
+	}
+	fewest := -1
+	for _, k := range eligible {
+		if allowed(allow, k) && c.unc(k) == c.least && (fewest < 0 || r.count[k] < fewest) {
+			fewest = r.count[k]
+		}
+	}
+	if ttftSlotShare*fewest < b.maxn {
+		return 0
+	}
+	return fewest
+}
+
+// ttftSlotShare: a family's holders at 1/ttftSlotShare of their request
+// slots or more let ranks holding at most 1/ttftSlotShare as many
+// requests compute its prefix again uncharged (see slotsFilling). A
+// quarter of the slots took shapes 1's case=114 (two tenants on 8 ranks)
+// from 1.12 to 1.40 times the best reference's TTFT p99.
+const ttftSlotShare = 2
 
 // prefixInFlight reports whether request i's prefix is still being
 // computed: its longest prefix as the index knows it

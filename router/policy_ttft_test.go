@@ -2262,6 +2262,53 @@ func TestTTFTRoomReplicaWithinHalfAnIteration(t *testing.T) {
 	}
 }
 
+// TestTTFTSlotsFilling: when every rank holding a request's prefix holds
+// at least half its request slots, a rank with at most half as many
+// requests as the least loaded holder computes the prefix again without
+// the recompute charge (see slotsFilling). Not while a holder is under
+// half its slots, not on a rank with more than half the holder's
+// requests, and not for a sample of the prompt (a block or less beyond
+// it on the holder).
+func TestTTFTSlotsFilling(t *testing.T) {
+	const prefix, maxn = 2048, 16
+	for _, tc := range []struct {
+		name     string
+		holder   int // rank 0's active requests, before this decision's first
+		other    int // rank 1's (ranks 2 and 3 hold 9)
+		tail     int // the request's tokens beyond the prefix
+		wantRank int
+	}{
+		{"holder at half its slots", 7, 4, 200, 1},
+		{"holder under half its slots", 6, 3, 200, 0},
+		{"no rank at half the holder's requests", 7, 5, 200, 0},
+		{"a sample of the prompt", 7, 4, 16, 0},
+	} {
+		for _, reuse := range []EngineReuse{ReuseAfterIteration, ReuseOnSchedule} {
+			t.Run(tc.name+"/"+string(reuse), func(t *testing.T) {
+				states := []RankState{
+					{Rank: 0, NumActiveRequests: tc.holder, NumActiveTokens: 100_000},
+					{Rank: 1, NumActiveRequests: tc.other, NumActiveTokens: 100_000},
+					{Rank: 2, NumActiveRequests: 9, NumActiveTokens: 100_000},
+					{Rank: 3, NumActiveRequests: 9, NumActiveTokens: 100_000},
+				}
+				// A request bound to rank 0 queues 3000 tokens there first
+				// (and takes a slot); then the family's request, whose
+				// prefix rank 0 holds: 3200 tokens to wait for there, the
+				// busiest rank's 3000 on rank 1.
+				busy := extend(1, nil, 3000)
+				busy.TargetRank, busy.Strict = 0, true
+				shared := extend(2, nil, prefix)
+				reqs := []Request{busy, extend(3, shared.Tokens, tc.tail)}
+				matches := []int32{0, 0, 0, 0, prefix, 0, 0, 0}
+				res, rcs := explained(t, ttftCfg(4, reuse), states, reqs, maxn, matches)
+				if got := res.Ranks[1]; got != tc.wantRank || rcs[1].Reason != ReasonPredictedTTFT {
+					t.Fatalf("request on rank %d (%s), want %d (%s):\n%s", got, rcs[1].Reason, tc.wantRank, ReasonPredictedTTFT, &rcs[1])
+				}
+			})
+		}
+	}
+}
+
 // TestTTFTOutgrownFamily: a prompt family with more than a fair share of the
 // traffic per rank holding it, whose holders set the lock step, gets one
 // replica per decision on a rank whose queue with it ends within the next
