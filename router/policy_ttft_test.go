@@ -2267,8 +2267,8 @@ func TestTTFTRoomReplicaWithinHalfAnIteration(t *testing.T) {
 // requests as the least loaded holder computes the prefix again without
 // the recompute charge (see slotsFilling). Not while a holder is under
 // half its slots, not on a rank with more than half the holder's
-// requests, and not for a sample of the prompt (a block or less beyond
-// it on the holder).
+// requests, not for a sample of the prompt (a block or less beyond it on
+// the holder), and not for a prompt longer than an iteration computes.
 func TestTTFTSlotsFilling(t *testing.T) {
 	const prefix, maxn = 2048, 16
 	for _, tc := range []struct {
@@ -2276,12 +2276,15 @@ func TestTTFTSlotsFilling(t *testing.T) {
 		holder   int // rank 0's active requests, before this decision's first
 		other    int // rank 1's (ranks 2 and 3 hold 9)
 		tail     int // the request's tokens beyond the prefix
+		drain    int // ttft_drain_tokens; 0 the default
 		wantRank int
 	}{
-		{"holder at half its slots", 7, 4, 200, 1},
-		{"holder under half its slots", 6, 3, 200, 0},
-		{"no rank at half the holder's requests", 7, 5, 200, 0},
-		{"a sample of the prompt", 7, 4, 16, 0},
+		{"holder at half its slots", 7, 4, 200, 0, 1},
+		{"holder under half its slots", 6, 3, 200, 0, 0},
+		{"no rank at half the holder's requests", 7, 5, 200, 0, 0},
+		{"a sample of the prompt", 7, 4, 16, 0, 0},
+		{"a prompt one iteration computes", 7, 4, 200, 2248, 1},
+		{"a prompt longer than an iteration", 7, 4, 200, 2000, 0},
 	} {
 		for _, reuse := range []EngineReuse{ReuseAfterIteration, ReuseOnSchedule} {
 			t.Run(tc.name+"/"+string(reuse), func(t *testing.T) {
@@ -2300,7 +2303,11 @@ func TestTTFTSlotsFilling(t *testing.T) {
 				shared := extend(2, nil, prefix)
 				reqs := []Request{busy, extend(3, shared.Tokens, tc.tail)}
 				matches := []int32{0, 0, 0, 0, prefix, 0, 0, 0}
-				res, rcs := explained(t, ttftCfg(4, reuse), states, reqs, maxn, matches)
+				cfg := ttftCfg(4, reuse)
+				if tc.drain > 0 {
+					cfg.TTFTDrainTokens = tc.drain
+				}
+				res, rcs := explained(t, cfg, states, reqs, maxn, matches)
 				if got := res.Ranks[1]; got != tc.wantRank || rcs[1].Reason != ReasonPredictedTTFT {
 					t.Fatalf("request on rank %d (%s), want %d (%s):\n%s", got, rcs[1].Reason, tc.wantRank, ReasonPredictedTTFT, &rcs[1])
 				}
