@@ -77,9 +77,9 @@ import (
 //     waived too, wherever the queue ends, for a request one iteration
 //     computes, on a rank holding at most half as many requests as each
 //     holder of a family whose holders hold half their request slots or
-//     more (see slotsFilling): the slots fill with
-//     decoding the prediction does not see, and a family replicated only
-//     once its holders are full is replicated all at once, under load.
+//     more (see slotsFilling): the slots fill with decoding the
+//     prediction does not see, and a family replicated only once its
+//     holders are full is replicated all at once, under load.
 //   - While the router ramps up (fewer than ttftRampRequests requests per
 //     rank routed, and its demand window not yet full) under load (more
 //     than ttftRampLoad active requests per rank), the first request of a
