@@ -1446,10 +1446,15 @@ type ttftCost struct {
 func (r *Router) ttftCoster(b *batch, i int, eligible []int, allow []bool, row, ready []int, onSchedule bool) ttftCost {
 	c := ttftCost{r: r, b: b, i: i, row: row, ready: ready, onSchedule: onSchedule, least: -1,
 		replicate: r.needsReplica(b, i) || r.prefixInFlight(b, i, row, ready)}
+	// fewest: the fewest requests on a rank computing least (slotsFilling).
+	fewest := 0
 	for _, k := range eligible {
 		if allowed(allow, k) {
-			if u := c.unc(k); c.least < 0 || u < c.least {
-				c.least = u
+			switch u := c.unc(k); {
+			case c.least < 0 || u < c.least:
+				c.least, fewest = u, r.count[k]
+			case u == c.least:
+				fewest = min(fewest, r.count[k])
 			}
 		}
 	}
@@ -1461,7 +1466,7 @@ func (r *Router) ttftCoster(b *batch, i int, eligible []int, allow []bool, row, 
 		c.outgrown = r.outgrown(b, i, eligible, allow, c)
 		c.replicate = c.outgrown
 	}
-	c.filling = r.slotsFilling(b, i, eligible, allow, c)
+	c.filling = r.slotsFilling(b, i, fewest, c)
 	return c
 }
 
@@ -1614,10 +1619,10 @@ func (r *Router) outgrown(b *batch, i int, eligible []int, allow []bool, c ttftC
 }
 
 // slotsFilling returns, for request i, not a conversation's turn and
-// computing more than a block on every candidate, the fewest requests on
-// an eligible, allowed rank that computes least for it (a holder of its
-// prefix), when each such rank holds at least 1/ttftSlotShare of its
-// request slots; 0 otherwise. ttftCost then waives the recompute charge
+// computing more than a block on every candidate, fewest, the fewest
+// requests on an eligible, allowed rank that computes least for it (a
+// holder of its prefix), when each such rank holds at least
+// 1/ttftSlotShare of its request slots; 0 otherwise. ttftCost then waives the recompute charge
 // on ranks holding at most 1/ttftSlotShare as many requests as that
 // holder, where the request computes at most TTFTDrainTokens: it computes
 // the prefix again there when its own wait, with the lock step's raise,
@@ -1643,17 +1648,8 @@ func (r *Router) outgrown(b *batch, i int, eligible []int, allow []bool, c ttftC
 // 7's case=86). Replicated while the holders fill, at half their slots,
 // the family spreads over the idle ranks early: 1.15 times
 // (docs/routing-quality.md, "Shapes drawn from other seeds").
-func (r *Router) slotsFilling(b *batch, i int, eligible []int, allow []bool, c ttftCost) int {
-	if b.reqs[i].ConversationID != "" || c.least <= int64(r.cfg.TokensPerBlock) {
-		return 0
-	}
-	fewest := -1
-	for _, k := range eligible {
-		if allowed(allow, k) && c.unc(k) == c.least && (fewest < 0 || r.count[k] < fewest) {
-			fewest = r.count[k]
-		}
-	}
-	if ttftSlotShare*fewest < b.maxn {
+func (r *Router) slotsFilling(b *batch, i, fewest int, c ttftCost) int {
+	if b.reqs[i].ConversationID != "" || c.least <= int64(r.cfg.TokensPerBlock) || ttftSlotShare*fewest < b.maxn {
 		return 0
 	}
 	return fewest

@@ -241,9 +241,9 @@ func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 	// The fewest requests on an eligible rank computing least (a holder),
 	// for the waiver of slotsFilling.
 	holder := -1
-	for k, c := range rc.Candidates {
+	for _, c := range rc.Candidates {
 		if u := int64(max(rc.Len-c.Match, 0)); c.Excluded == Eligible && u == least && (holder < 0 || c.Requests < holder) {
-			holder = rc.Candidates[k].Requests
+			holder = c.Requests
 		}
 	}
 	wait := func(t int64) int64 {
@@ -274,7 +274,7 @@ func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 		// The receipt does not say whether the holders were at half their
 		// request slots (slotsFilling): where the rank holds at most half
 		// the holder's requests, its charge may be waived.
-		filling := q.ConversationID == "" && least > tpb && u > least && u <= drain && holder > 0 && 2*c.Requests <= holder
+		filling := q.ConversationID == "" && least > tpb && u > least && u <= drain && holder > 0 && ttftSlotShare*c.Requests <= holder
 		if want := wait(t) + charge + raise; c.Score != float64(want) && !(filling && c.Score == float64(wait(t)+raise)) {
 			return fmt.Errorf("rank %d: predicted %v, want the wait for queued %v + uncached %d, %d beyond the least and half the raise %d = %d (replica wanted: %v)",
 				k, c.Score, c.LoadTerm, u, charge, raise, want, rc.ReplicaWanted)
