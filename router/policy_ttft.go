@@ -1618,15 +1618,15 @@ func (r *Router) outgrown(b *batch, i int, eligible []int, allow []bool, c ttftC
 	return holders
 }
 
-// slotsFilling returns, for request i, not a conversation's turn and
-// computing more than a block on every candidate, fewest, the fewest
-// requests on an eligible, allowed rank that computes least for it (a
-// holder of its prefix), when each such rank holds at least
-// 1/ttftSlotShare of its request slots; 0 otherwise. ttftCost then waives the recompute charge
-// on ranks holding at most 1/ttftSlotShare as many requests as that
-// holder, where the request computes at most TTFTDrainTokens: it computes
-// the prefix again there when its own wait, with the lock step's raise,
-// is shorter. A longer prompt would stall the lock step for more than one
+// slotsFilling returns fewest, the fewest requests on an eligible, allowed
+// rank that computes least for request i (a holder of its prefix), when
+// each such rank holds at least 1/ttftSlotShare of its request slots, the
+// request is not a conversation's turn and it computes more than a block
+// on every candidate; 0 otherwise. ttftCost then waives the recompute
+// charge on ranks holding at most 1/ttftSlotShare as many requests as
+// that holder, where the request computes at most TTFTDrainTokens: it
+// computes the prefix again there when its own wait, with the lock
+// step's raise, is shorter. A longer prompt would stall the lock step for more than one
 // iteration, each in the way of later requests (a 64-tenant spike of
 // 6144-token prompts on a 4096-token budget went from 0.18 to 0.86 times
 // the best reference's TTFT p99 when such replicas were waived too).

@@ -211,11 +211,11 @@ func checkHeldCandidates(cfg Config, rc *Receipt) error {
 // within the busiest rank's share of the next iteration; a quarter of it
 // there under on_schedule reuse for a request not of a conversation that
 // computes more than a block wherever it goes; perhaps none on a rank with
-// at most half the requests of every holder, see slotsFilling), plus half of what its share of the next
-// iteration exceeds the busiest rank's by; and no eligible rank is cheaper
-// than the chosen one by more than a block (except for a new conversation,
-// which goes to the rank with the fewest requests among those within its
-// bound).
+// at most half the requests of every holder, see slotsFilling), plus half
+// of what its share of the next iteration exceeds the busiest rank's by;
+// and no eligible rank is cheaper than the chosen one by more than a block
+// (except for a new conversation, which goes to the rank with the fewest
+// requests among those within its bound).
 func checkTTFTCandidates(cfg Config, q *Request, rc *Receipt) error {
 	if len(rc.Candidates) != cfg.DPSize {
 		return fmt.Errorf("%d candidates, want dp_size %d", len(rc.Candidates), cfg.DPSize)
